@@ -1,0 +1,201 @@
+"""`check_checkpoint` and `inspect_checkpoint`: the library behind
+`dspark check` and `dspark inspect`, callable from Python.
+
+Header-only unless `deep=True`. Never imports torch for a safetensors
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from dspark.converters.configs import read_target_facts
+from dspark.converters.inventory import Checkpoint, open_checkpoint
+from dspark.schema.findings import Finding, Severity, count_by_severity
+from dspark.schema.rules import ResolvedDraft, check_contract, payload_findings
+
+MANIFEST_NAME = "dspark-manifest.json"
+
+
+@dataclass
+class FileSummary:
+    name: str
+    tensors: int
+    nbytes: int
+
+
+@dataclass
+class CheckReport:
+    """Everything `dspark check` found, as data."""
+
+    checkpoint: str
+    format: str
+    family: str | None
+    resolved: ResolvedDraft
+    tensor_count: int
+    total_bytes: int
+    bytes_by_dtype: dict[str, int]
+    files: list[FileSummary]
+    skipped: list[dict[str, Any]]
+    findings: list[Finding]
+    deep: bool = False
+    scanned_bytes: int = 0
+    target: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.WARNING]
+
+    def passed(self, strict: bool = False) -> bool:
+        return not self.errors and not (strict and self.warnings)
+
+    def to_dict(self, strict: bool = False) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "format": self.format,
+            "family": self.family,
+            "passed": self.passed(strict),
+            "strict": strict,
+            "deep": self.deep,
+            "target": self.target,
+            "resolved": self.resolved.to_dict(),
+            "tensor_count": self.tensor_count,
+            "total_bytes": self.total_bytes,
+            "scanned_bytes": self.scanned_bytes,
+            "bytes_by_dtype": self.bytes_by_dtype,
+            "files": [f.__dict__ for f in self.files],
+            "skipped": self.skipped,
+            "counts": count_by_severity(self.findings),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+ProgressStart = Callable[[int], Callable[[int], None]]
+
+
+def check_checkpoint(
+    path: Path | str,
+    *,
+    target: Path | str | None = None,
+    deep: bool = False,
+    verify_hashes: bool = False,
+    environ: Mapping[str, str] | None = None,
+    config_path: Path | str | None = None,
+    progress: ProgressStart | None = None,
+) -> CheckReport:
+    """Check a draft checkpoint against the contract.
+
+    `target` is the target model's folder or config.json. `deep` streams
+    every payload (NaN/Inf, zero norms, identity fc_norm). `progress`, when
+    given, is called once with the total payload bytes and returns a
+    callable told each chunk's size.
+    """
+    target_facts = read_target_facts(Path(target)) if target is not None else None
+    checkpoint = open_checkpoint(path, config_path=config_path)
+    environ = os.environ if environ is None else environ
+
+    findings: list[Finding] = list(checkpoint.config_findings) + list(checkpoint.findings)
+    resolved = ResolvedDraft(target_checked=target_facts is not None)
+    expected: dict = {}
+    if checkpoint.config is not None:
+        contract = check_contract(
+            checkpoint.config,
+            checkpoint.entries,
+            config_file=checkpoint.config_display,
+            target=target_facts,
+            environ=environ,
+        )
+        findings += contract.findings
+        resolved = contract.resolved
+        expected = contract.expected
+
+    scanned = 0
+    if deep:
+        from dspark.converters.payload_scan import scan_entries
+
+        total = checkpoint.total_bytes()
+        advance = progress(total) if progress else None
+        scan = scan_entries(checkpoint.reader, checkpoint.entries, progress=advance)
+        findings += payload_findings(_guarded(scan, findings), expected)
+        scanned = total
+
+    if (checkpoint.root / MANIFEST_NAME).is_file():
+        from dspark.converters.manifest import verify_manifest
+
+        findings += verify_manifest(checkpoint, hashes=verify_hashes or deep)
+
+    return _report(checkpoint, resolved, findings, deep=deep, scanned=scanned, target=target_facts)
+
+
+def _guarded(scan, findings: list[Finding]):
+    """Turn a payload that cannot be read into a finding, and go on."""
+    from dspark.schema.errors import CheckpointError
+
+    iterator = iter(scan)
+    while True:
+        try:
+            yield next(iterator)
+        except StopIteration:
+            return
+        except CheckpointError as error:
+            findings.append(Finding(error.code, error.message, file=error.path, tensor=error.tensor))
+
+
+def _report(
+    checkpoint: Checkpoint,
+    resolved: ResolvedDraft,
+    findings: list[Finding],
+    *,
+    deep: bool,
+    scanned: int,
+    target,
+) -> CheckReport:
+    by_dtype: Counter[str] = Counter()
+    per_file: dict[str, FileSummary] = {name: FileSummary(name, 0, 0) for name in checkpoint.weight_files}
+    for entry in checkpoint.entries:
+        by_dtype[entry.dtype] += entry.nbytes
+        summary = per_file.setdefault(entry.file, FileSummary(entry.file, 0, 0))
+        summary.tensors += 1
+        summary.nbytes += entry.nbytes
+    family = checkpoint.family
+    skipped = [
+        {"name": e.served_name, "file": e.file, "nbytes": e.nbytes, "dtype": e.dtype}
+        for e in checkpoint.entries
+        if family is not None and family.is_skipped(e.served_name)
+    ]
+    return CheckReport(
+        checkpoint=str(checkpoint.source),
+        format=checkpoint.format,
+        family=family.name if family else None,
+        resolved=resolved,
+        tensor_count=len(checkpoint.entries),
+        total_bytes=checkpoint.total_bytes(),
+        bytes_by_dtype=dict(sorted(by_dtype.items())),
+        files=list(per_file.values()),
+        skipped=skipped,
+        findings=findings,
+        deep=deep,
+        scanned_bytes=scanned,
+        target=target.source if target else None,
+        metadata=checkpoint.metadata,
+    )
+
+
+def inspect_checkpoint(
+    path: Path | str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    config_path: Path | str | None = None,
+) -> CheckReport:
+    """The same header-only report `check` builds, for reading rather than
+    gating: `dspark inspect` renders it as a page and exits 0."""
+    return check_checkpoint(path, environ=environ, config_path=config_path)

@@ -1,0 +1,205 @@
+"""HF-style safetensors checkpoints: one file, several, or sharded with an
+index. Headers only; every inconsistency is a finding, not an exception, so
+`dspark check` reports them all at once."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Iterator
+
+from dspark.converters.configs import parse_json_object
+from dspark.converters.inventory import SAFETENSORS_INDEX, Checkpoint, load_config_for, served_name_for
+from dspark.converters.safetensors_io import SafetensorsHeader, iter_range_chunks, read_header, read_range
+from dspark.schema.errors import CheckpointError
+from dspark.schema.findings import Finding
+from dspark.schema.inventory import TensorEntry, printable_name
+
+
+class SafetensorsReader:
+    """Reads payloads by byte range (pread), never through a memory map."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def read_raw(self, entry: TensorEntry) -> bytes:
+        start, end = entry.byte_range
+        return read_range(self.root / entry.file, start, end)
+
+    def iter_chunks(self, entry: TensorEntry, chunk_bytes: int) -> Iterator[memoryview]:
+        start, end = entry.byte_range
+        return iter_range_chunks(self.root / entry.file, start, end, chunk_bytes)
+
+
+def _finding_from_error(error: CheckpointError) -> Finding:
+    return Finding(error.code, error.message, file=error.path, tensor=error.tensor, detail=dict(error.detail))
+
+
+def _is_plain_file_name(name: Any) -> bool:
+    if not isinstance(name, str) or not name or name in (".", ".."):
+        return False
+    return PurePosixPath(name).name == name and PureWindowsPath(name).name == name and "\x00" not in name
+
+
+def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -> Checkpoint:
+    if path.is_file():
+        root = path.parent
+        files = [path.name] if fmt == "safetensors" else []
+    else:
+        root = path
+        files = sorted(p.name for p in root.glob("*.safetensors") if p.is_file())
+    config, config_file, config_findings, family = load_config_for(root, config_path)
+
+    findings: list[Finding] = []
+    headers: dict[str, SafetensorsHeader] = {}
+    listed: dict[str, str] | None = None  # tensor -> shard, from the index
+    index_total: Any = None
+
+    if fmt == "safetensors-sharded":
+        listed, index_total, index_findings = _read_index(root / SAFETENSORS_INDEX)
+        findings += index_findings
+        shards = sorted(set(listed.values())) if listed else []
+        for shard in shards:
+            if not _is_plain_file_name(shard):
+                findings.append(Finding(
+                    "IDX007",
+                    f"{SAFETENSORS_INDEX}: shard name {printable_name(str(shard))!r} is not a plain file "
+                    "name inside the checkpoint folder; refusing to follow it. Regenerate the index.",
+                    file=SAFETENSORS_INDEX,
+                    detail={"shard": shard},
+                ))
+            elif not (root / shard).is_file():
+                findings.append(Finding(
+                    "IDX002",
+                    f"{SAFETENSORS_INDEX} names shard {shard}, which is missing. Copy it from the "
+                    "training output or regenerate the index.",
+                    file=shard,
+                    detail={"tensors": sorted(n for n, s in listed.items() if s == shard)[:10]},
+                ))
+        files = sorted(set(files) | {s for s in shards if _is_plain_file_name(s) and (root / s).is_file()})
+    elif len(files) > 1:
+        findings.append(Finding(
+            "IDX001",
+            f"{len(files)} safetensors files but no {SAFETENSORS_INDEX}; a loader does not know "
+            "which to read. Add the index or keep one file.",
+            file=str(root),
+            detail={"files": files},
+        ))
+
+    for name in files:
+        try:
+            headers[name] = read_header(root / name, display_name=name)
+        except CheckpointError as error:
+            findings.append(_finding_from_error(error))
+
+    entries: list[TensorEntry] = []
+    owner: dict[str, str] = {}
+    for file_name in files:
+        header = headers.get(file_name)
+        if header is None:
+            continue
+        for tensor in header.tensors:
+            if tensor.name in owner:
+                findings.append(Finding(
+                    "IDX005",
+                    f"{printable_name(tensor.name)} is stored in both {owner[tensor.name]} and {file_name}; "
+                    "which copy loads depends on the loader. Remove one.",
+                    file=file_name,
+                    tensor=tensor.name,
+                    detail={"files": [owner[tensor.name], file_name]},
+                ))
+                continue
+            owner[tensor.name] = file_name
+            entries.append(TensorEntry(
+                served_name=served_name_for(family, tensor.name),
+                stored_name=tensor.name,
+                dtype=tensor.dtype,
+                shape=tensor.shape,
+                file=file_name,
+                byte_range=(tensor.start, tensor.end),
+            ))
+
+    if listed is not None:
+        findings += _index_consistency(listed, index_total, headers, owner, entries)
+
+    metadata: dict[str, Any] = {}
+    for header in headers.values():
+        if header.metadata:
+            metadata.update(header.metadata)
+    return Checkpoint(
+        source=path,
+        root=root,
+        format=fmt,
+        weight_files=files,
+        entries=entries,
+        findings=findings,
+        reader=SafetensorsReader(root),
+        config=config,
+        config_path=config_file,
+        config_findings=config_findings,
+        family=family,
+        metadata=metadata,
+    )
+
+
+def _read_index(index_path: Path) -> tuple[dict[str, str] | None, Any, list[Finding]]:
+    def bad(message: str) -> tuple[None, None, list[Finding]]:
+        return None, None, [Finding(
+            "IDX001",
+            f"{SAFETENSORS_INDEX}: {message}. Regenerate the index from the shards.",
+            file=SAFETENSORS_INDEX,
+        )]
+
+    try:
+        index = parse_json_object(index_path)
+    except (ValueError, OSError) as exc:
+        return bad(str(exc))
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        return bad("weight_map is missing or does not map tensor names to shard file names")
+    metadata = index.get("metadata") or {}
+    total = metadata.get("total_size") if isinstance(metadata, dict) else None
+    return dict(weight_map), total, []
+
+
+def _index_consistency(
+    listed: dict[str, str],
+    index_total: Any,
+    headers: dict[str, SafetensorsHeader],
+    owner: dict[str, str],
+    entries: list[TensorEntry],
+) -> list[Finding]:
+    findings: list[Finding] = []
+    for name, shard in sorted(listed.items()):
+        if shard not in headers:
+            continue  # missing, unsafe or corrupt shard: reported already
+        if owner.get(name) != shard:
+            where = f" (it is in {owner[name]})" if name in owner else ""
+            findings.append(Finding(
+                "IDX003",
+                f"{SAFETENSORS_INDEX} lists {printable_name(name)} in {shard}, but that shard does not "
+                f"hold it{where}. Regenerate the index from the shards.",
+                file=shard,
+                tensor=name,
+                detail={"shard": shard, "actual": owner.get(name)},
+            ))
+    for entry in entries:
+        if entry.stored_name not in listed:
+            findings.append(Finding(
+                "IDX004",
+                f"{entry.file} holds {printable_name(entry.stored_name)}, which {SAFETENSORS_INDEX} does "
+                "not list; a loader following the index never reads it. Regenerate the index.",
+                file=entry.file,
+                tensor=entry.stored_name,
+            ))
+    if index_total is not None:
+        actual = sum(e.nbytes for e in entries)
+        complete = all(s in headers for s in set(listed.values()))
+        if complete and index_total != actual:
+            findings.append(Finding(
+                "IDX006",
+                f"{SAFETENSORS_INDEX}: metadata.total_size is {index_total!r} but the shards hold "
+                f"{actual:,} bytes of tensors; the index is stale. Regenerate it.",
+                file=SAFETENSORS_INDEX,
+                detail={"total_size": index_total, "actual": actual},
+            ))
+    return findings

@@ -1,0 +1,239 @@
+"""safetensors files, read header-first and by byte range, without torch.
+
+The header is untrusted JSON; `read_header` validates all of it (DESIGN §3)
+before any offset is used, and raises `CheckpointError` (code STF001) naming
+the file, the tensor and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from dspark.schema.dtypes import DTYPE_ITEMSIZE
+from dspark.schema.errors import CheckpointError
+from dspark.schema.inventory import printable_name
+
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+HEADER_LENGTH_BYTES = 8
+
+
+@dataclass(frozen=True)
+class HeaderTensor:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    # absolute [start, end) within the file
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class SafetensorsHeader:
+    path: Path
+    tensors: tuple[HeaderTensor, ...]  # in file order
+    metadata: dict[str, str] | None
+    header_bytes: int  # length of the JSON header
+    payload_bytes: int
+    file_bytes: int
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def _has_control_characters(name: str) -> bool:
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name)
+
+
+def read_header(path: Path, display_name: str | None = None) -> SafetensorsHeader:
+    """Read and fully validate the header of one safetensors file."""
+    shown = display_name or str(path)
+
+    def corrupt(reason: str, message: str, tensor: str | None = None) -> CheckpointError:
+        return CheckpointError(
+            f"{shown}: {message}",
+            code="STF001",
+            path=shown,
+            tensor=tensor,
+            hint="Re-export or re-download this file; it is not a valid safetensors file.",
+        ).with_reason(reason)
+
+    try:
+        with open(path, "rb") as handle:
+            file_bytes = os.fstat(handle.fileno()).st_size
+            prefix = handle.read(HEADER_LENGTH_BYTES)
+            if len(prefix) < HEADER_LENGTH_BYTES:
+                raise corrupt("truncated", f"file is {file_bytes} bytes, too short for a header length")
+            (header_len,) = struct.unpack("<Q", prefix)
+            if header_len > MAX_HEADER_BYTES:
+                raise corrupt("header_too_large", f"header length {header_len:,} exceeds the 100 MB limit")
+            if HEADER_LENGTH_BYTES + header_len > file_bytes:
+                raise corrupt(
+                    "header_out_of_file",
+                    f"header length {header_len:,} runs past the end of the {file_bytes:,}-byte file",
+                )
+            raw = handle.read(header_len)
+    except OSError as exc:
+        raise CheckpointError(
+            f"{shown}: cannot read: {exc.strerror or exc}",
+            code="STF001",
+            path=shown,
+            hint="Check the file's permissions and that it is fully written.",
+        ).with_reason("unreadable") from exc
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise corrupt("not_utf8", "header is not valid UTF-8") from None
+    try:
+        header = json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as dup:
+        raise corrupt("duplicate_key", f"header names {printable_name(dup.key)!r} twice", dup.key) from None
+    except ValueError as exc:
+        raise corrupt("not_json", f"header is not valid JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise corrupt("not_object", "header is not a JSON object")
+
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None:
+        if not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+        ):
+            raise corrupt("bad_metadata", "__metadata__ must map strings to strings")
+
+    tensors: list[HeaderTensor] = []
+    data_start = HEADER_LENGTH_BYTES + header_len
+    payload_bytes = file_bytes - data_start
+    for name, info in header.items():
+        shown_name = printable_name(name)
+        if _has_control_characters(name):
+            raise corrupt("control_character", f"tensor name {shown_name!r} contains control characters", name)
+        if not isinstance(info, dict):
+            raise corrupt("bad_entry", f"entry for {shown_name} is not an object", name)
+        dtype = info.get("dtype")
+        shape = info.get("shape")
+        offsets = info.get("data_offsets")
+        if dtype not in DTYPE_ITEMSIZE:
+            raise corrupt("unknown_dtype", f"{shown_name} has unknown dtype {dtype!r}", name)
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
+            raise corrupt("bad_shape", f"{shown_name} has invalid shape {shape!r}", name)
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
+            or offsets[0] > offsets[1]
+        ):
+            raise corrupt("bad_offsets", f"{shown_name} has invalid data_offsets {offsets!r}", name)
+        numel = 1
+        for dim in shape:
+            numel *= dim
+        if offsets[1] - offsets[0] != numel * DTYPE_ITEMSIZE[dtype]:
+            raise corrupt(
+                "size_mismatch",
+                f"{shown_name} spans {offsets[1] - offsets[0]:,} bytes but {dtype}{shape} needs "
+                f"{numel * DTYPE_ITEMSIZE[dtype]:,}",
+                name,
+            )
+        tensors.append(HeaderTensor(name, dtype, tuple(shape), data_start + offsets[0], data_start + offsets[1]))
+
+    # Offsets must tile the payload exactly: start at 0, no gap, no overlap,
+    # end at the end of the file. Zero-sized tensors may sit anywhere.
+    cursor = data_start
+    for tensor in sorted(tensors, key=lambda t: (t.start, t.end)):
+        if tensor.start == tensor.end and data_start <= tensor.start <= data_start + payload_bytes:
+            continue
+        if tensor.start != cursor:
+            kind = "gap" if tensor.start > cursor else "overlap"
+            raise corrupt(
+                kind,
+                f"{printable_name(tensor.name)} starts at payload offset {tensor.start - data_start:,} "
+                f"but the previous tensor ends at {cursor - data_start:,} ({kind})",
+                tensor.name,
+            )
+        cursor = tensor.end
+    if cursor != file_bytes:
+        raise corrupt(
+            "payload_length",
+            f"tensors end at payload offset {cursor - data_start:,} but the payload is "
+            f"{payload_bytes:,} bytes (truncated or trailing data)",
+        )
+    return SafetensorsHeader(
+        path=path,
+        tensors=tuple(tensors),
+        metadata=metadata,
+        header_bytes=header_len,
+        payload_bytes=payload_bytes,
+        file_bytes=file_bytes,
+    )
+
+
+def read_range(path: Path, start: int, end: int) -> bytes:
+    """The bytes [start, end) of a file, read with pread: no memory map, so
+    resident memory stays at what the caller holds."""
+    with open(path, "rb", buffering=0) as handle:
+        return _pread_exact(handle.fileno(), start, end, path)
+
+
+def _pread_exact(fd: int, start: int, end: int, path: Path) -> bytes:
+    wanted = end - start
+    data = os.pread(fd, wanted, start)
+    if len(data) == wanted:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < wanted:
+        chunk = os.pread(fd, wanted - got, start + got)
+        if not chunk:
+            raise CheckpointError(
+                f"{path}: file ended at byte {start + got:,} while reading [{start:,}, {end:,})",
+                code="PAY003",
+                path=str(path),
+                hint="The file was truncated after its header was written.",
+            )
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def iter_range_chunks(path: Path, start: int, end: int, chunk_bytes: int) -> Iterator[memoryview]:
+    """Stream [start, end) in full chunks of `chunk_bytes` (the last may be
+    shorter), reusing one buffer: the caller must be done with a chunk
+    before asking for the next. Chunks stay element-aligned as long as
+    `chunk_bytes` is a multiple of the item size."""
+    buffer = bytearray(min(chunk_bytes, max(end - start, 1)))
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as handle:
+        fd = handle.fileno()
+        position = start
+        while position < end:
+            size = min(len(buffer), end - position)
+            filled = 0
+            while filled < size:
+                got = os.preadv(fd, [view[filled:size]], position + filled)
+                if got <= 0:
+                    raise CheckpointError(
+                        f"{path}: file ended at byte {position + filled:,} while reading [{start:,}, {end:,})",
+                        code="PAY003",
+                        path=str(path),
+                        hint="The file was truncated after its header was written.",
+                    )
+                filled += got
+            yield view[:size]
+            position += size

@@ -1,0 +1,78 @@
+"""The one error family of dspark.
+
+Every failure a user can cause or meet raises a subclass of `DsparkError`.
+Only the CLI turns these into exit codes (`dspark.cli.errors`); library code
+raises and returns, it never exits.
+"""
+
+from __future__ import annotations
+
+
+class DsparkError(Exception):
+    """Base of every error dspark raises on purpose.
+
+    `hint` tells the user what to do about it; `path` and `tensor` name what
+    it is about, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        path: str | None = None,
+        tensor: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.path = path
+        self.tensor = tensor
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(DsparkError):
+    """The command was asked for something that cannot be done as asked:
+    no such path, not a checkpoint at all, an output that already exists."""
+
+
+class CheckpointError(DsparkError):
+    """The checkpoint itself is broken: a corrupt or inconsistent file, a
+    tensor that cannot be read. Carries a finding `code` for reports."""
+
+    def __init__(self, message: str, *, code: str, detail: dict | None = None, **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.code = code
+        self.detail = dict(detail or {})
+
+    def with_reason(self, reason: str) -> "CheckpointError":
+        """Tag the error with a machine-readable reason (kept in `detail`)."""
+        self.detail["reason"] = reason
+        return self
+
+
+class MissingDependencyError(DsparkError):
+    """An optional dependency (torch, triton) is needed and absent."""
+
+
+class DeviceUnavailableError(DsparkError):
+    """A device was asked for (`--device cuda`) that this machine lacks."""
+
+
+class UnsafeInputError(CheckpointError):
+    """Input that would need arbitrary code execution to load (a pickle
+    with a code payload). Refused, never run."""
+
+
+def require_torch(feature: str):
+    """Import torch for `feature`, or say which extra brings it."""
+    try:
+        import torch  # noqa: PLC0415 - torch is optional and slow to import
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"{feature} needs PyTorch, which is not installed.",
+            hint="Install the extra: pip install 'dspark[torch]'.",
+        ) from exc
+    return torch

@@ -1,0 +1,290 @@
+"""Draft families as data.
+
+A family says how to recognise a draft from its config, which config fields
+give its dimensions, and which tensors a serving engine loads for it, with
+their shapes as expressions over those dimensions. Adding a family is adding
+one entry to `FAMILIES`; the rules in `dspark.schema.rules` read the table
+and have no per-family branches.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+
+# Wrappers that training frameworks put around names. Leading ones are
+# stripped repeatedly; infix ones (FSDP, torch.compile) wherever they sit.
+LEADING_WRAPPER_PREFIXES = ("draft_model.", "model.", "_orig_mod.", "_fsdp_wrapped_module.")
+INFIX_WRAPPERS = ("_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
+
+
+def strip_wrappers(stored_name: str) -> str:
+    """`draft_model.model.layers.0._fsdp_wrapped_module.mlp.up_proj.weight`
+    -> `layers.0.mlp.up_proj.weight`."""
+    name = stored_name
+    for wrapper in INFIX_WRAPPERS:
+        name = name.replace("." + wrapper, ".")
+    changed = True
+    while changed:
+        changed = False
+        for prefix in LEADING_WRAPPER_PREFIXES:
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+                changed = True
+    return name
+
+
+@dataclass(frozen=True)
+class TensorRule:
+    """One served tensor, or one per layer (`{n}`) or per tap (`{i}`).
+
+    `shape` entries are arithmetic over the family's dimension names.
+    `role` lets payload rules find norms; `when` names a resolved boolean
+    feature (e.g. "fc_norm") that must be on for the tensor to exist.
+    """
+
+    name: str
+    shape: tuple[str, ...]
+    role: str = "matrix"  # "matrix" | "norm" | "fc_norm" | "context_proj"
+    when: str | None = None
+
+    @property
+    def scope(self) -> str:
+        if "{n}" in self.name:
+            return "layer"
+        if "{i}" in self.name:
+            return "tap"
+        return "model"
+
+
+@dataclass(frozen=True)
+class ExpectedTensor:
+    name: str
+    shape: tuple[int, ...]
+    role: str
+    rule: TensorRule
+
+
+@dataclass(frozen=True)
+class DraftFamily:
+    name: str
+    description: str
+    model_types: tuple[str, ...]
+    architectures: tuple[str, ...]
+    schema_file: str
+    # dimension symbol -> config field, or a callable over the config
+    dims: Mapping[str, str | Callable[[Mapping[str, Any]], Any]]
+    tensors: tuple[TensorRule, ...]
+    # served-name prefixes the loader skips (kept out of the inventory check)
+    skipped_prefixes: tuple[str, ...] = ("embed_tokens.", "lm_head.", "confidence_head.")
+    # training-only names that convert leaves behind
+    training_only_prefixes: tuple[str, ...] = ("t2d", "d2t")
+    # training-module name prefix -> served name prefix
+    renames: Mapping[str, str] = field(default_factory=dict)
+
+    def served_name(self, stored_name: str) -> str:
+        name = strip_wrappers(stored_name)
+        for source, target in self.renames.items():
+            if name.startswith(source):
+                return target + name[len(source):]
+        return name
+
+    def is_skipped(self, served_name: str) -> bool:
+        return served_name.startswith(self.skipped_prefixes)
+
+    def is_training_only(self, served_name: str) -> bool:
+        return any(served_name == p or served_name.startswith(p + ".") for p in self.training_only_prefixes)
+
+    def fc_norm_index(self, served_name: str) -> int | None:
+        """The tap index of an `fc_norm.{i}.weight` name, else None."""
+        match = _FC_NORM_NAME.fullmatch(served_name)
+        return int(match.group(1)) if match else None
+
+    def resolve_dims(self, config: Mapping[str, Any]) -> dict[str, int]:
+        """Dimension values from a config; a dimension whose source is
+        missing or not an integer is left out (schema findings cover it)."""
+        dims: dict[str, int] = {}
+        for symbol, source in self.dims.items():
+            value = source(config) if callable(source) else config.get(source)
+            if isinstance(value, int) and not isinstance(value, bool):
+                dims[symbol] = value
+        return dims
+
+    def expected_tensors(
+        self, dims: Mapping[str, int], features: Mapping[str, bool]
+    ) -> tuple[dict[str, ExpectedTensor], list[str]]:
+        """Served name -> expected tensor, plus the names of rules that could
+        not be expanded because a dimension they need is unknown."""
+        expected: dict[str, ExpectedTensor] = {}
+        unresolved: list[str] = []
+        for rule in self.tensors:
+            if rule.when is not None and not features.get(rule.when, False):
+                continue
+            try:
+                shape = tuple(evaluate_dim(expr, dims) for expr in rule.shape)
+                count = {"layer": dims.get("N"), "tap": dims.get("S"), "model": 1}[rule.scope]
+                if count is None:
+                    raise KeyError(rule.scope)
+            except KeyError:
+                unresolved.append(rule.name)
+                continue
+            for index in range(count):
+                name = rule.name.replace("{n}", str(index)).replace("{i}", str(index))
+                expected[name] = ExpectedTensor(name, shape, rule.role, rule)
+        return expected, unresolved
+
+
+_FC_NORM_NAME = re.compile(r"fc_norm\.(\d+)\.weight")
+
+_DIM_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
+
+
+def evaluate_dim(expression: str, dims: Mapping[str, int]) -> int:
+    """Evaluate `nh*(qk_nope+qk_rope)` over `dims`. Only names, integers,
+    + - * and parentheses are allowed; an unknown name raises KeyError."""
+
+    def walk(node: ast.AST) -> int:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Name):
+            return dims[node.id]
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _DIM_OPERATORS:
+            return _DIM_OPERATORS[type(node.op)](walk(node.left), walk(node.right))
+        raise ValueError(f"unsupported dimension expression {expression!r}")
+
+    return walk(ast.parse(expression, mode="eval"))
+
+
+def _dflash_field(name: str) -> Callable[[Mapping[str, Any]], Any]:
+    """A field that may sit in `dflash_config` (which wins) or at the top."""
+
+    def read(config: Mapping[str, Any]) -> Any:
+        nested = config.get("dflash_config")
+        if isinstance(nested, Mapping) and name in nested:
+            return nested[name]
+        return config.get(name)
+
+    return read
+
+
+def _tap_count(config: Mapping[str, Any]) -> Any:
+    if "num_target_layers" in config:
+        return config["num_target_layers"]
+    layer_ids = _dflash_field("target_layer_ids")(config)
+    return len(layer_ids) if isinstance(layer_ids, list) else None
+
+
+def _gqa_head_dim(config: Mapping[str, Any]) -> Any:
+    if "head_dim" in config:
+        return config["head_dim"]
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        return hidden // heads
+    return None
+
+
+_SHARED_DIMS = {
+    "h": "hidden_size",
+    "inter": "intermediate_size",
+    "N": "num_hidden_layers",
+    "nh": "num_attention_heads",
+    "nkv": "num_key_value_heads",
+    "vocab": "vocab_size",
+    "S": _tap_count,
+    "th": lambda c: c.get("target_hidden_size", c.get("hidden_size")),
+}
+
+_DECODER_MLP_AND_NORMS = (
+    TensorRule("layers.{n}.input_layernorm.weight", ("h",), role="norm"),
+    TensorRule("layers.{n}.post_attention_layernorm.weight", ("h",), role="norm"),
+    TensorRule("layers.{n}.mlp.gate_proj.weight", ("inter", "h")),
+    TensorRule("layers.{n}.mlp.up_proj.weight", ("inter", "h")),
+    TensorRule("layers.{n}.mlp.down_proj.weight", ("h", "inter")),
+)
+
+K3_DSPARK = DraftFamily(
+    name="k3_dspark",
+    description="Kimi-K3 DSpark draft (MLA attention, Markov head)",
+    model_types=("k3_dspark",),
+    architectures=("K3DSparkModel",),
+    schema_file="k3_dspark.schema.json",
+    dims={
+        **_SHARED_DIMS,
+        "th": "target_hidden_size",
+        "S": "num_target_layers",
+        "q_lora": "q_lora_rank",
+        "kv_lora": "kv_lora_rank",
+        "qk_nope": "qk_nope_head_dim",
+        "qk_rope": "qk_rope_head_dim",
+        "v_head": "v_head_dim",
+        "markov": "markov_rank",
+        "draft_vocab": lambda c: c.get("draft_vocab_size", c.get("vocab_size")),
+    },
+    tensors=(
+        TensorRule("context_proj.weight", ("h", "S*th"), role="context_proj"),
+        TensorRule("context_norm.weight", ("h",), role="norm"),
+        TensorRule("final_norm.weight", ("h",), role="norm"),
+        TensorRule("markov_head.markov_w1.weight", ("vocab", "markov")),
+        TensorRule("markov_head.markov_w2.weight", ("draft_vocab", "markov")),
+        TensorRule("fc_norm.{i}.weight", ("th",), role="fc_norm", when="fc_norm"),
+        *_DECODER_MLP_AND_NORMS,
+        TensorRule("layers.{n}.self_attn.q_a_proj.weight", ("q_lora", "h")),
+        TensorRule("layers.{n}.self_attn.q_a_layernorm.weight", ("q_lora",), role="norm"),
+        TensorRule("layers.{n}.self_attn.q_b_proj.weight", ("nh*(qk_nope+qk_rope)", "q_lora")),
+        TensorRule("layers.{n}.self_attn.kv_a_proj_with_mqa.weight", ("kv_lora+qk_rope", "h")),
+        TensorRule("layers.{n}.self_attn.kv_a_layernorm.weight", ("kv_lora",), role="norm"),
+        TensorRule("layers.{n}.self_attn.kv_b_proj.weight", ("nh*(qk_nope+v_head)", "kv_lora")),
+        TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*v_head")),
+    ),
+)
+
+DFLASH_GQA = DraftFamily(
+    name="dflash_gqa",
+    description="GQA DFlash / DSpark draft (fc, hidden_norm, norm; q/k/v/o projections)",
+    model_types=("dflash", "dspark", "dflash_draft"),
+    architectures=("DFlashDraftModel", "DSparkDraftModel", "DFlashModel"),
+    schema_file="dflash_gqa.schema.json",
+    dims={**_SHARED_DIMS, "hd": _gqa_head_dim},
+    tensors=(
+        TensorRule("fc.weight", ("h", "S*th"), role="context_proj"),
+        TensorRule("hidden_norm.weight", ("h",), role="norm"),
+        TensorRule("norm.weight", ("h",), role="norm"),
+        TensorRule("fc_norm.{i}.weight", ("th",), role="fc_norm", when="fc_norm"),
+        *_DECODER_MLP_AND_NORMS,
+        TensorRule("layers.{n}.self_attn.q_proj.weight", ("nh*hd", "h")),
+        TensorRule("layers.{n}.self_attn.k_proj.weight", ("nkv*hd", "h")),
+        TensorRule("layers.{n}.self_attn.v_proj.weight", ("nkv*hd", "h")),
+        TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*hd")),
+        TensorRule("layers.{n}.self_attn.q_norm.weight", ("hd",), role="norm"),
+        TensorRule("layers.{n}.self_attn.k_norm.weight", ("hd",), role="norm"),
+    ),
+    # TorchSpec's training module names the same parts like the K3 draft.
+    renames={"context_proj.": "fc.", "context_norm.": "hidden_norm.", "final_norm.": "norm."},
+)
+
+FAMILIES: tuple[DraftFamily, ...] = (K3_DSPARK, DFLASH_GQA)
+
+
+def family_for_config(config: Mapping[str, Any]) -> DraftFamily | None:
+    """Recognise a family by `architectures` first, then `model_type` (the
+    reference K3 config omits `architectures`)."""
+    architectures = config.get("architectures")
+    if isinstance(architectures, list):
+        for family in FAMILIES:
+            if any(arch in family.architectures for arch in architectures):
+                return family
+    model_type = config.get("model_type")
+    for family in FAMILIES:
+        if model_type in family.model_types:
+            return family
+    return None
+
+
+def family_by_name(name: str) -> DraftFamily | None:
+    return next((f for f in FAMILIES if f.name == name), None)

@@ -1,0 +1,133 @@
+"""Findings: what a check found, as data.
+
+A finding has a stable `code` (documented in the README and never reused for
+another meaning), a severity, a message that names the file and tensor and
+says what to do, and a machine-readable `detail`. Library code returns
+findings; only the CLI turns them into an exit code.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class FindingCode:
+    code: str
+    severity: Severity
+    title: str
+
+
+def _codes(*rows: tuple[str, Severity, str]) -> dict[str, FindingCode]:
+    return {code: FindingCode(code, severity, title) for code, severity, title in rows}
+
+
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+# The vocabulary. Order is the README's order; codes are stable.
+FINDING_CODES: dict[str, FindingCode] = _codes(
+    # config.json
+    ("CFG001", E, "config.json is missing beside the weights"),
+    ("CFG002", E, "config.json is not a JSON object"),
+    ("CFG003", E, "config field violates the draft config schema"),
+    ("CFG004", E, "draft family not recognised from model_type / architectures"),
+    ("CFG005", E, "target_layer_ids count differs from num_target_layers"),
+    ("CFG006", E, "target_layer_ids not strictly ascending (order or duplicates)"),
+    ("CFG007", E, "target layer id outside [0, target_num_hidden_layers)"),
+    ("CFG008", E, "mask_token_id missing or outside [0, vocab_size)"),
+    ("CFG009", E, "draft_vocab_size differs from vocab_size"),
+    # fc_norm
+    ("FCN001", E, "fc_norm declared true but no fc_norm weights shipped"),
+    ("FCN002", E, "fc_norm weights shipped but fc_norm not declared true"),
+    ("FCN003", E, "fc_norm weight count or index does not match the taps"),
+    ("FCN004", E, "fc_norm weight shape is not [target_hidden_size]"),
+    ("FCN005", E, "fc_norm weight dtype is not floating point"),
+    ("FCN006", W, "fc_norm weight is exactly all ones (an identity norm)"),
+    ("CTX001", E, "context projection width is not taps x target_hidden_size"),
+    # aux_hidden_stream
+    ("STR001", E, "aux_hidden_stream is not 'prefix' or 'attn_res'"),
+    ("STR002", I, "resolved aux_hidden_stream and where it came from"),
+    ("STR003", E, "TOKENSPEED_DFLASH_AUX_STREAM holds an invalid value"),
+    ("STR004", W, "TOKENSPEED_DFLASH_AUX_STREAM overrides the checkpoint (A/B run)"),
+    ("STR005", W, "attn_res stream not verified against a target"),
+    ("STR006", E, "target cannot supply the attn_res stream"),
+    # --target
+    ("TGT001", E, "target config is unreadable or lacks a needed field"),
+    ("TGT002", E, "target_hidden_size differs from the target's hidden_size"),
+    ("TGT003", E, "target_num_hidden_layers differs from the target's layer count"),
+    ("TGT004", E, "vocab_size differs from the target's vocab_size"),
+    ("TGT005", E, "a tap is outside the target's layers"),
+    # tensor inventory
+    ("INV001", E, "expected tensor missing"),
+    ("INV002", E, "unexpected tensor (the serving loader has no destination)"),
+    ("INV003", E, "tensor shape differs from the one the config implies"),
+    ("INV004", E, "tensor dtype is not floating point"),
+    ("INV005", I, "tensor skipped by the serving loader"),
+    ("INV006", E, "two stored tensors map to the same served name"),
+    ("INV007", W, "weights stored in float32 (twice the bytes of bf16)"),
+    # files: safetensors headers and sharded indexes
+    ("STF001", E, "safetensors file is corrupt or malformed"),
+    ("IDX001", E, "sharded index is not valid"),
+    ("IDX002", E, "shard named in the index is missing"),
+    ("IDX003", E, "tensor listed in the index is absent from its shard"),
+    ("IDX004", E, "tensor present in a shard but not listed in the index"),
+    ("IDX005", E, "tensor present in more than one shard"),
+    ("IDX006", E, "index total_size differs from the tensor bytes"),
+    ("IDX007", E, "shard name is not a plain file name inside the checkpoint"),
+    # payloads (--deep)
+    ("PAY001", E, "tensor holds NaN or Inf"),
+    ("PAY002", E, "norm weight is all zeros"),
+    ("PAY003", E, "tensor payload could not be read"),
+    # dspark-manifest.json
+    ("MAN001", E, "dspark-manifest.json is not valid"),
+    ("MAN002", E, "tensor differs from the manifest (name, file, dtype, shape or bytes)"),
+    ("MAN003", E, "tensor payload hash differs from the manifest"),
+    ("MAN004", I, "manifest verified"),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a check found.
+
+    `file` is relative to the checkpoint folder where possible; `tensor` is
+    the served name (or the stored one, when it has none yet).
+    """
+
+    code: str
+    message: str
+    file: str | None = None
+    tensor: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    severity: Severity | None = None
+
+    def __post_init__(self) -> None:
+        if self.code not in FINDING_CODES:
+            raise ValueError(f"unknown finding code {self.code!r}")
+        if self.severity is None:
+            object.__setattr__(self, "severity", FINDING_CODES[self.code].severity)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity.value,
+            "message": self.message,
+            "file": self.file,
+            "tensor": self.tensor,
+            "detail": self.detail,
+        }
+
+
+def count_by_severity(findings) -> dict[str, int]:
+    counts = {s.value: 0 for s in Severity}
+    for finding in findings:
+        counts[finding.severity.value] += 1
+    return counts

@@ -1,0 +1,74 @@
+"""The lazy tensor inventory: what a checkpoint ships, read from headers.
+
+Readers in `dspark.converters` produce `TensorEntry` records without reading
+payloads; the rules here and in `rules.py` compare them with what a config
+implies. This module opens no file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dspark.schema.dtypes import nbytes_of
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One stored tensor.
+
+    `served_name` is the name the serving loader sees (wrappers stripped,
+    family renames applied); `stored_name` is the key in the file. `file` is
+    relative to the checkpoint root. `byte_range` is the absolute
+    [start, end) of the payload in `file` when the format allows reading by
+    range (safetensors); other formats leave it None and put what their
+    reader needs in `locator`.
+    """
+
+    served_name: str
+    stored_name: str
+    dtype: str
+    shape: tuple[int, ...]
+    file: str
+    byte_range: tuple[int, int] | None = None
+    locator: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def nbytes(self) -> int:
+        return nbytes_of(self.dtype, self.shape)
+
+    @property
+    def numel(self) -> int:
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.served_name,
+            "stored_name": self.stored_name,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "file": self.file,
+            "byte_range": list(self.byte_range) if self.byte_range else None,
+            "nbytes": self.nbytes,
+        }
+
+
+@dataclass(frozen=True)
+class PayloadStats:
+    """What a payload scan learned about one tensor (see `--deep`)."""
+
+    nonfinite_count: int
+    all_zero: bool
+    all_one: bool
+
+
+def printable_name(name: str) -> str:
+    """A tensor or file name made safe to print: control and other
+    non-printable characters escaped, so a hostile name cannot rewrite the
+    terminal or forge report lines."""
+    if name.isprintable():
+        return name
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in name)
