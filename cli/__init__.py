@@ -1,0 +1,1 @@
+"""The `dspark` command line: parse, call one library function, render."""

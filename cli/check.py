@@ -1,0 +1,65 @@
+"""`dspark check`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
+from dspark.cli.options import CheckpointArg, ConfigOption, FormatOption, OutputFormat
+from dspark.cli.render import print_json, render_check, stdout
+from dspark.converters.check import check_checkpoint
+
+
+def check(
+    checkpoint: CheckpointArg,
+    target: Annotated[
+        Optional[Path],
+        typer.Option("--target", help="Target model folder or its config.json: check what it can honour."),
+    ] = None,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Also stream every payload: NaN/Inf, zero norms, identity fc_norm.")
+    ] = False,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Verify payload hashes against dspark-manifest.json.")
+    ] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail the check too.")] = False,
+    config: ConfigOption = None,
+    output: FormatOption = OutputFormat.human,
+) -> None:
+    """Check a draft checkpoint against the serving contract (headers only unless --deep)."""
+    output_format.set(output.value)
+    progress = _progress_bar if (deep and output is OutputFormat.human) else None
+    report = check_checkpoint(
+        checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress
+    )
+    if output is OutputFormat.json:
+        print_json(report.to_dict(strict=strict))
+    else:
+        render_check(report, strict=strict)
+    raise typer.Exit(EXIT_OK if report.passed(strict) else EXIT_CHECK_FAILED)
+
+
+# Payloads under this size scan faster than a bar can draw.
+_PROGRESS_MIN_BYTES = 256 * 1024 * 1024
+
+
+def _progress_bar(total: int):
+    if total < _PROGRESS_MIN_BYTES or not stdout.is_terminal:
+        return None
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    bar = Progress("scanning", BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=stdout, transient=True)
+    task = bar.add_task("scan", total=total)
+    bar.start()
+    done = [0]
+
+    def advance(count: int) -> None:
+        done[0] += count
+        bar.update(task, advance=count)
+        if done[0] >= total:
+            bar.stop()
+
+    return advance

@@ -1,0 +1,28 @@
+"""Options shared by several commands, as Annotated aliases."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+class OutputFormat(str, enum.Enum):
+    human = "human"
+    json = "json"
+
+
+CheckpointArg = Annotated[
+    Path,
+    typer.Argument(metavar="CKPT", help="Checkpoint folder, .safetensors file, DCP folder or .pt file.", show_default=False),
+]
+FormatOption = Annotated[
+    OutputFormat,
+    typer.Option("--format", help="human: a report to read; json: the same report as data."),
+]
+ConfigOption = Annotated[
+    Optional[Path],
+    typer.Option("--config", help="The draft's config.json, when it is not beside the weights."),
+]

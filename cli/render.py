@@ -1,0 +1,124 @@
+"""Rendering reports for people (rich) or programs (JSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from dspark.converters.check import CheckReport
+from dspark.schema.findings import Finding, Severity, count_by_severity
+from dspark.schema.inventory import printable_name
+
+stdout = Console(highlight=False, soft_wrap=True)
+
+SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
+
+
+def print_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+def human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.2f} {unit}"
+        value /= 1024
+    return f"{count} B"
+
+
+def finding_line(finding: Finding) -> str:
+    style = SEVERITY_STYLE[finding.severity]
+    return f"[{style}]{finding.severity.value:<7}[/] [bold]{finding.code}[/] {escape(printable_name(finding.message))}"
+
+
+def render_findings(findings: list[Finding], *, show_info: bool = True) -> None:
+    order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    for finding in sorted(findings, key=lambda f: order[f.severity]):
+        if finding.severity is Severity.INFO and not show_info:
+            continue
+        stdout.print(finding_line(finding))
+
+
+def _summary_rows(report: CheckReport) -> list[tuple[str, str]]:
+    resolved = report.resolved
+    taps = ", ".join(str(t) for t in resolved.target_layer_ids) or "?"
+    if resolved.fc_norm:
+        fc_norm = f"on ({resolved.fc_norm_shipped} weights shipped)"
+    else:
+        fc_norm = f"off ({resolved.fc_norm_shipped} weights shipped)"
+    stream = resolved.stream or "unresolved"
+    return [
+        ("checkpoint", report.checkpoint),
+        ("format", report.format),
+        ("family", report.family or "unknown"),
+        ("draft layers", str(resolved.num_hidden_layers if resolved.num_hidden_layers is not None else "?")),
+        ("taps", f"{len(resolved.target_layer_ids)} [{taps}]"),
+        ("fc_norm", fc_norm),
+        ("aux_hidden_stream", f"{stream} ({resolved.stream_source})"),
+        ("tensors", f"{report.tensor_count} ({human_bytes(report.total_bytes)})"),
+    ]
+
+
+def render_check(report: CheckReport, *, strict: bool) -> None:
+    for key, value in _summary_rows(report):
+        stdout.print(f"[dim]{key:>18}[/] {escape(value)}")
+    if report.target:
+        stdout.print(f"[dim]{'target':>18}[/] {escape(report.target)}")
+    if report.deep:
+        stdout.print(f"[dim]{'payload scanned':>18}[/] {human_bytes(report.scanned_bytes)}")
+    stdout.print()
+    render_findings(report.findings)
+    counts = count_by_severity(report.findings)
+    verdict = "[bold green]PASS[/]" if report.passed(strict) else "[bold red]FAIL[/]"
+    stdout.print(
+        f"\n{verdict}  {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+        + ("  (--strict: warnings fail)" if strict and counts["warning"] else "")
+    )
+
+
+def render_inspect(report: CheckReport) -> None:
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="dim", justify="right")
+    summary.add_column()
+    for key, value in _summary_rows(report):
+        summary.add_row(key, escape(value))
+    stdout.print(summary)
+
+    dtypes = Table(title="bytes by dtype", title_justify="left", show_edge=False)
+    dtypes.add_column("dtype")
+    dtypes.add_column("bytes", justify="right")
+    for dtype, count in report.bytes_by_dtype.items():
+        dtypes.add_row(dtype, human_bytes(count))
+    stdout.print(dtypes)
+
+    files = Table(title="files", title_justify="left", show_edge=False)
+    files.add_column("file")
+    files.add_column("tensors", justify="right")
+    files.add_column("bytes", justify="right")
+    for summary_row in report.files:
+        files.add_row(escape(printable_name(summary_row.name)), str(summary_row.tensors), human_bytes(summary_row.nbytes))
+    stdout.print(files)
+
+    if report.skipped:
+        skipped = Table(title="skipped by the serving loader", title_justify="left", show_edge=False)
+        skipped.add_column("tensor")
+        skipped.add_column("dtype")
+        skipped.add_column("bytes", justify="right")
+        for row in report.skipped:
+            skipped.add_row(escape(printable_name(row["name"])), row["dtype"], human_bytes(row["nbytes"]))
+        stdout.print(skipped)
+
+    counts = count_by_severity(report.findings)
+    if counts["error"] or counts["warning"]:
+        stdout.print(
+            f"\n[yellow]{counts['error']} error(s), {counts['warning']} warning(s):[/] "
+            f"run [bold]dspark check {escape(report.checkpoint)}[/] for the findings."
+        )
+    else:
+        stdout.print("\n[green]no errors or warnings[/] (dspark check gives the full report)")
