@@ -65,11 +65,17 @@ def _summary_rows(report: CheckReport) -> list[tuple[str, str]]:
     ]
 
 
+def _shown(value: str) -> str:
+    """A value for the page: non-printable characters escaped (a hostile
+    path cannot drive the terminal), rich markup neutralised."""
+    return escape(printable_name(value))
+
+
 def render_check(report: CheckReport, *, strict: bool) -> None:
     for key, value in _summary_rows(report):
-        stdout.print(f"[dim]{key:>18}[/] {escape(value)}")
+        stdout.print(f"[dim]{key:>18}[/] {_shown(value)}")
     if report.target:
-        stdout.print(f"[dim]{'target':>18}[/] {escape(report.target)}")
+        stdout.print(f"[dim]{'target':>18}[/] {_shown(report.target)}")
     if report.deep:
         stdout.print(f"[dim]{'payload scanned':>18}[/] {human_bytes(report.scanned_bytes)}")
     stdout.print()
@@ -87,7 +93,7 @@ def render_inspect(report: CheckReport) -> None:
     summary.add_column(style="dim", justify="right")
     summary.add_column()
     for key, value in _summary_rows(report):
-        summary.add_row(key, escape(value))
+        summary.add_row(key, _shown(value))
     stdout.print(summary)
 
     dtypes = Table(title="bytes by dtype", title_justify="left", show_edge=False)
@@ -102,7 +108,7 @@ def render_inspect(report: CheckReport) -> None:
     files.add_column("tensors", justify="right")
     files.add_column("bytes", justify="right")
     for summary_row in report.files:
-        files.add_row(escape(printable_name(summary_row.name)), str(summary_row.tensors), human_bytes(summary_row.nbytes))
+        files.add_row(_shown(summary_row.name), str(summary_row.tensors), human_bytes(summary_row.nbytes))
     stdout.print(files)
 
     if report.skipped:
@@ -111,14 +117,14 @@ def render_inspect(report: CheckReport) -> None:
         skipped.add_column("dtype")
         skipped.add_column("bytes", justify="right")
         for row in report.skipped:
-            skipped.add_row(escape(printable_name(row["name"])), row["dtype"], human_bytes(row["nbytes"]))
+            skipped.add_row(_shown(row["name"]), row["dtype"], human_bytes(row["nbytes"]))
         stdout.print(skipped)
 
     counts = count_by_severity(report.findings)
     if counts["error"] or counts["warning"]:
         stdout.print(
             f"\n[yellow]{counts['error']} error(s), {counts['warning']} warning(s):[/] "
-            f"run [bold]dspark check {escape(report.checkpoint)}[/] for the findings."
+            f"run [bold]dspark check {_shown(report.checkpoint)}[/] for the findings."
         )
     else:
         stdout.print("\n[green]no errors or warnings[/] (dspark check gives the full report)")

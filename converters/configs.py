@@ -12,6 +12,7 @@ from typing import Any
 
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Finding
+from dspark.schema.inventory import printable_name
 from dspark.schema.rules import TargetFacts
 
 CONFIG_NAME = "config.json"
@@ -42,6 +43,8 @@ def parse_json_object(path: Path) -> dict[str, Any]:
         raise ValueError(f"key {dup.args[0]!r} appears twice") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ValueError("invalid JSON: nested too deeply") from None
     if not isinstance(value, dict):
         raise ValueError(f"top level is a JSON {type(value).__name__}, not an object")
     return value
@@ -69,15 +72,18 @@ def read_draft_config(path: Path | None, shown: str) -> tuple[dict[str, Any] | N
 def read_target_facts(target: Path) -> TargetFacts:
     """`--target` accepts a model folder or its config.json."""
     config_path = target / CONFIG_NAME if target.is_dir() else target
+    shown = printable_name(str(target))
     if not target.exists():
-        raise UsageError(f"--target {target}: no such file or folder.", hint="Pass the target model's folder or its config.json.")
+        raise UsageError(f"--target {shown}: no such file or folder.", hint="Pass the target model's folder or its config.json.")
     if not config_path.is_file():
         raise UsageError(
-            f"--target {target}: no {CONFIG_NAME} in that folder.",
+            f"--target {shown}: no {CONFIG_NAME} in that folder.",
             hint="Pass the target model's folder (with its config.json) or the config file itself.",
         )
     try:
         config = parse_json_object(config_path)
     except (ValueError, OSError) as exc:
-        raise UsageError(f"--target {config_path}: {exc}.", hint="Pass a valid target config.json.") from None
+        raise UsageError(
+            f"--target {printable_name(str(config_path))}: {exc}.", hint="Pass a valid target config.json."
+        ) from None
     return TargetFacts.from_config(config, str(config_path))

@@ -16,7 +16,7 @@ from dspark.converters.configs import CONFIG_NAME, read_draft_config
 from dspark.schema.errors import UsageError
 from dspark.schema.families import DraftFamily, family_for_config, strip_wrappers
 from dspark.schema.findings import Finding
-from dspark.schema.inventory import TensorEntry
+from dspark.schema.inventory import TensorEntry, printable_name
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
@@ -30,7 +30,9 @@ class TensorReader(Protocol):
 
     def iter_chunks(self, entry: TensorEntry, chunk_bytes: int) -> Iterator[memoryview]:
         """The same bytes in chunks of at most `chunk_bytes` (bounded memory
-        where the format allows; whole-tensor otherwise)."""
+        where the format allows; whole-tensor otherwise). `--deep` calls it
+        from several threads at once, one tensor per call: calls must not
+        share mutable state (open a file handle per call)."""
 
 
 @dataclass
@@ -71,7 +73,7 @@ def _display(path: Path, root: Path) -> str:
 def detect_format(path: Path) -> str:
     """Name the format at `path` by looking at file names only."""
     if not path.exists():
-        raise UsageError(f"{path}: no such file or folder.", hint="Check the checkpoint path.")
+        raise UsageError(f"{printable_name(str(path))}: no such file or folder.", hint="Check the checkpoint path.")
     if path.is_file():
         if path.suffix == ".safetensors":
             return "safetensors"
@@ -80,7 +82,7 @@ def detect_format(path: Path) -> str:
         if path.name == SAFETENSORS_INDEX:
             return "safetensors-sharded"
         raise UsageError(
-            f"{path}: not a checkpoint file dspark reads.",
+            f"{printable_name(str(path))}: not a checkpoint file dspark reads.",
             hint="Pass a checkpoint folder, a .safetensors file or a .pt state dict.",
         )
     if (path / SAFETENSORS_INDEX).is_file():
@@ -95,7 +97,7 @@ def detect_format(path: Path) -> str:
     if len(pts) == 1:
         return "pt"
     raise UsageError(
-        f"{path}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP .metadata "
+        f"{printable_name(str(path))}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP .metadata "
         "or single .pt file in it.",
         hint="Pass the folder that holds the draft's weights and config.json.",
     )
@@ -125,7 +127,7 @@ def load_config_for(
     else (training outputs) up to `search_parents` folders above."""
     if explicit is not None:
         if not explicit.is_file():
-            raise UsageError(f"--config {explicit}: no such file.", hint="Pass the draft's config.json.")
+            raise UsageError(f"--config {printable_name(str(explicit))}: no such file.", hint="Pass the draft's config.json.")
         candidate: Path | None = explicit
     else:
         candidate = None

@@ -92,12 +92,14 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
             findings.append(_finding_from_error(error))
 
     entries: list[TensorEntry] = []
-    owner: dict[str, str] = {}
+    owner: dict[str, str] = {}  # tensor -> the file its entry comes from
+    holders: dict[str, list[str]] = {}  # tensor -> every file that stores it
     for file_name in files:
         header = headers.get(file_name)
         if header is None:
             continue
         for tensor in header.tensors:
+            holders.setdefault(tensor.name, []).append(file_name)
             if tensor.name in owner:
                 findings.append(Finding(
                     "IDX005",
@@ -119,7 +121,7 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
             ))
 
     if listed is not None:
-        findings += _index_consistency(listed, index_total, headers, owner, entries)
+        findings += _index_consistency(listed, index_total, headers, holders, entries)
 
     metadata: dict[str, Any] = {}
     for header in headers.values():
@@ -165,22 +167,23 @@ def _index_consistency(
     listed: dict[str, str],
     index_total: Any,
     headers: dict[str, SafetensorsHeader],
-    owner: dict[str, str],
+    holders: dict[str, list[str]],
     entries: list[TensorEntry],
 ) -> list[Finding]:
     findings: list[Finding] = []
     for name, shard in sorted(listed.items()):
         if shard not in headers:
             continue  # missing, unsafe or corrupt shard: reported already
-        if owner.get(name) != shard:
-            where = f" (it is in {owner[name]})" if name in owner else ""
+        actual = holders.get(name, [])
+        if shard not in actual:
+            where = f" (it is in {', '.join(actual)})" if actual else ""
             findings.append(Finding(
                 "IDX003",
                 f"{SAFETENSORS_INDEX} lists {printable_name(name)} in {shard}, but that shard does not "
                 f"hold it{where}. Regenerate the index from the shards.",
                 file=shard,
                 tensor=name,
-                detail={"shard": shard, "actual": owner.get(name)},
+                detail={"shard": shard, "actual": actual[0] if actual else None},
             ))
     for entry in entries:
         if entry.stored_name not in listed:
@@ -192,7 +195,9 @@ def _index_consistency(
                 tensor=entry.stored_name,
             ))
     if index_total is not None:
-        actual = sum(e.nbytes for e in entries)
+        # The bytes of the shards the index names; a stray file is IDX004's.
+        named = set(listed.values())
+        actual = sum(e.nbytes for e in entries if e.file in named)
         complete = all(s in headers for s in set(listed.values()))
         if complete and index_total != actual:
             findings.append(Finding(

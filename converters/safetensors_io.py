@@ -106,6 +106,9 @@ def read_header(path: Path, display_name: str | None = None) -> SafetensorsHeade
         raise corrupt("duplicate_key", f"header names {printable_name(dup.key)!r} twice", dup.key) from None
     except ValueError as exc:
         raise corrupt("not_json", f"header is not valid JSON ({exc})") from None
+    except RecursionError:
+        # Nesting deeper than the parser's stack: no valid header nests at all.
+        raise corrupt("not_json", "header is not valid JSON (nested too deeply)") from None
     if not isinstance(header, dict):
         raise corrupt("not_object", "header is not a JSON object")
 

@@ -226,7 +226,10 @@ def _extra_tensor(config: dict, tensors: dict) -> None:
 
 
 def _duplicate(config: dict, tensors: dict) -> None:
-    tensors["model.final_norm.weight"] = tensors["final_norm.weight"].clone()
+    # A torch.compile wrapper name next to the plain one: both strip to
+    # final_norm.weight. (A second "model."-prefixed copy would collide with
+    # the plain name when written and vanish.)
+    tensors["_orig_mod.final_norm.weight"] = tensors["final_norm.weight"].clone()
 
 
 def _widen(tensor):

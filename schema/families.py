@@ -138,7 +138,9 @@ class DraftFamily:
         return expected, unresolved
 
 
-_FC_NORM_NAME = re.compile(r"fc_norm\.(\d+)\.weight")
+# A canonical tap index only: the loader formats `fc_norm.{i}`, so
+# `fc_norm.01.weight` has no destination.
+_FC_NORM_NAME = re.compile(r"fc_norm\.(0|[1-9][0-9]*)\.weight")
 
 _DIM_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
 

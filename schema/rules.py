@@ -7,6 +7,7 @@ inventory from the readers, and (for `--deep`) payload statistics.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -104,12 +105,19 @@ def load_config_schema(schema_file: str) -> dict[str, Any]:
     return json.loads(text)
 
 
+@lru_cache(maxsize=None)
 def _validator(schema_file: str):
     # jsonschema is imported here, not at module import, so that code paths
     # that never validate a config stay cheap.
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, validators
 
-    return Draft202012Validator(load_config_schema(schema_file))
+    # JSON Schema counts 2.0 as an integer; the serving code does not
+    # (`range(2.0)` raises), so a count or size must be a JSON integer.
+    strict_integers = Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+    )
+    validator_class = validators.extend(Draft202012Validator, type_checker=strict_integers)
+    return validator_class(load_config_schema(schema_file))
 
 
 def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
@@ -182,7 +190,8 @@ def cross_field_findings(config: Mapping[str, Any], config_file: str) -> list[Fi
             file=config_file,
             detail={"field": "mask_token_id"},
         ))
-    elif _is_int(mask) and _is_int(vocab) and not 0 <= mask < vocab:
+    elif _is_int(mask) and _is_int(vocab) and mask >= vocab:
+        # (a negative id is a schema finding already; one finding per fault)
         findings.append(Finding(
             "CFG008",
             f"{config_file}: {mask_path} = {mask} is outside [0, vocab_size = {vocab}).",
@@ -340,6 +349,9 @@ def inventory_findings(
     resolved.fc_norm_declared = fc_norm_declared
     resolved.fc_norm = fc_norm_declared is True
     expected, unresolved = family.expected_tensors(dims, {"fc_norm": True})
+    # Names of rules a missing dimension left unexpanded: their tensors
+    # cannot be judged (the config finding says why), not "unexpected".
+    unjudged = [_rule_pattern(rule) for rule in unresolved]
 
     shipped: dict[str, TensorEntry] = {}
     for entry in entries:
@@ -377,7 +389,7 @@ def inventory_findings(
             continue
         want = expected.get(name)
         if want is None:
-            if name in unresolved:
+            if any(pattern.fullmatch(name) for pattern in unjudged):
                 continue
             findings.append(Finding(
                 "INV002",
@@ -440,6 +452,11 @@ def inventory_findings(
             detail={"tensors": len(f32), "nbytes": total},
         ))
     return findings, expected
+
+
+def _rule_pattern(rule_name: str) -> "re.Pattern[str]":
+    """`layers.{n}.mlp.up_proj.weight` -> a regex matching every layer's name."""
+    return re.compile(re.escape(rule_name).replace(r"\{n\}", r"\d+").replace(r"\{i\}", r"\d+"))
 
 
 def _fc_norm_findings(
