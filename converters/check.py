@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from dspark.converters.configs import read_target_facts
 from dspark.converters.inventory import Checkpoint, open_checkpoint
-from dspark.schema.findings import Finding, Severity, count_by_severity
+from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity
 from dspark.schema.rules import ResolvedDraft, check_contract, payload_findings
 
 MANIFEST_NAME = "dspark-manifest.json"
@@ -120,13 +120,8 @@ def check_checkpoint(
 
     scanned = 0
     if deep:
-        from dspark.converters.payload_scan import scan_entries
-
-        total = checkpoint.total_bytes()
-        advance = progress(total) if progress else None
-        scan = scan_entries(checkpoint.reader, checkpoint.entries, progress=advance)
-        findings += payload_findings(_guarded(scan, findings), expected)
-        scanned = total
+        findings_from_scan, scanned = _scan_payloads(checkpoint, expected, progress)
+        findings += findings_from_scan
 
     if (checkpoint.root / MANIFEST_NAME).is_file():
         from dspark.converters.manifest import verify_manifest
@@ -136,18 +131,30 @@ def check_checkpoint(
     return _report(checkpoint, resolved, findings, deep=deep, scanned=scanned, target=target_facts)
 
 
-def _guarded(scan, findings: list[Finding]):
-    """Turn a payload that cannot be read into a finding, and go on."""
-    from dspark.schema.errors import CheckpointError
+def _scan_payloads(checkpoint: Checkpoint, expected, progress: ProgressStart | None) -> tuple[list[Finding], int]:
+    """Payload findings, and the bytes actually scanned. A tensor that
+    cannot be read is a finding (PAY003); the others are still scanned."""
+    from dspark.converters.payload_scan import scan_payloads
 
-    iterator = iter(scan)
-    while True:
-        try:
-            yield next(iterator)
-        except StopIteration:
-            return
-        except CheckpointError as error:
-            findings.append(Finding(error.code, error.message, file=error.path, tensor=error.tensor))
+    advance = progress(checkpoint.total_bytes()) if progress else None
+    scans = scan_payloads(checkpoint.reader, checkpoint.entries, progress=advance)
+    findings: list[Finding] = []
+    scanned = []
+    for scan in scans:
+        if scan.error is None:
+            scanned.append((scan.entry, scan.stats))
+            continue
+        entry, error = scan.entry, scan.error
+        findings.append(Finding(
+            # the reader's own code when it has one (a corrupt DCP blob), else PAY003
+            error.code if error.code in FINDING_CODES else "PAY003",
+            f"{entry.file}: {entry.served_name} could not be read ({error.message.rstrip('.')}). "
+            f"{error.hint or ''}".strip(),
+            file=entry.file,
+            tensor=entry.served_name,
+            detail={"byte_range": list(entry.byte_range) if entry.byte_range else None, **error.detail},
+        ))
+    return payload_findings(scanned, expected) + findings, sum(e.nbytes for e, _ in scanned)
 
 
 def _report(
