@@ -1,0 +1,94 @@
+"""`dspark inspect`: the page a person reads before deploying a draft."""
+
+from __future__ import annotations
+
+import json
+
+from dspark.cli.errors import EXIT_OK, EXIT_USAGE
+
+SHARDED_PAGE = """\
+       checkpoint  draft
+           format  safetensors-sharded
+           family  k3_dspark
+     draft layers  2
+             taps  5 [1, 4, 7, 9, 11]
+          fc_norm  on (5 weights shipped)
+aux_hidden_stream  prefix (config.json: aux_hidden_stream)
+          tensors  37 (52.94 KiB)
+bytes by dtype
+ dtype ┃     bytes
+━━━━━━━╇━━━━━━━━━━━
+ BF16  │ 52.94 KiB
+files
+ file                             ┃ tensors ┃     bytes
+━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━
+ model-00001-of-00002.safetensors │      19 │ 23.22 KiB
+ model-00002-of-00002.safetensors │      18 │ 29.72 KiB
+skipped by the serving loader
+ tensor                      ┃ dtype ┃    bytes
+━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━━
+ confidence_head.proj.bias   │ BF16  │      2 B
+ confidence_head.proj.weight │ BF16  │     16 B
+ embed_tokens.weight         │ BF16  │ 6.00 KiB
+
+no errors or warnings (dspark check gives the full report)
+"""
+
+
+def page(run) -> str:
+    return "".join(line.rstrip() + "\n" for line in run.stdout.splitlines())
+
+
+def test_the_page_of_a_sharded_draft(dspark_process, tiny_draft, tmp_path):
+    tiny_draft(shards=2)
+    run = dspark_process("inspect", "draft", cwd=tmp_path)
+    assert run.exit_code == EXIT_OK, run.stderr
+    assert page(run) == SHARDED_PAGE
+    assert run.stderr == ""
+
+
+def test_the_page_of_a_float32_draft_without_fc_norm(dspark, tiny_draft):
+    tiny_draft(fc_norm=False, stream=None, dtype="float32", skipped=False)
+    run = dspark("inspect", "draft")
+    assert run.exit_code == EXIT_OK
+    lines = page(run).splitlines()
+    assert lines[5:8] == [
+        "          fc_norm  off (0 weights shipped)",
+        "aux_hidden_stream  prefix (default (not declared))",
+        "          tensors  29 (93.06 KiB)",
+    ]
+    assert " F32   │ 93.06 KiB" in lines
+    assert "skipped by the serving loader" not in lines
+    # a warning (all float32) is pointed at, not listed
+    assert lines[-1] == "0 error(s), 1 warning(s): run dspark check draft for the findings."
+
+
+def test_inspect_reads_a_broken_draft_and_points_to_check(dspark, tiny_draft):
+    tiny_draft(defect="fc-norm-shipped-declared-false")
+    run = dspark("inspect", "draft")
+    assert run.exit_code == EXIT_OK
+    text = page(run)
+    assert "          fc_norm  off (5 weights shipped)" in text
+    assert text.endswith("1 error(s), 0 warning(s): run dspark check draft for the findings.\n")
+
+
+def test_inspect_json_is_the_check_report(dspark, tiny_draft):
+    draft = tiny_draft()
+    inspected = dspark("inspect", draft, "--format", "json")
+    checked = dspark("check", draft, "--format", "json")
+    assert inspected.exit_code == checked.exit_code == EXIT_OK
+    assert inspected.json() == checked.json()
+    assert json.loads(inspected.stdout)["files"] == [{"name": "model.safetensors", "tensors": 37, "nbytes": 54210}]
+
+
+def test_inspect_of_a_missing_path_is_a_usage_error(dspark):
+    run = dspark("inspect", "nowhere")
+    assert run.exit_code == EXIT_USAGE
+    assert run.stderr.startswith("error: nowhere: no such file or folder.")
+
+
+def test_inspect_help_is_the_docstring(dspark):
+    run = dspark("inspect", "--help")
+    assert run.exit_code == EXIT_OK
+    help_text = " ".join(run.stdout.split())
+    assert "Show what a checkpoint holds: family, taps, fc_norm, stream, tensors, shards." in help_text

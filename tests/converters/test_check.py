@@ -1,0 +1,369 @@
+"""`check_checkpoint` end to end on fabricated drafts: every named defect is
+reported with its code, and a good draft passes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dspark.converters.check import check_checkpoint, inspect_checkpoint
+from dspark.examples.fabricate import DEFECTS, SCALES, write_draft
+from dspark.schema.errors import UsageError
+from dspark.schema.findings import FINDING_CODES, Severity
+from dspark.schema.rules import STREAM_ENV_VAR
+
+HEADER_ONLY_DEFECTS = sorted(name for name, defect in DEFECTS.items() if not defect.deep)
+DEEP_DEFECTS = sorted(name for name, defect in DEFECTS.items() if defect.deep)
+
+
+def codes(report, *severities: Severity) -> Counter:
+    wanted = severities or (Severity.ERROR, Severity.WARNING)
+    return Counter(f.code for f in report.findings if f.severity in wanted)
+
+
+# --------------------------------------------------------------------------
+# Good drafts
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({}, id="fc_norm"),
+        pytest.param({"fc_norm": False}, id="no-fc_norm"),
+        pytest.param({"stream": None}, id="stream-undeclared"),
+        pytest.param({"shards": 2}, id="sharded"),
+        pytest.param({"prefix": ""}, id="no-prefix"),
+        pytest.param({"prefix": "draft_model.model."}, id="draft_model-prefix"),
+        pytest.param({"skipped": False}, id="no-skipped-tensors"),
+        pytest.param({"dtype": "float16"}, id="float16"),
+    ],
+)
+def test_a_good_draft_passes_deep_and_strict(tiny_draft, options):
+    report = check_checkpoint(tiny_draft(**options), deep=True)
+    assert codes(report) == Counter()
+    assert report.passed(strict=True)
+    assert report.scanned_bytes == report.total_bytes > 0
+
+
+def test_the_report_describes_the_draft(tiny_draft):
+    report = check_checkpoint(tiny_draft())
+    spec = SCALES["tiny"]
+    assert (report.family, report.format, report.tensor_count) == ("k3_dspark", "safetensors", 37)
+    resolved = report.resolved
+    assert resolved.fc_norm is True and resolved.fc_norm_shipped == 5
+    assert resolved.target_layer_ids == list(spec.target_layer_ids)
+    assert (resolved.stream, resolved.stream_source) == ("prefix", "config.json: aux_hidden_stream")
+    assert (resolved.num_hidden_layers, resolved.hidden_size, resolved.target_hidden_size) == (2, 32, 40)
+    assert report.bytes_by_dtype == {"BF16": report.total_bytes}
+    assert sorted(s["name"] for s in report.skipped) == [
+        "confidence_head.proj.bias", "confidence_head.proj.weight", "embed_tokens.weight",
+    ]
+    assert codes(report, Severity.INFO) == Counter({"INV005": 3, "STR002": 1})
+    assert report.deep is False and report.scanned_bytes == 0
+    document = report.to_dict()
+    assert document["passed"] is True and document["counts"] == {"error": 0, "warning": 0, "info": 4}
+    json.dumps(document)  # plain data all the way down
+
+
+def test_inspect_is_the_header_only_report(tiny_draft):
+    draft = tiny_draft(defect="nan")
+    assert inspect_checkpoint(draft).to_dict() == check_checkpoint(draft).to_dict()
+
+
+# --------------------------------------------------------------------------
+# Every named defect
+
+
+@pytest.mark.parametrize("name", HEADER_ONLY_DEFECTS)
+def test_defect_is_reported_header_only(tiny_draft, name):
+    defect = DEFECTS[name]
+    report = check_checkpoint(tiny_draft(defect=name))
+    found = [f for f in report.findings if f.code == defect.code]
+    assert found, f"{name}: expected {defect.code}, got {sorted(codes(report))}"
+    assert all(f.severity is FINDING_CODES[defect.code].severity for f in found)
+    assert not report.passed(strict=True)
+
+
+@pytest.mark.parametrize("name", DEEP_DEFECTS)
+def test_payload_defect_needs_deep_and_is_reported(tiny_draft, name):
+    defect = DEFECTS[name]
+    draft = tiny_draft(defect=name)
+    assert defect.code not in codes(check_checkpoint(draft))
+    report = check_checkpoint(draft, deep=True)
+    assert defect.code in codes(report), f"{name}: got {sorted(codes(report))}"
+    assert not report.passed(strict=True)
+
+
+def test_defect_findings_name_the_tensor(tiny_draft):
+    cases = {
+        "nan": "layers.0.mlp.down_proj.weight",
+        "inf": "context_proj.weight",
+        "zero-norm": "final_norm.weight",
+        "fc-norm-identity": "fc_norm.3.weight",
+        "wrong-shape": "layers.1.self_attn.o_proj.weight",
+        "fc-norm-shape": "fc_norm.2.weight",
+        "int-weight": "layers.0.mlp.up_proj.weight",
+    }
+    for name, tensor in cases.items():
+        report = check_checkpoint(tiny_draft(name, defect=name), deep=True)
+        [finding] = [f for f in report.findings if f.code == DEFECTS[name].code]
+        assert finding.tensor == tensor and finding.file == "model.safetensors", name
+
+
+def test_every_finding_code_of_check_is_tested():
+    """New check codes need a defect or a test here; MAN* and SRC* belong to
+    convert and are tested with it."""
+    by_defect = {defect.code for defect in DEFECTS.values()}
+    by_tests_elsewhere = {
+        "STR002", "STR003", "STR004", "STR005", "STR006",  # below, and tests/schema/test_rules.py
+        "TGT001", "TGT002", "TGT003", "TGT004", "TGT005",  # below
+        "INV005",  # test_the_report_describes_the_draft
+        "STF001",  # tests/converters/test_safetensors_header.py
+        "IDX001", "IDX002", "IDX003", "IDX004", "IDX005", "IDX006", "IDX007",  # test_sharded_index.py
+        "PAY003",  # below
+    }
+    check_codes = {code for code in FINDING_CODES if code[:3] not in {"MAN", "SRC"}}
+    assert by_defect | by_tests_elsewhere == check_codes
+
+
+# --------------------------------------------------------------------------
+# aux_hidden_stream on real drafts
+
+
+def write_target(folder: Path, **fields) -> Path:
+    spec = SCALES["tiny"]
+    config = {"hidden_size": spec.target_hidden_size, "num_hidden_layers": spec.target_num_hidden_layers,
+              "vocab_size": spec.vocab_size, **fields}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def edit_config(draft: Path, **fields) -> Path:
+    config = json.loads((draft / "config.json").read_text())
+    config.update(fields)
+    (draft / "config.json").write_text(json.dumps(config))
+    return draft
+
+
+def test_stream_resolution_is_reported_with_its_source(tiny_draft):
+    draft = edit_config(tiny_draft(stream="ATTN_RES"), dflash_config={"aux_hidden_stream": "Prefix"})
+    report = check_checkpoint(draft, environ={})
+    [note] = [f for f in report.findings if f.code == "STR002"]
+    assert note.detail == {"stream": "prefix", "source": "config.json: dflash_config.aux_hidden_stream"}
+    assert report.passed(strict=True)
+
+
+def test_stream_env_override_on_a_real_draft(tiny_draft, monkeypatch):
+    draft = tiny_draft()
+    monkeypatch.setenv(STREAM_ENV_VAR, "attn_res")
+    report = check_checkpoint(draft)  # reads the process environment
+    assert codes(report) == Counter({"STR004": 1, "STR005": 1})
+    assert report.passed() and not report.passed(strict=True)
+    monkeypatch.setenv(STREAM_ENV_VAR, "mixture")
+    assert codes(check_checkpoint(draft)) == Counter({"STR003": 1})
+    # an explicit environ wins over the process environment
+    assert codes(check_checkpoint(draft, environ={})) == Counter()
+
+
+def test_attn_res_against_targets(tiny_draft, tmp_path):
+    draft = tiny_draft(stream="attn_res")
+    assert codes(check_checkpoint(draft)) == Counter({"STR005": 1})
+    plain = write_target(tmp_path / "plain")
+    assert codes(check_checkpoint(draft, target=plain)) == Counter({"STR006": 1})
+    zero = write_target(tmp_path / "zero", attn_res_block_size=0)
+    assert codes(check_checkpoint(draft, target=zero / "config.json")) == Counter({"STR006": 1})
+    k3_like = tmp_path / "k3"
+    k3_like.mkdir()
+    spec = SCALES["tiny"]
+    (k3_like / "config.json").write_text(json.dumps({"model_type": "kimi_k3", "text_config": {
+        "hidden_size": spec.target_hidden_size, "num_hidden_layers": spec.target_num_hidden_layers,
+        "vocab_size": spec.vocab_size, "attn_res_block_size": 12}}))
+    report = check_checkpoint(draft, target=k3_like)
+    assert codes(report) == Counter()
+    assert report.target == str(k3_like / "config.json") and report.resolved.target_checked
+
+
+# --------------------------------------------------------------------------
+# --target on real drafts
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param({}, Counter(), id="matches"),
+        pytest.param({"hidden_size": 41}, Counter({"TGT002": 1}), id="TGT002"),
+        pytest.param({"num_hidden_layers": 13}, Counter({"TGT003": 1}), id="TGT003"),
+        pytest.param({"vocab_size": 95}, Counter({"TGT004": 1}), id="TGT004"),
+        pytest.param({"num_hidden_layers": 11}, Counter({"TGT003": 1, "TGT005": 1}), id="TGT005"),
+        pytest.param({"vocab_size": None}, Counter({"TGT001": 1}), id="TGT001"),
+    ],
+)
+@pytest.mark.parametrize("as_file", [False, True], ids=["folder", "config.json"])
+def test_target_rules_on_real_drafts(tiny_draft, tmp_path, fields, expected, as_file):
+    target = write_target(tmp_path / "target", **fields)
+    report = check_checkpoint(tiny_draft(), target=target / "config.json" if as_file else target)
+    assert codes(report) == expected
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda root: root / "absent", id="no-such-path"),
+        pytest.param(lambda root: (root / "empty").mkdir() or root / "empty", id="folder-without-config"),
+        pytest.param(lambda root: (root / "bad.json").write_text("{oops") and root / "bad.json", id="not-json"),
+        pytest.param(lambda root: (root / "list.json").write_text("[1]") and root / "list.json", id="not-an-object"),
+    ],
+)
+def test_an_unusable_target_is_a_usage_error(tiny_draft, tmp_path, make):
+    draft = tiny_draft()
+    with pytest.raises(UsageError, match="--target"):
+        check_checkpoint(draft, target=make(tmp_path))
+
+
+# --------------------------------------------------------------------------
+# Files and paths
+
+
+def test_missing_and_bad_config_are_findings_not_errors(tiny_draft):
+    draft = tiny_draft()
+    (draft / "config.json").write_text('{"model_type": "k3_dspark", "model_type": "k3_dspark"}')
+    report = check_checkpoint(draft)
+    assert codes(report) == Counter({"CFG002": 1})
+    assert "twice" in report.errors[0].message
+    (draft / "config.json").write_text("[" * 50_000)
+    assert codes(check_checkpoint(draft)) == Counter({"CFG002": 1})
+    (draft / "config.json").unlink()
+    assert codes(check_checkpoint(draft)) == Counter({"CFG001": 1})
+
+
+def test_explicit_config_path(tiny_draft, tmp_path):
+    draft = tiny_draft()
+    moved = tmp_path / "elsewhere.json"
+    (draft / "config.json").rename(moved)
+    assert check_checkpoint(draft, config_path=moved).passed(strict=True)
+    with pytest.raises(UsageError, match="--config"):
+        check_checkpoint(draft, config_path=tmp_path / "nope.json")
+
+
+def test_a_single_safetensors_file_reads_the_config_beside_it(tiny_draft):
+    draft = tiny_draft()
+    assert check_checkpoint(draft / "model.safetensors").passed(strict=True)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda root: root / "absent", id="no-such-path"),
+        pytest.param(lambda root: (root / "empty").mkdir() or root / "empty", id="empty-folder"),
+        pytest.param(lambda root: (root / "notes.txt").write_text("x") and root / "notes.txt", id="other-file"),
+    ],
+)
+def test_not_a_checkpoint_is_a_usage_error(tmp_path, make):
+    with pytest.raises(UsageError):
+        check_checkpoint(make(tmp_path))
+
+
+def test_an_empty_weight_file_checks_nothing_and_fails(tiny_draft):
+    from safetensors.torch import save_file
+
+    draft = tiny_draft()
+    save_file({}, str(draft / "model.safetensors"))
+    report = check_checkpoint(draft)
+    assert report.tensor_count == 0
+    # every tensor the config implies; the fc_norm weights by their own rule
+    assert codes(report) == Counter({"INV001": 29, "FCN001": 1})
+
+
+# --------------------------------------------------------------------------
+# --deep
+
+
+def test_a_payload_that_vanishes_during_the_scan_is_pay003(tiny_draft):
+    draft = tiny_draft()
+    path = draft / "model.safetensors"
+
+    def truncate_when_the_scan_starts(total: int):
+        # The header has been validated by now; the file then loses its tail
+        # (a copy still being written, a disk full on the other side).
+        with open(path, "r+b") as handle:
+            handle.truncate(path.stat().st_size - 100)
+        return None
+
+    report = check_checkpoint(draft, deep=True, progress=truncate_when_the_scan_starts)
+    unreadable = [f for f in report.findings if f.code == "PAY003"]
+    assert len(unreadable) == 1
+    assert unreadable[0].file == "model.safetensors" and unreadable[0].tensor
+    # every other tensor was still scanned, and only those are counted
+    assert 0 < report.scanned_bytes < report.total_bytes
+
+
+def test_deep_reports_progress(tiny_draft):
+    seen: list[int] = []
+
+    def start(total: int):
+        seen.append(total)
+        return seen.append
+
+    report = check_checkpoint(tiny_draft(), deep=True, progress=start)
+    assert seen[0] == report.total_bytes == sum(seen[1:])
+
+
+# --------------------------------------------------------------------------
+# The GQA family on a real checkpoint
+
+
+def test_a_gqa_draft_passes_and_training_names_are_renamed(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from dspark.schema.families import DFLASH_GQA
+
+    config = {
+        "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128,
+        "rms_norm_eps": 1e-6, "target_hidden_size": 80, "target_num_hidden_layers": 24, "fc_norm": True,
+        "dflash_config": {"target_layer_ids": [1, 11, 22], "mask_token_id": 127, "aux_hidden_stream": "prefix"},
+    }
+    expected, _ = DFLASH_GQA.expected_tensors(DFLASH_GQA.resolve_dims(config), {"fc_norm": True})
+    training_names = {"fc.weight": "context_proj.weight", "hidden_norm.weight": "context_norm.weight",
+                      "norm.weight": "final_norm.weight"}
+    tensors = {
+        "draft_model." + training_names.get(name, name): torch.ones(e.shape, dtype=torch.bfloat16) * 0.5
+        for name, e in expected.items()
+    }
+    tensors["draft_model.embed_tokens.weight"] = torch.zeros(128, 64, dtype=torch.bfloat16)
+    draft = tmp_path / "gqa"
+    draft.mkdir()
+    (draft / "config.json").write_text(json.dumps(config))
+    save_file(tensors, str(draft / "model.safetensors"))
+    report = check_checkpoint(draft, deep=True)
+    assert report.family == "dflash_gqa"
+    assert codes(report) == Counter()
+    assert report.resolved.fc_norm_shipped == 3
+    served = {f.tensor for f in report.findings if f.code == "INV005"}
+    assert served == {"embed_tokens.weight"}
+    # drop a layer's k_proj: the family's own rule reports it
+    del tensors["draft_model.layers.1.self_attn.k_proj.weight"]
+    save_file(tensors, str(draft / "model.safetensors"))
+    report = check_checkpoint(draft)
+    assert [(f.code, f.tensor) for f in report.errors] == [("INV001", "layers.1.self_attn.k_proj.weight")]
+
+
+def test_write_draft_full_scale_k3_is_not_needed_for_header_rules(tmp_path):
+    """The sparse full-size draft has the reference K3 inventory."""
+    from dspark.examples.fabricate import write_sparse_draft
+
+    report = check_checkpoint(write_sparse_draft(tmp_path / "k3"))
+    assert report.tensor_count == 73
+    assert report.passed(strict=True)
+    assert report.total_bytes > 6 * 1024**3
+
+
+def test_write_draft_is_deterministic(tmp_path):
+    first = write_draft(tmp_path / "a") / "model.safetensors"
+    second = write_draft(tmp_path / "b") / "model.safetensors"
+    assert first.read_bytes() == second.read_bytes()

@@ -1,0 +1,192 @@
+"""Sharded safetensors checkpoints: the index against the shards, on real
+drafts written in shards by the safetensors library."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from dspark.converters.check import check_checkpoint
+from dspark.converters.inventory import SAFETENSORS_INDEX, open_checkpoint
+
+SHARD = "model-{:05d}-of-00003.safetensors"
+
+
+@pytest.fixture
+def sharded(tiny_draft) -> Path:
+    return tiny_draft(shards=3)
+
+
+def index_of(draft: Path) -> dict:
+    return json.loads((draft / SAFETENSORS_INDEX).read_text())
+
+
+def write_index(draft: Path, index: dict) -> None:
+    (draft / SAFETENSORS_INDEX).write_text(json.dumps(index))
+
+
+def edit_index(draft: Path, change) -> None:
+    index = index_of(draft)
+    change(index)
+    write_index(draft, index)
+
+
+def errors(draft: Path, **options) -> Counter:
+    report = check_checkpoint(draft, **options)
+    return Counter(f.code for f in report.errors)
+
+
+def test_a_sharded_draft_passes_and_lists_every_shard(sharded):
+    report = check_checkpoint(sharded)
+    assert report.passed(strict=True)
+    assert report.format == "safetensors-sharded"
+    assert [f.name for f in report.files] == [SHARD.format(i) for i in (1, 2, 3)]
+    assert sum(f.tensors for f in report.files) == report.tensor_count == 37
+    assert sum(f.nbytes for f in report.files) == report.total_bytes == index_of(sharded)["metadata"]["total_size"]
+
+
+def test_the_index_file_itself_may_be_named(sharded):
+    report = check_checkpoint(sharded / SAFETENSORS_INDEX)
+    assert report.passed(strict=True) and report.tensor_count == 37
+
+
+def test_idx002_a_shard_named_in_the_index_is_missing(sharded):
+    (sharded / SHARD.format(2)).unlink()
+    report = check_checkpoint(sharded)
+    missing = [f for f in report.findings if f.code == "IDX002"]
+    assert [f.file for f in missing] == [SHARD.format(2)]
+    # what it held is missing from the draft as well
+    assert Counter(f.code for f in report.errors)["INV001"] > 0
+
+
+def test_idx003_a_listed_tensor_is_absent_from_its_shard(sharded):
+    edit_index(sharded, lambda ix: ix["weight_map"].update({"model.ghost.weight": SHARD.format(1)}))
+    report = check_checkpoint(sharded)
+    assert [(f.code, f.tensor, f.file) for f in report.errors] == [("IDX003", "model.ghost.weight", SHARD.format(1))]
+
+
+def test_idx003_a_tensor_listed_in_the_wrong_shard(sharded):
+    def move(index):
+        name = next(n for n, s in index["weight_map"].items() if s == SHARD.format(1))
+        index["weight_map"][name] = SHARD.format(3)
+
+    report = check_checkpoint(sharded)
+    assert not report.errors
+    edit_index(sharded, move)
+    report = check_checkpoint(sharded)
+    assert [f.code for f in report.errors] == ["IDX003"]
+    assert f"(it is in {SHARD.format(1)})" in report.errors[0].message
+
+
+def test_idx004_a_tensor_in_a_shard_is_not_listed(sharded):
+    edit_index(sharded, lambda ix: ix["weight_map"].pop("model.final_norm.weight"))
+    report = check_checkpoint(sharded)
+    assert [(f.code, f.tensor) for f in report.errors] == [("IDX004", "model.final_norm.weight")]
+
+
+def test_idx004_a_stray_shard_the_index_does_not_name(sharded):
+    save_file({"model.extra.weight": load_file(sharded / SHARD.format(1))["model.final_norm.weight"]},
+              str(sharded / "model-extra.safetensors"))
+    report = check_checkpoint(sharded)
+    assert sorted(f.code for f in report.errors) == ["IDX004", "INV002"]
+
+
+@pytest.mark.parametrize("listed_in", [1, 3], ids=["listed-in-first", "listed-in-second"])
+def test_idx005_a_tensor_in_two_shards(sharded, listed_in):
+    name = "model.final_norm.weight"
+    first = load_file(sharded / SHARD.format(1))
+    third = load_file(sharded / SHARD.format(3))
+    assert name in first
+    third[name] = first[name].clone()
+    save_file(third, str(sharded / SHARD.format(3)), metadata={"format": "pt"})
+
+    edit_index(sharded, lambda ix: ix["weight_map"].update({name: SHARD.format(listed_in)}))
+    report = check_checkpoint(sharded)
+    # one finding for one fault: the index names a shard that does hold it
+    assert [(f.code, f.tensor) for f in report.errors] == [("IDX005", name)]
+    assert report.errors[0].detail["files"] == [SHARD.format(1), SHARD.format(3)]
+
+
+@pytest.mark.parametrize("delta", [1, -2], ids=["too-large", "too-small"])
+def test_idx006_total_size_differs_from_the_tensor_bytes(sharded, delta):
+    edit_index(sharded, lambda ix: ix["metadata"].update(total_size=ix["metadata"]["total_size"] + delta))
+    report = check_checkpoint(sharded)
+    assert [f.code for f in report.errors] == ["IDX006"]
+    assert report.errors[0].detail["actual"] == report.total_bytes
+
+
+def test_idx006_is_not_claimed_when_a_shard_is_missing(sharded):
+    (sharded / SHARD.format(3)).unlink()
+    assert "IDX006" not in errors(sharded)
+
+
+@pytest.mark.parametrize(
+    "shard_name",
+    [
+        pytest.param("../outside.safetensors", id="parent"),
+        pytest.param("/tmp/outside.safetensors", id="absolute"),
+        pytest.param("sub/model.safetensors", id="subfolder"),
+        pytest.param("..", id="dotdot"),
+        pytest.param("C:\\weights\\model.safetensors", id="windows-absolute"),
+        pytest.param("..\\outside.safetensors", id="windows-parent"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_idx007_shard_name_is_not_a_plain_file_name(sharded, tmp_path, shard_name):
+    # A real file sits where the index points, so following it would "work".
+    save_file({"model.layers.0.mlp.up_proj.weight": load_file(sharded / SHARD.format(1))["model.final_norm.weight"]},
+              str(tmp_path / "outside.safetensors"))
+
+    def point_outside(index):
+        for name, shard in index["weight_map"].items():
+            if name.startswith("model.layers.0.mlp.up_proj"):
+                index["weight_map"][name] = shard_name
+
+    edit_index(sharded, point_outside)
+    checkpoint = open_checkpoint(sharded)
+    unsafe = [f for f in checkpoint.findings if f.code == "IDX007"]
+    assert len(unsafe) == 1 and unsafe[0].detail == {"shard": shard_name}
+    assert all(Path(e.file).name == e.file for e in checkpoint.entries)
+    assert all(e.file.startswith("model-") for e in checkpoint.entries)
+    # one fault, one finding: the tensor itself is still in its real shard
+    assert errors(sharded) == Counter({"IDX007": 1})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("{not json", id="not-json"),
+        pytest.param("[]", id="not-an-object"),
+        pytest.param('{"metadata": {}}', id="no-weight_map"),
+        pytest.param('{"weight_map": {"model.final_norm.weight": 3}}', id="shard-not-a-string"),
+        pytest.param('{"weight_map": {}, "weight_map": {}}', id="duplicate-key"),
+        pytest.param("\udcff", id="not-utf8"),
+    ],
+)
+def test_idx001_index_is_not_valid(sharded, text):
+    (sharded / SAFETENSORS_INDEX).write_bytes(text.encode("utf-8", "surrogateescape"))
+    report = check_checkpoint(sharded)
+    assert report.errors[0].code == "IDX001"
+    assert report.errors[0].file == SAFETENSORS_INDEX
+
+
+def test_idx001_several_files_without_an_index(sharded):
+    (sharded / SAFETENSORS_INDEX).unlink()
+    report = check_checkpoint(sharded)
+    assert [f.code for f in report.errors] == ["IDX001"]
+    assert report.errors[0].detail["files"] == [SHARD.format(i) for i in (1, 2, 3)]
+    # the shards are still read: every tensor is there
+    assert report.tensor_count == 37
+
+
+def test_a_corrupt_shard_is_stf001_and_the_others_are_still_checked(sharded):
+    path = sharded / SHARD.format(2)
+    path.write_bytes(path.read_bytes()[:-1])
+    report = check_checkpoint(sharded)
+    corrupt = [f for f in report.errors if f.code == "STF001"]
+    assert [f.file for f in corrupt] == [SHARD.format(2)]
+    assert {f.name for f in report.files if f.tensors} == {SHARD.format(1), SHARD.format(3)}

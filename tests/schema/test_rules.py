@@ -1,0 +1,224 @@
+"""The contract rules on their own: a config and an inventory in, findings
+out. (Every code is also tested end to end on fabricated checkpoints in
+tests/converters/test_check.py.)"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from dspark.examples.fabricate import SCALES, draft_config, tensor_shapes
+from dspark.schema.findings import FINDING_CODES, Finding, Severity
+from dspark.schema.inventory import PayloadStats, TensorEntry
+from dspark.schema.rules import STREAM_ENV_VAR, TargetFacts, check_contract, payload_findings
+
+TINY = SCALES["tiny"]
+
+
+def inventory(shapes: dict, *, dtype: str = "BF16", prefix: str = "model.") -> list[TensorEntry]:
+    return [TensorEntry(name, prefix + name, dtype, shape, "model.safetensors") for name, shape in shapes.items()]
+
+
+def check(config: dict | None = None, entries=None, **options):
+    config = draft_config(TINY) if config is None else config
+    entries = inventory(tensor_shapes(TINY)) if entries is None else entries
+    return check_contract(config, entries, **options)
+
+
+def codes(result) -> Counter:
+    return Counter(f.code for f in result.findings if f.severity is not Severity.INFO)
+
+
+def test_the_reference_draft_passes_with_notes_only():
+    result = check()
+    assert codes(result) == Counter()
+    notes = sorted(f.code for f in result.findings)
+    assert notes == ["INV005", "INV005", "INV005", "STR002"]
+    assert result.family.name == "k3_dspark"
+    assert result.resolved.fc_norm is True and result.resolved.fc_norm_shipped == 5
+
+
+def test_finding_severity_comes_from_the_code_table():
+    assert Finding("FCN006", "x").severity is Severity.WARNING
+    assert Finding("STR002", "x").severity is Severity.INFO
+    with pytest.raises(ValueError, match="unknown finding code"):
+        Finding("XYZ999", "x")
+    assert set(Finding("CFG001", "x", file="config.json").to_dict()) == {
+        "code", "severity", "message", "file", "tensor", "detail",
+    }
+
+
+def test_a_missing_dimension_reports_the_config_not_every_tensor():
+    config = draft_config(TINY)
+    del config["hidden_size"]
+    assert codes(check(config)) == Counter({"CFG003": 1})
+
+
+def test_a_float_count_is_one_config_finding():
+    config = draft_config(TINY)
+    config["num_hidden_layers"] = 2.0
+    assert codes(check(config)) == Counter({"CFG003": 1})
+
+
+def test_a_negative_mask_token_is_reported_once():
+    config = draft_config(TINY)
+    config["mask_token_id"] = -1
+    assert codes(check(config)) == Counter({"CFG008": 1})
+
+
+def test_mask_token_and_taps_may_sit_in_dflash_config():
+    config = draft_config(TINY)
+    config.pop("mask_token_id")
+    config["dflash_config"] = {"mask_token_id": TINY.vocab_size, "target_layer_ids": [1, 4, 7, 9, 11]}
+    result = check(config)
+    assert codes(result) == Counter({"CFG008": 1})
+    assert "dflash_config.mask_token_id" in next(f.message for f in result.findings if f.code == "CFG008")
+
+
+def test_fc_norm_weights_with_a_non_canonical_index_are_flagged():
+    shapes = tensor_shapes(TINY)
+    shapes["fc_norm.01.weight"] = shapes.pop("fc_norm.1.weight")
+    result = check(entries=inventory(shapes))
+    assert codes(result) == Counter({"FCN003": 2})  # fc_norm.01 names no tap; tap 1 has no weight
+
+
+# --------------------------------------------------------------------------
+# aux_hidden_stream
+
+
+def stream_of(declared=None, nested=None, environ=None, target=None):
+    config = draft_config(TINY, stream=declared)
+    if nested is not None:
+        config["dflash_config"] = {"aux_hidden_stream": nested}
+    result = check(config, environ=environ or {}, target=target)
+    return result.resolved, result.findings
+
+
+def test_stream_defaults_to_prefix_when_undeclared():
+    resolved, findings = stream_of()
+    assert (resolved.stream, resolved.stream_source) == ("prefix", "default (not declared)")
+    note = next(f for f in findings if f.code == "STR002")
+    assert note.detail == {"stream": "prefix", "source": "default (not declared)"}
+
+
+@pytest.mark.parametrize("declared", ["attn_res", "ATTN_RES", "Attn_Res"])
+def test_stream_is_case_insensitive(declared):
+    resolved, _ = stream_of(declared)
+    assert resolved.stream == "attn_res"
+    assert resolved.stream_source == "config.json: aux_hidden_stream"
+
+
+def test_dflash_config_stream_wins_over_the_top_level():
+    resolved, findings = stream_of("attn_res", nested="Prefix")
+    assert resolved.stream == "prefix"
+    assert resolved.stream_source == "config.json: dflash_config.aux_hidden_stream"
+    assert not [f for f in findings if f.code == "STR005"]
+
+
+def test_env_override_is_a_warning_naming_both_streams():
+    resolved, findings = stream_of("prefix", environ={STREAM_ENV_VAR: "ATTN_RES"})
+    assert resolved.stream == "attn_res"
+    assert resolved.stream_source == f"environment: {STREAM_ENV_VAR}"
+    warning = next(f for f in findings if f.code == "STR004")
+    assert warning.detail == {"env": STREAM_ENV_VAR, "override": "attn_res", "declared": "prefix"}
+    assert "attn_res" in warning.message and "prefix" in warning.message
+    # the effective stream is attn_res, which no target has vouched for
+    assert [f.code for f in findings if f.severity is Severity.WARNING] == ["STR004", "STR005"]
+
+
+def test_env_agreeing_with_the_checkpoint_is_silent():
+    _, findings = stream_of("attn_res", environ={STREAM_ENV_VAR: "Attn_Res"})
+    assert "STR004" not in {f.code for f in findings}
+    _, findings = stream_of("prefix", environ={STREAM_ENV_VAR: ""})
+    assert {f.code for f in findings} == {"STR002", "INV005"}
+
+
+def test_invalid_env_value_is_an_error_and_the_checkpoint_stream_stands():
+    resolved, findings = stream_of("prefix", environ={STREAM_ENV_VAR: "residual"})
+    assert resolved.stream == "prefix"
+    assert [f.code for f in findings if f.severity is Severity.ERROR] == ["STR003"]
+
+
+def test_attn_res_needs_a_target_with_positive_block_size():
+    def target(**fields):
+        return TargetFacts.from_config({"hidden_size": 40, "num_hidden_layers": 12, "vocab_size": 96, **fields}, "t")
+
+    assert "STR005" in {f.code for f in stream_of("attn_res")[1]}
+    for block in (None, 0, -8, "8", 8.0, True):
+        findings = stream_of("attn_res", target=target(attn_res_block_size=block))[1]
+        assert [f.code for f in findings if f.severity is not Severity.INFO] == ["STR006"], block
+    findings = stream_of("attn_res", target=target(attn_res_block_size=8))[1]
+    assert [f.code for f in findings if f.severity is not Severity.INFO] == []
+    # a prefix draft does not care
+    findings = stream_of("prefix", target=target(attn_res_block_size=0))[1]
+    assert [f.code for f in findings if f.severity is not Severity.INFO] == []
+
+
+def test_an_invalid_stream_resolves_to_nothing():
+    resolved, findings = stream_of("residual")
+    assert resolved.stream is None
+    assert [f.code for f in findings if f.code.startswith("STR")] == ["STR001"]
+
+
+# --------------------------------------------------------------------------
+# --target
+
+
+def test_target_facts_read_text_config_first():
+    facts = TargetFacts.from_config(
+        {"hidden_size": 1, "text_config": {"hidden_size": 7168, "num_hidden_layers": 93, "attn_res_block_size": 8},
+         "vocab_size": 163840},
+        "k3/config.json",
+    )
+    assert (facts.hidden_size, facts.num_hidden_layers, facts.vocab_size) == (7168, 93, 163840)
+    assert facts.can_supply_attn_res()
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        pytest.param({"hidden_size": 40, "num_hidden_layers": 12, "vocab_size": 96}, Counter(), id="match"),
+        pytest.param({"hidden_size": 41, "num_hidden_layers": 12, "vocab_size": 96}, Counter({"TGT002": 1}), id="hidden"),
+        pytest.param({"hidden_size": 40, "num_hidden_layers": 13, "vocab_size": 96}, Counter({"TGT003": 1}), id="layers"),
+        pytest.param({"hidden_size": 40, "num_hidden_layers": 12, "vocab_size": 97}, Counter({"TGT004": 1}), id="vocab"),
+        pytest.param(
+            {"hidden_size": 40, "num_hidden_layers": 10, "vocab_size": 96},
+            Counter({"TGT003": 1, "TGT005": 1}),
+            id="taps-outside",
+        ),
+        pytest.param({"num_hidden_layers": 12}, Counter({"TGT001": 2}), id="fields-missing"),
+        pytest.param({"hidden_size": "40", "num_hidden_layers": 12, "vocab_size": 96}, Counter({"TGT001": 1}), id="not-int"),
+    ],
+)
+def test_target_rules(target, expected):
+    assert codes(check(target=TargetFacts.from_config(target, "target/config.json"))) == expected
+
+
+# --------------------------------------------------------------------------
+# payload statistics
+
+
+def test_payload_findings_by_role():
+    entry = {n: TensorEntry(n, n, "BF16", s, "m.safetensors") for n, s in tensor_shapes(TINY).items()}
+    expected = check().expected
+    clean = PayloadStats(0, False, False)
+    scanned = [
+        (entry["final_norm.weight"], PayloadStats(0, True, False)),  # zero norm
+        (entry["layers.0.mlp.up_proj.weight"], PayloadStats(0, True, False)),  # zero matrix: not a norm
+        (entry["fc_norm.2.weight"], PayloadStats(0, False, True)),  # identity fc_norm
+        (entry["context_norm.weight"], PayloadStats(0, False, True)),  # ones in another norm: fine
+        (entry["context_proj.weight"], PayloadStats(3, False, False)),
+        (entry["layers.1.input_layernorm.weight"], clean),
+    ]
+    found = [(f.code, f.tensor) for f in payload_findings(scanned, expected)]
+    assert found == [
+        ("PAY002", "final_norm.weight"),
+        ("FCN006", "fc_norm.2.weight"),
+        ("PAY001", "context_proj.weight"),
+    ]
+
+
+def test_every_code_has_a_title_and_a_known_severity():
+    for code, spec in FINDING_CODES.items():
+        assert spec.code == code and spec.title and isinstance(spec.severity, Severity)
