@@ -8,13 +8,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from dspark.converters.check import CheckReport
 from dspark.schema.findings import Finding, Severity, count_by_severity
 from dspark.schema.inventory import printable_name
 
-stdout = Console(highlight=False, soft_wrap=True)
+# emoji=False: a tensor named `x:fire:y` must print as it is named.
+stdout = Console(highlight=False, soft_wrap=True, emoji=False)
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
 
@@ -89,6 +89,8 @@ def render_check(report: CheckReport, *, strict: bool) -> None:
 
 
 def render_inspect(report: CheckReport) -> None:
+    from rich.table import Table  # only this page has tables; check stays cheap
+
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="dim", justify="right")
     summary.add_column()

@@ -269,3 +269,16 @@ def test_the_import_probe_would_see_torch(tiny_draft):
         capture_output=True, text=True, timeout=120,
     )
     assert json.loads(done.stderr.strip().splitlines()[-1])["heavy"] == ["torch"]
+
+
+def test_names_print_as_named_not_as_emoji(dspark, tiny_draft):
+    from safetensors.torch import load_file, save_file as save_torch
+
+    draft = tiny_draft()
+    tensors = load_file(draft / "model.safetensors")
+    tensors["model.head:fire:[bold]x[/].weight"] = tensors["model.final_norm.weight"].clone()
+    save_torch(tensors, str(draft / "model.safetensors"))
+    run = dspark("check", draft)
+    assert run.exit_code == EXIT_CHECK_FAILED
+    assert "head:fire:[bold]x[/].weight" in run.stdout
+    assert "\N{FIRE}" not in run.stdout
