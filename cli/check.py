@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -31,10 +32,10 @@ def check(
 ) -> None:
     """Check a draft checkpoint against the serving contract (headers only unless --deep)."""
     output_format.set(output.value)
-    progress = _progress_bar if (deep and output is OutputFormat.human) else None
-    report = check_checkpoint(
-        checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress
-    )
+    with _progress_bar(deep and output is OutputFormat.human) as progress:
+        report = check_checkpoint(
+            checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress
+        )
     if output is OutputFormat.json:
         print_json(report.to_dict(strict=strict))
     else:
@@ -46,20 +47,26 @@ def check(
 _PROGRESS_MIN_BYTES = 256 * 1024 * 1024
 
 
-def _progress_bar(total: int):
-    if total < _PROGRESS_MIN_BYTES or not stdout.is_terminal:
-        return None
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+@contextmanager
+def _progress_bar(wanted: bool):
+    """A `progress` callable for check_checkpoint that draws a bar on a
+    terminal once the payload is large enough; the bar is gone when the
+    block ends, whether the scan finished, stopped short or failed."""
+    bars = []
 
-    bar = Progress("scanning", BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=stdout, transient=True)
-    task = bar.add_task("scan", total=total)
-    bar.start()
-    done = [0]
+    def start(total: int):
+        if total < _PROGRESS_MIN_BYTES or not stdout.is_terminal:
+            return None
+        from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-    def advance(count: int) -> None:
-        done[0] += count
-        bar.update(task, advance=count)
-        if done[0] >= total:
+        bar = Progress("scanning", BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=stdout, transient=True)
+        task = bar.add_task("scan", total=total)
+        bars.append(bar)
+        bar.start()
+        return lambda count: bar.update(task, advance=count)
+
+    try:
+        yield start if wanted else None
+    finally:
+        for bar in bars:
             bar.stop()
-
-    return advance
