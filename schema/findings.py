@@ -91,6 +91,11 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("MAN002", E, "tensor differs from the manifest (name, file, dtype, shape or bytes)"),
     ("MAN003", E, "tensor payload hash differs from the manifest"),
     ("MAN004", I, "manifest verified"),
+    # training outputs read by `dspark convert` (DCP folders, .pt state dicts)
+    ("SRC001", I, "training run folder: the newest iteration was read"),
+    ("SRC002", I, "entries that are not draft weights (optimizer state, counters) left behind"),
+    ("SRC003", E, "pickle needs more than weights-only loading (code execution); refused"),
+    ("SRC004", E, "DCP or .pt checkpoint is corrupt or inconsistent"),
 )
 
 

@@ -1,0 +1,290 @@
+"""`.pt` / `.pth` / `.bin` state dicts, loaded with `torch.load(weights_only=True)`
+and nothing else.
+
+A file that needs more than weights-only loading allows (a pickled class,
+a code payload) is refused with `UnsafeInputError`; nothing in it runs.
+
+Memory: zip-format files are memory-mapped (`mmap=True`), so opening reads
+no payload. Mapped pages count toward resident memory once touched, so the
+reader hands each chunk's pages back to the kernel (`madvise`) as soon as
+the chunk has been consumed: resident memory stays near one chunk, however
+large the file. Files in torch's legacy (pre-1.6) format cannot be mapped
+and are loaded whole.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import pickle
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from dspark.converters.inventory import Checkpoint, load_config_for, served_name_for
+from dspark.schema.dtypes import TORCH_DTYPE_NAMES
+from dspark.schema.errors import CheckpointError, UnsafeInputError, require_torch
+from dspark.schema.findings import Finding
+from dspark.schema.inventory import TensorEntry, printable_name
+
+# Where training code nests the weights, most specific first.
+NESTED_STATE_DICT_KEYS = ("draft_model", "state_dict", "model", "module")
+_MAX_NESTING = 4
+
+_TORCH_NAME_TO_CODE = {name: code for code, name in TORCH_DTYPE_NAMES.items()}
+
+
+def torch_dtype_code(dtype: Any, *, file: str, tensor: str) -> str:
+    """A torch dtype as a safetensors code (`torch.bfloat16` -> `BF16`)."""
+    code = _TORCH_NAME_TO_CODE.get(str(dtype).removeprefix("torch."))
+    if code is None:
+        raise CheckpointError(
+            f"{file}: {printable_name(tensor)} has dtype {dtype}, which a safetensors checkpoint cannot hold.",
+            code="SRC004",
+            path=file,
+            tensor=tensor,
+            hint="Convert that tensor to a real floating-point dtype before exporting.",
+        )
+    return code
+
+
+def tensor_byte_chunks(
+    tensor: Any, chunk_bytes: int, release: Callable[[int, int], None] | None = None
+) -> Iterator[memoryview]:
+    """A tensor's bytes, C order, in chunks of at most `chunk_bytes`, as
+    views of its memory (no copy when it is contiguous). `release(address,
+    length)` is called on the source memory once a chunk is consumed."""
+    import torch
+
+    source = tensor.detach()
+    dense = source if source.is_contiguous() else source.contiguous()
+    if dense.numel() == 0:
+        return
+    flat = dense.reshape(-1).view(torch.uint8).numpy()
+    view = memoryview(flat)
+    base = dense.data_ptr()
+    for start in range(0, len(view), chunk_bytes):
+        chunk = view[start:start + chunk_bytes]
+        yield chunk
+        if release is not None and dense is source:
+            release(base + start, len(chunk))
+    if release is not None and dense is not source:
+        storage = source.untyped_storage()
+        release(storage.data_ptr(), storage.nbytes())
+
+
+class _FilePages:
+    """Gives the pages of one memory-mapped file back to the kernel.
+
+    Only addresses inside a mapping of that very file (read from
+    /proc/self/maps) are released; those pages are clean and file-backed,
+    so releasing them drops them from resident memory and a later access
+    reads them from the file again. Anywhere else (not Linux, anonymous
+    memory) it does nothing.
+    """
+
+    _MADV_DONTNEED = 4
+
+    def __init__(self, path: Path) -> None:
+        self.ranges: list[tuple[int, int]] = []
+        self._madvise = None
+        if not sys.platform.startswith("linux"):
+            return
+        target = str(path.resolve())
+        try:
+            with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    parts = line.split(None, 5)
+                    if len(parts) == 6 and parts[5].rstrip("\n") == target:
+                        start, end = (int(x, 16) for x in parts[0].split("-"))
+                        self.ranges.append((start, end))
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            self._madvise = libc.madvise
+        except (OSError, AttributeError):
+            self.ranges = []
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges and self._madvise)
+
+    def release(self, address: int, length: int) -> None:
+        start = address // mmap.PAGESIZE * mmap.PAGESIZE
+        end = -(-(address + length) // mmap.PAGESIZE) * mmap.PAGESIZE
+        for low, high in self.ranges:
+            if low <= start and end <= high:
+                self._madvise(start, end - start, self._MADV_DONTNEED)
+                return
+
+
+class PtReader:
+    """Payloads of a loaded state dict; `entry.locator` is the tensor."""
+
+    def __init__(self, pages: _FilePages | None) -> None:
+        self.pages = pages if pages else None
+
+    def read_raw(self, entry: TensorEntry) -> bytes:
+        return b"".join(bytes(chunk) for chunk in self.iter_chunks(entry, 1 << 30))
+
+    def iter_chunks(self, entry: TensorEntry, chunk_bytes: int) -> Iterator[memoryview]:
+        release = self.pages.release if self.pages else None
+        return tensor_byte_chunks(entry.locator, chunk_bytes, release)
+
+
+def refused_as_unsafe(error: Exception) -> bool:
+    """Whether torch's weights-only unpickler refused something it would
+    have to run (a global, a call), rather than bytes that are no pickle at
+    all ("Unsupported operand": a corrupt file)."""
+    text = str(error).lower()
+    return "weights only" in text and "unsupported operand" not in text
+
+
+def _unsafe(path: Path, error: Exception) -> UnsafeInputError:
+    text = str(error)
+    named = re.search(r"GLOBAL ([\w.]+)", text)
+    other = re.search(r"Unsupported[^\n.]*", text)
+    detail = f"it references {named.group(1)}" if named else (other.group(0).strip() if other else "refused by the weights-only unpickler")
+    return UnsafeInputError(
+        f"{path}: refusing to load: it needs more than weights-only loading allows ({detail}). "
+        "Loading it fully could run code hidden in the file; dspark never does.",
+        code="SRC003",
+        path=str(path),
+        hint="Re-save only the weights on a trusted machine: torch.save(model.state_dict(), PATH).",
+    )
+
+
+def load_weights_only(path: Path, torch: Any) -> tuple[Any, bool]:
+    """`torch.load(weights_only=True)`, memory-mapped where the format
+    allows. Returns the object and whether it is mapped."""
+    for mapped in (True, False):
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mapped), mapped
+        except pickle.UnpicklingError as error:
+            if refused_as_unsafe(error):
+                raise _unsafe(path, error) from None
+            raise _corrupt(path, error) from None
+        except RuntimeError as error:
+            if mapped and "mmap can only be used" in str(error):
+                continue  # legacy (non-zip) format: load it whole
+            raise _corrupt(path, error) from None
+        except Exception as error:  # noqa: BLE001 - any other failure is a corrupt file
+            raise _corrupt(path, error) from None
+    raise AssertionError("unreachable")
+
+
+def _corrupt(path: Path, error: Exception) -> CheckpointError:
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return CheckpointError(
+        f"{path}: not a readable torch checkpoint ({first}).",
+        code="SRC004",
+        path=str(path),
+        hint="Re-export the file; it may be truncated or not a torch.save file.",
+    )
+
+
+def find_state_dict(obj: Any, torch: Any, shown: str) -> tuple[dict[str, Any], str | None, list[str]]:
+    """The draft's tensors (flattened, dotted keys), where they were nested,
+    and the names of entries left behind."""
+    left_behind: list[str] = []
+    nested_under: list[str] = []
+    current = obj
+    for _ in range(_MAX_NESTING):
+        if not isinstance(current, Mapping) or any(isinstance(v, torch.Tensor) for v in current.values()):
+            break
+        key = next((k for k in NESTED_STATE_DICT_KEYS if isinstance(current.get(k), Mapping)), None)
+        if key is None:
+            break
+        left_behind += [_join(nested_under, str(k)) for k in current if k != key]
+        nested_under.append(key)
+        current = current[key]
+    if not isinstance(current, Mapping):
+        raise CheckpointError(
+            f"{shown}: holds a {type(current).__name__}, not a state dict of tensors.",
+            code="SRC004",
+            path=shown,
+            hint="Save the draft with torch.save(model.state_dict(), PATH).",
+        )
+    tensors: dict[str, Any] = {}
+
+    def walk(mapping: Mapping, prefix: str) -> None:
+        for key, value in mapping.items():
+            if not isinstance(key, str):
+                left_behind.append(_join(nested_under, prefix + repr(key)))
+            elif isinstance(value, torch.Tensor):
+                tensors[prefix + key] = value
+            elif isinstance(value, Mapping):
+                walk(value, prefix + key + ".")
+            else:
+                left_behind.append(_join(nested_under, prefix + key))
+
+    walk(current, "")
+    if not tensors:
+        raise CheckpointError(
+            f"{shown}: no tensors found (top-level keys: {', '.join(map(str, list(obj)[:8])) if isinstance(obj, Mapping) else '-'}).",
+            code="SRC004",
+            path=shown,
+            hint=f"dspark looks for a flat state dict or one under {', '.join(NESTED_STATE_DICT_KEYS)}.",
+        )
+    return tensors, ".".join(nested_under) or None, left_behind
+
+
+def _join(parts: list[str], name: str) -> str:
+    return ".".join([*parts, name])
+
+
+def left_behind_finding(left_behind: list[str], shown: str) -> Finding:
+    sample = ", ".join(printable_name(n) for n in sorted(left_behind)[:6])
+    more = f" and {len(left_behind) - 6} more" if len(left_behind) > 6 else ""
+    return Finding(
+        "SRC002",
+        f"{shown}: {len(left_behind)} entries that are not draft weights are left behind ({sample}{more}).",
+        file=shown,
+        detail={"count": len(left_behind), "names": sorted(left_behind)[:100]},
+    )
+
+
+def open_pt(path: Path, *, config_path: Path | None = None) -> Checkpoint:
+    """Open a state dict: the file itself, or a folder holding exactly one."""
+    torch = require_torch("Reading a .pt checkpoint")
+    if path.is_dir():
+        from dspark.converters.inventory import TORCH_SUFFIXES
+
+        weights = next(p for p in sorted(path.iterdir()) if p.suffix in TORCH_SUFFIXES and p.is_file())
+    else:
+        weights = path
+    root = weights.parent
+    shown = weights.name
+    obj, mapped = load_weights_only(weights, torch)
+    tensors, nested_under, left_behind = find_state_dict(obj, torch, shown)
+    config, config_file, config_findings, family = load_config_for(root, config_path, search_parents=1)
+
+    entries = [
+        TensorEntry(
+            served_name=served_name_for(family, name),
+            stored_name=name,
+            dtype=torch_dtype_code(tensor.dtype, file=shown, tensor=name),
+            shape=tuple(tensor.shape),
+            file=shown,
+            locator=tensor,
+        )
+        for name, tensor in tensors.items()
+    ]
+    findings = [left_behind_finding(left_behind, shown)] if left_behind else []
+    metadata: dict[str, Any] = {"memory_mapped": mapped}
+    if nested_under:
+        metadata["state_dict_key"] = nested_under
+    return Checkpoint(
+        source=path,
+        root=root,
+        format="pt",
+        weight_files=[shown],
+        entries=entries,
+        findings=findings,
+        reader=PtReader(_FilePages(weights) if mapped else None),
+        config=config,
+        config_path=config_file,
+        config_findings=config_findings,
+        family=family,
+        metadata=metadata,
+    )
