@@ -7,6 +7,7 @@ import sys
 import typer
 
 from dspark.cli.check import check
+from dspark.cli.convert import convert
 from dspark.cli.errors import report_error
 from dspark.cli.inspect_cmd import inspect
 
@@ -20,6 +21,7 @@ app = typer.Typer(
 )
 app.command()(check)
 app.command()(inspect)
+app.command()(convert)
 
 
 @app.command()

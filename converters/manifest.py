@@ -1,0 +1,241 @@
+"""`dspark-manifest.json`: what `dspark convert` wrote, tensor by tensor.
+
+The manifest records every tensor's file, dtype, shape, absolute byte range
+and sha256, each file's size, the config's sha256, the dspark version and
+the source format. `verify_manifest` compares a checkpoint with it: names,
+files, dtypes, shapes, byte ranges and sizes always (headers only), payload
+hashes when asked (`dspark check --deep` or `--verify`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Iterable
+
+from dspark.converters.configs import parse_json_object
+from dspark.schema.findings import Finding
+from dspark.schema.inventory import TensorEntry, printable_name
+
+MANIFEST_NAME = "dspark-manifest.json"
+MANIFEST_VERSION = 1
+HASH_CHUNK_BYTES = 8 * 1024 * 1024
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def dspark_version() -> str:
+    try:
+        return version("dspark")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_manifest(
+    *,
+    source_format: str,
+    family: str | None,
+    dtype: str | None,
+    tensors: Iterable[Any],
+    files: dict[str, int],
+    config_sha256: str | None,
+) -> dict[str, Any]:
+    """The manifest document. `tensors` are `WrittenTensor`s (in any order;
+    they are listed by file, then offset, so the document is stable)."""
+    ordered = sorted(tensors, key=lambda t: (t.file, t.byte_range[0], t.name))
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "dspark_version": dspark_version(),
+        "source_format": source_format,
+        "family": family,
+        "dtype": dtype,
+        "config": {"file": "config.json", "sha256": config_sha256},
+        "files": [{"name": name, "size": size} for name, size in sorted(files.items())],
+        "tensors": [
+            {
+                "name": t.name,
+                "file": t.file,
+                "dtype": t.dtype,
+                "shape": list(t.shape),
+                "byte_range": list(t.byte_range),
+                "sha256": t.sha256,
+            }
+            for t in ordered
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class _ManifestTensor:
+    name: str
+    file: str
+    dtype: str
+    shape: tuple[int, ...]
+    byte_range: tuple[int, int]
+    sha256: str
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _parse(document: dict[str, Any]) -> tuple[list[_ManifestTensor], dict[str, int], dict[str, Any]]:
+    """Validate the document's shape; raise ValueError naming what is wrong."""
+    if document.get("manifest_version") != MANIFEST_VERSION:
+        raise ValueError(f"manifest_version is {document.get('manifest_version')!r}, expected {MANIFEST_VERSION}")
+    files_raw = document.get("files")
+    if not isinstance(files_raw, list):
+        raise ValueError("'files' is not a list")
+    files: dict[str, int] = {}
+    for item in files_raw:
+        if not (isinstance(item, dict) and isinstance(item.get("name"), str) and _is_count(item.get("size"))):
+            raise ValueError(f"file entry {item!r} needs a string 'name' and a byte 'size'")
+        files[item["name"]] = item["size"]
+    tensors_raw = document.get("tensors")
+    if not isinstance(tensors_raw, list):
+        raise ValueError("'tensors' is not a list")
+    tensors: list[_ManifestTensor] = []
+    seen: set[str] = set()
+    for item in tensors_raw:
+        if not isinstance(item, dict):
+            raise ValueError(f"tensor entry {item!r} is not an object")
+        name, shape, byte_range, digest = item.get("name"), item.get("shape"), item.get("byte_range"), item.get("sha256")
+        if not isinstance(name, str) or name in seen:
+            raise ValueError(f"tensor entry has a missing or repeated name {name!r}")
+        seen.add(name)
+        if not isinstance(item.get("file"), str) or not isinstance(item.get("dtype"), str):
+            raise ValueError(f"{printable_name(name)}: 'file' and 'dtype' must be strings")
+        if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+            raise ValueError(f"{printable_name(name)}: 'shape' {shape!r} is not a list of sizes")
+        if not (isinstance(byte_range, list) and len(byte_range) == 2 and all(_is_count(b) for b in byte_range)):
+            raise ValueError(f"{printable_name(name)}: 'byte_range' {byte_range!r} is not [start, end]")
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise ValueError(f"{printable_name(name)}: 'sha256' is not 64 lowercase hex digits")
+        tensors.append(_ManifestTensor(name, item["file"], item["dtype"], tuple(shape), tuple(byte_range), digest))
+    config = document.get("config") if isinstance(document.get("config"), dict) else {}
+    return tensors, files, config
+
+
+def verify_manifest(checkpoint, *, hashes: bool) -> list[Finding]:
+    """Compare `checkpoint` (an opened `Checkpoint`) with its manifest."""
+    root: Path = checkpoint.root
+    try:
+        tensors, files, config = _parse(parse_json_object(root / MANIFEST_NAME))
+    except (ValueError, OSError) as exc:
+        return [Finding(
+            "MAN001",
+            f"{MANIFEST_NAME}: {exc}. Regenerate it with `dspark convert`, or delete it.",
+            file=MANIFEST_NAME,
+        )]
+
+    findings: list[Finding] = []
+
+    def differs(message: str, *, tensor: str | None = None, file: str | None = None, **detail: Any) -> None:
+        findings.append(Finding(
+            "MAN002",
+            f"{message}; the checkpoint is not what `dspark convert` wrote. Re-convert or re-copy it.",
+            file=file,
+            tensor=tensor,
+            detail=detail,
+        ))
+
+    for name, size in sorted(files.items()):
+        path = root / name
+        if not path.is_file():
+            differs(f"{printable_name(name)} is listed in {MANIFEST_NAME} but missing", file=name)
+        elif path.stat().st_size != size:
+            differs(
+                f"{printable_name(name)} is {path.stat().st_size:,} bytes but {MANIFEST_NAME} says {size:,}",
+                file=name, actual=path.stat().st_size, expected=size,
+            )
+
+    shipped: dict[str, TensorEntry] = {e.stored_name: e for e in checkpoint.entries}
+    listed = {t.name: t for t in tensors}
+    for name, want in listed.items():
+        entry = shipped.get(name)
+        shown = printable_name(name)
+        if entry is None:
+            differs(f"{shown} is listed in {MANIFEST_NAME} but not stored", tensor=name, file=want.file)
+            continue
+        pairs = {
+            "file": (entry.file, want.file),
+            "dtype": (entry.dtype, want.dtype),
+            "shape": (tuple(entry.shape), want.shape),
+            "byte_range": (tuple(entry.byte_range or ()), want.byte_range),
+        }
+        changed = {field: pair for field, pair in pairs.items() if pair[0] != pair[1]}
+        if changed:
+            text = "; ".join(f"{field} {got} (manifest: {expected})" for field, (got, expected) in changed.items())
+            differs(
+                f"{entry.file}: {shown} differs from {MANIFEST_NAME}: {text}",
+                tensor=name, file=entry.file, fields=sorted(changed),
+            )
+    for name, entry in shipped.items():
+        if name not in listed:
+            differs(f"{entry.file}: {printable_name(name)} is stored but not listed in {MANIFEST_NAME}",
+                    tensor=name, file=entry.file)
+
+    checked_hashes = 0
+    if hashes and not findings:
+        findings += _hash_findings(checkpoint, listed, shipped, config)
+        checked_hashes = len(listed)
+
+    if not findings:
+        what = "names, files, dtypes, shapes, byte ranges and sizes"
+        if hashes:
+            what += f", and {checked_hashes} payload hashes"
+        findings.append(Finding(
+            "MAN004",
+            f"{MANIFEST_NAME}: {len(listed)} tensors match ({what}).",
+            file=MANIFEST_NAME,
+            detail={"tensors": len(listed), "hashes": hashes},
+        ))
+    return findings
+
+
+def sha256_of_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _hash_findings(checkpoint, listed: dict, shipped: dict, config: dict) -> list[Finding]:
+    from dspark.schema.errors import CheckpointError
+
+    findings: list[Finding] = []
+    config_file, config_hash = config.get("file"), config.get("sha256")
+    if isinstance(config_file, str) and isinstance(config_hash, str):
+        path = checkpoint.root / config_file
+        actual = sha256_of_file(path) if path.is_file() else None
+        if actual != config_hash:
+            findings.append(Finding(
+                "MAN003",
+                f"{config_file} does not hash to the value in {MANIFEST_NAME}; it was edited after "
+                "conversion. Re-convert, or check the edit with `dspark check`.",
+                file=config_file,
+                detail={"expected": config_hash, "actual": actual},
+            ))
+    for name, want in listed.items():
+        entry = shipped[name]
+        digest = hashlib.sha256()
+        try:
+            for chunk in checkpoint.reader.iter_chunks(entry, HASH_CHUNK_BYTES):
+                digest.update(chunk)
+        except CheckpointError as error:
+            findings.append(Finding(error.code, error.message, file=entry.file, tensor=name))
+            continue
+        if digest.hexdigest() != want.sha256:
+            findings.append(Finding(
+                "MAN003",
+                f"{entry.file}: {printable_name(name)} does not hash to the value in {MANIFEST_NAME}; "
+                "its bytes changed after conversion (corruption or an edit). Re-convert or re-copy it.",
+                file=entry.file,
+                tensor=name,
+                detail={"expected": want.sha256, "actual": digest.hexdigest()},
+            ))
+    return findings

@@ -1,0 +1,117 @@
+"""`dspark-manifest.json`: written by convert, verified by check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dspark.converters.check import check_checkpoint
+from dspark.converters.convert import ConvertOptions, convert_checkpoint
+from dspark.converters.inventory import open_checkpoint
+from dspark.converters.manifest import MANIFEST_NAME, verify_manifest
+from dspark.examples.fabricate import write_draft
+
+pytest.importorskip("torch")  # the fabricator makes its tensors with torch
+
+
+@pytest.fixture
+def converted(tmp_path: Path) -> Path:
+    source = write_draft(tmp_path / "src", dtype="float32")
+    convert_checkpoint(source, tmp_path / "out", ConvertOptions.from_flags(dtype="bfloat16", max_shard_size="25KB"))
+    return tmp_path / "out"
+
+
+def codes(findings) -> list[str]:
+    return sorted(f.code for f in findings)
+
+
+def edit_manifest(folder: Path, change) -> None:
+    path = folder / MANIFEST_NAME
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+
+
+def flip_one_payload_byte(folder: Path, tensor: str) -> None:
+    manifest = json.loads((folder / MANIFEST_NAME).read_text())
+    entry = next(t for t in manifest["tensors"] if t["name"] == tensor)
+    with open(folder / entry["file"], "r+b") as handle:
+        handle.seek(entry["byte_range"][0] + 1)
+        byte = handle.read(1)
+        handle.seek(entry["byte_range"][0] + 1)
+        handle.write(bytes([byte[0] ^ 0x01]))
+
+
+def test_a_fresh_conversion_verifies_with_hashes(converted: Path) -> None:
+    findings = verify_manifest(open_checkpoint(converted), hashes=True)
+    assert codes(findings) == ["MAN004"]
+    assert "hashes" in findings[0].message
+
+
+def test_a_changed_payload_byte_is_found_only_by_hashing(converted: Path) -> None:
+    flip_one_payload_byte(converted, "layers.1.mlp.down_proj.weight")
+    assert codes(verify_manifest(open_checkpoint(converted), hashes=False)) == ["MAN004"]
+    findings = verify_manifest(open_checkpoint(converted), hashes=True)
+    assert codes(findings) == ["MAN003"]
+    assert findings[0].tensor == "layers.1.mlp.down_proj.weight"
+
+
+def test_check_verifies_hashes_with_verify_or_deep(converted: Path) -> None:
+    flip_one_payload_byte(converted, "context_proj.weight")
+    assert check_checkpoint(converted, environ={}).passed()
+    for flags in ({"verify_hashes": True}, {"deep": True}):
+        report = check_checkpoint(converted, environ={}, **flags)
+        assert "MAN003" in codes(report.errors), flags
+
+
+def test_an_edited_config_is_found_by_hashing(converted: Path) -> None:
+    config = json.loads((converted / "config.json").read_text())
+    config["rms_norm_eps"] = 1e-6
+    (converted / "config.json").write_text(json.dumps(config, indent=2))
+    findings = verify_manifest(open_checkpoint(converted), hashes=True)
+    assert codes(findings) == ["MAN003"] and findings[0].file == "config.json"
+
+
+@pytest.mark.parametrize(
+    "change,fragment",
+    [
+        (lambda d: d["tensors"][0].update(shape=[1, 2, 3]), "shape"),
+        (lambda d: d["tensors"][0].update(dtype="F32"), "dtype"),
+        (lambda d: d["tensors"][0].update(byte_range=[0, 8]), "byte_range"),
+        (lambda d: d["tensors"].pop(), "not listed"),
+        (lambda d: d["tensors"].append({**d["tensors"][0], "name": "ghost.weight"}), "not stored"),
+        (lambda d: d["files"][0].update(size=d["files"][0]["size"] + 1), "bytes"),
+        (lambda d: d["files"].append({"name": "model-00009-of-00009.safetensors", "size": 10}), "missing"),
+    ],
+    ids=["shape", "dtype", "byte-range", "unlisted-tensor", "missing-tensor", "file-size", "missing-file"],
+)
+def test_differences_from_the_manifest_are_found_without_hashing(converted: Path, change, fragment: str) -> None:
+    edit_manifest(converted, change)
+    findings = verify_manifest(open_checkpoint(converted), hashes=False)
+    assert codes(findings) == ["MAN002"], [f.message for f in findings]
+    assert fragment in findings[0].message
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "not json",
+        "[]",
+        json.dumps({"manifest_version": 99, "files": [], "tensors": []}),
+        json.dumps({"manifest_version": 1, "files": [], "tensors": [{"name": "x"}]}),
+        json.dumps({"manifest_version": 1, "files": [], "tensors": [
+            {"name": "x", "file": "f", "dtype": "F32", "shape": [1], "byte_range": [0, 4], "sha256": "XYZ"}]}),
+    ],
+    ids=["not-json", "list", "version", "incomplete-tensor", "bad-hash"],
+)
+def test_an_invalid_manifest_is_one_finding(converted: Path, content: str) -> None:
+    (converted / MANIFEST_NAME).write_text(content)
+    findings = verify_manifest(open_checkpoint(converted), hashes=True)
+    assert codes(findings) == ["MAN001"]
+
+
+def test_checkpoints_without_a_manifest_are_not_affected(tmp_path: Path) -> None:
+    source = write_draft(tmp_path / "src")
+    assert "MAN004" not in codes(check_checkpoint(source, environ={}).findings)
