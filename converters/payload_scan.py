@@ -35,10 +35,10 @@ MAX_WORKERS = 4
 
 @dataclass(frozen=True)
 class _FloatBits:
-    """How to read one float format's bits."""
+    """How to read one float format's bits (little-endian, as stored)."""
 
-    unsigned: type
-    signed: type
+    unsigned: str  # numpy dtype of the same width
+    signed: str
     # magnitude (sign cleared) at or above which a value is NaN or Inf
     nonfinite_floor: int
     one: int  # bit pattern of 1.0
@@ -50,25 +50,27 @@ class _FloatBits:
 
 
 _FLOAT_BITS: dict[str, _FloatBits] = {
-    "F64": _FloatBits(np.uint64, np.int64, 0x7FF0000000000000, 0x3FF0000000000000, 1 << 63),
-    "F32": _FloatBits(np.uint32, np.int32, 0x7F800000, 0x3F800000, 1 << 31),
-    "F16": _FloatBits(np.uint16, np.int16, 0x7C00, 0x3C00, 1 << 15),
-    "BF16": _FloatBits(np.uint16, np.int16, 0x7F80, 0x3F80, 1 << 15),
-    "F8_E5M2": _FloatBits(np.uint8, np.int8, 0x7C, 0x3C, 1 << 7),
+    "F64": _FloatBits("<u8", "<i8", 0x7FF0000000000000, 0x3FF0000000000000, 1 << 63),
+    "F32": _FloatBits("<u4", "<i4", 0x7F800000, 0x3F800000, 1 << 31),
+    "F16": _FloatBits("<u2", "<i2", 0x7C00, 0x3C00, 1 << 15),
+    "BF16": _FloatBits("<u2", "<i2", 0x7F80, 0x3F80, 1 << 15),
+    "F8_E5M2": _FloatBits("u1", "i1", 0x7C, 0x3C, 1 << 7),
     # e4m3fn has no infinity; only S.1111.111 is NaN.
-    "F8_E4M3": _FloatBits(np.uint8, np.int8, 0x7F, 0x38, 1 << 7),
+    "F8_E4M3": _FloatBits("u1", "i1", 0x7F, 0x38, 1 << 7),
 }
 _INT_VIEWS = {
-    "BOOL": np.uint8, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16,
-    "I32": np.int32, "U32": np.uint32, "I64": np.int64, "U64": np.uint64,
+    "BOOL": "u1", "U8": "u1", "I8": "i1", "I16": "<i2", "U16": "<u2",
+    "I32": "<i4", "U32": "<u4", "I64": "<i8", "U64": "<u8",
 }
 
 
 class _FloatScan:
     def __init__(self, bits: _FloatBits) -> None:
         self.bits = bits
-        self.signed_limit = bits.signed(bits.nonfinite_floor)
-        self.unsigned_limit = bits.unsigned(bits.sign | bits.nonfinite_floor)
+        # NaN/Inf: positive ones are the largest signed values, negative
+        # ones the largest unsigned values.
+        self.signed_limit = bits.nonfinite_floor
+        self.unsigned_limit = bits.sign | bits.nonfinite_floor
         self.nonfinite = 0
         self.all_zero = True
         self.all_one = True
@@ -79,10 +81,8 @@ class _FloatScan:
         if not unsigned.size:
             return
         signed = unsigned.view(bits.signed)
-        # Positive NaN/Inf are the largest signed values, negative ones the
-        # largest unsigned values: two reductions find out if any is here.
         if signed.max() >= self.signed_limit or unsigned.max() >= self.unsigned_limit:
-            self.nonfinite += int(np.count_nonzero((unsigned & bits.unsigned(bits.magnitude)) >= bits.nonfinite_floor))
+            self.nonfinite += int(np.count_nonzero((unsigned & bits.magnitude) >= bits.nonfinite_floor))
         if self.all_zero or self.all_one:
             low, high = int(unsigned.min()), int(unsigned.max())
             if self.all_one:
@@ -92,14 +92,14 @@ class _FloatScan:
                 if low not in zeros or high not in zeros:
                     self.all_zero = False
                 elif low != high:
-                    self.all_zero = not np.any(unsigned & bits.unsigned(bits.magnitude))
+                    self.all_zero = not np.any(unsigned & bits.magnitude)
 
     def stats(self) -> PayloadStats:
         return PayloadStats(nonfinite_count=self.nonfinite, all_zero=self.all_zero, all_one=self.all_one)
 
 
 class _IntScan:
-    def __init__(self, view: type) -> None:
+    def __init__(self, view: str) -> None:
         self.view = view
         self.all_zero = True
         self.all_one = True
