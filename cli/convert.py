@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -12,14 +12,14 @@ from rich.markup import escape
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
 from dspark.cli.options import ConfigOption, FormatOption, OutputFormat
 from dspark.cli.render import finding_line, human_bytes, print_json, render_findings, stdout
-from dspark.converters.convert import (
-    DEFAULT_MAX_SHARD_SIZE,
-    ConvertOptions,
-    ConvertPlan,
-    ConvertReport,
-    convert_checkpoint,
-    plan_conversion,
-)
+
+if TYPE_CHECKING:
+    from dspark.converters.convert import ConvertPlan, ConvertReport
+
+# The convert machinery (hashing, writers, package metadata) is imported
+# when `convert` runs, not when the CLI starts: `dspark check` pays for
+# every module this file imports at the top.
+DEFAULT_MAX_SHARD_SIZE = "5GB"
 from dspark.schema.findings import Severity
 from dspark.schema.inventory import printable_name
 
@@ -54,6 +54,8 @@ def convert(
 ) -> None:
     """Convert a TorchSpec checkpoint into the servable layout of its draft family (atomic, verified)."""
     output_format.set(output.value)
+    from dspark.converters.convert import ConvertOptions, convert_checkpoint, plan_conversion
+
     options = ConvertOptions.from_flags(
         dtype=dtype.value, max_shard_size=max_shard_size, keep_skipped=keep_skipped, config_path=config, force=force
     )

@@ -200,3 +200,10 @@ def test_a_write_error_exits_2_and_leaves_nothing(source: Path, tmp_path: Path) 
     assert "File too large" in result.stderr and "nothing was written" in result.stderr
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_cli_default_shard_size_is_the_library_default() -> None:
+    from dspark.cli.convert import DEFAULT_MAX_SHARD_SIZE as cli_default
+    from dspark.converters.convert import DEFAULT_MAX_SHARD_SIZE as library_default
+
+    assert cli_default == library_default
