@@ -10,6 +10,7 @@ from dspark.cli.check import check
 from dspark.cli.convert import convert
 from dspark.cli.errors import report_error
 from dspark.cli.inspect_cmd import inspect
+from dspark.cli.smoke import smoke
 
 app = typer.Typer(
     name="dspark",
@@ -22,6 +23,7 @@ app = typer.Typer(
 app.command()(check)
 app.command()(inspect)
 app.command()(convert)
+app.command()(smoke)
 
 
 @app.command()

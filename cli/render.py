@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 
@@ -19,8 +20,20 @@ stdout = Console(highlight=False, soft_wrap=True, emoji=False)
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
 
 
+def _strict_json(value: Any) -> Any:
+    """NaN and Inf are not JSON; they are written as null so that every
+    consumer can parse the report (the finding says what was non-finite)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict_json(item) for item in value]
+    return value
+
+
 def print_json(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(_strict_json(document), indent=2, allow_nan=False) + "\n")
 
 
 def human_bytes(count: int) -> str:

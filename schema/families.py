@@ -49,7 +49,7 @@ class TensorRule:
 
     name: str
     shape: tuple[str, ...]
-    role: str = "matrix"  # "matrix" | "norm" | "fc_norm" | "context_proj"
+    role: str = "matrix"  # "matrix" | "norm" | "fc_norm" | "context_proj" | "context_norm"
     when: str | None = None
 
     @property
@@ -98,6 +98,12 @@ class DraftFamily:
 
     def is_training_only(self, served_name: str) -> bool:
         return any(served_name == p or served_name.startswith(p + ".") for p in self.training_only_prefixes)
+
+    def name_for_role(self, role: str) -> str:
+        """The served name of the one tensor with `role` (`context_proj`,
+        `context_norm`): what `smoke` reads, whatever the family calls it."""
+        (rule,) = [rule for rule in self.tensors if rule.role == role]
+        return rule.name
 
     def fc_norm_index(self, served_name: str) -> int | None:
         """The tap index of an `fc_norm.{i}.weight` name, else None."""
@@ -230,7 +236,7 @@ K3_DSPARK = DraftFamily(
     },
     tensors=(
         TensorRule("context_proj.weight", ("h", "S*th"), role="context_proj"),
-        TensorRule("context_norm.weight", ("h",), role="norm"),
+        TensorRule("context_norm.weight", ("h",), role="context_norm"),
         TensorRule("final_norm.weight", ("h",), role="norm"),
         TensorRule("markov_head.markov_w1.weight", ("vocab", "markov")),
         TensorRule("markov_head.markov_w2.weight", ("draft_vocab", "markov")),
@@ -255,7 +261,7 @@ DFLASH_GQA = DraftFamily(
     dims={**_SHARED_DIMS, "hd": _gqa_head_dim},
     tensors=(
         TensorRule("fc.weight", ("h", "S*th"), role="context_proj"),
-        TensorRule("hidden_norm.weight", ("h",), role="norm"),
+        TensorRule("hidden_norm.weight", ("h",), role="context_norm"),
         TensorRule("norm.weight", ("h",), role="norm"),
         TensorRule("fc_norm.{i}.weight", ("th",), role="fc_norm", when="fc_norm"),
         *_DECODER_MLP_AND_NORMS,

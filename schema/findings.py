@@ -96,6 +96,14 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("SRC002", I, "entries that are not draft weights (optimizer state, counters) left behind"),
     ("SRC003", E, "pickle needs more than weights-only loading (code execution); refused"),
     ("SRC004", E, "DCP or .pt checkpoint is corrupt or inconsistent"),
+    # `dspark smoke`: the context projection run on real weights
+    ("SMK001", E, "projection weights or output hold NaN or Inf"),
+    ("SMK002", E, "fused projection differs from the fp32 reference beyond tolerance"),
+    ("SMK003", I, "how far the incremental fast path (no fc_norm) lands from the correct output"),
+    ("SMK004", I, "folded incremental path (fc_norm folded into the columns) within tolerance"),
+    ("SMK005", W, "folded incremental path outside tolerance"),
+    ("SMK006", W, "the Triton kernel did not run; the torch reference computed the norm"),
+    ("SMK007", I, "GPU timings of the norm and the whole projection"),
 )
 
 

@@ -21,6 +21,8 @@ from dspark.schema.inventory import PayloadStats, TensorEntry, printable_name
 STREAMS = ("prefix", "attn_res")
 DEFAULT_STREAM = "prefix"
 STREAM_ENV_VAR = "TOKENSPEED_DFLASH_AUX_STREAM"
+# Roles of RMSNorm weights, whose all-zero payload is an error.
+NORM_ROLES = ("norm", "context_norm", "fc_norm")
 
 
 # --------------------------------------------------------------------------
@@ -565,7 +567,7 @@ def payload_findings(
                 tensor=name,
                 detail={"nonfinite": stats.nonfinite_count},
             ))
-        if role in ("norm", "fc_norm") and stats.all_zero and entry.numel:
+        if role in NORM_ROLES and stats.all_zero and entry.numel:
             findings.append(Finding(
                 "PAY002",
                 f"{entry.file}: {name} is all zeros; the norm would zero its input. "

@@ -1,0 +1,313 @@
+"""`dspark smoke` as a library call: a checkpoint in, a `SmokeReport` out.
+
+Reads only the projection's tensors (`fc_norm.*`, the context projection and
+its norm) from any format dspark reads, builds taps (seeded synthetic ones,
+or captured ones from a safetensors file), runs
+:func:`dspark.kernels.smoke.smoke_projection` and turns its numbers into
+findings. Needs torch: the caller checks for it before importing this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dspark.converters.inventory import Checkpoint, open_checkpoint
+from dspark.schema.dtypes import TORCH_DTYPE_NAMES
+from dspark.schema.errors import CheckpointError, DeviceUnavailableError, UsageError
+from dspark.schema.findings import Finding, Severity
+
+from .smoke import PROJECTION_OVERHEAD_GOAL, ProjectionSmokeResult, smoke_projection
+
+DEFAULT_TOKENS = {"cuda": 8192, "cpu": 8}
+
+
+@dataclasses.dataclass
+class SmokeReport:
+    checkpoint: str
+    family: str
+    device: str
+    tokens: int
+    taps_source: str
+    result: ProjectionSmokeResult
+    findings: list[Finding]
+
+    @property
+    def passed(self) -> bool:
+        return not any(f.severity is Severity.ERROR for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.result
+
+        def path(check) -> dict[str, Any]:
+            return {
+                "max_abs_error": check.max_abs_error,
+                "rel_rms_error": check.rel_rms_error,
+                "cosine_similarity": check.cosine_similarity,
+                "tolerance": check.tolerance,
+                "within_tolerance": check.within_tolerance,
+                "nonfinite": check.nonfinite,
+            }
+
+        timings = None
+        if r.timings is not None:
+            timings = {
+                "tokens": r.timings.tokens,
+                "norm_ms": r.timings.norm_ms,
+                "gemm_ms": r.timings.gemm_ms,
+                "projection_ms": r.timings.projection_ms,
+                "projection_over_gemm": r.timings.overhead_ratio,
+                "goal": PROJECTION_OVERHEAD_GOAL,
+            }
+        return {
+            "checkpoint": self.checkpoint,
+            "family": self.family,
+            "passed": self.passed,
+            "device": self.device,
+            "tokens": self.tokens,
+            "taps": self.taps_source,
+            "dtype": str(r.dtype).removeprefix("torch."),
+            "fc_norm": r.has_fc_norm,
+            "cast_order": r.cast_order,
+            "kernel_backend": r.kernel_backend,
+            "kernel_fallback_reason": r.kernel_fallback_reason,
+            "paths": {"fused": path(r.fused), "incremental": path(r.incremental), "folded": path(r.folded)},
+            "nonfinite_weights": list(r.nonfinite_weights),
+            "timings": timings,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def resolve_device(device: str | None) -> str:
+    """`cuda` when asked for or available, else `cpu`; `cuda` without a GPU
+    is a usage error (exit 2), never a silent fall back to the CPU."""
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise DeviceUnavailableError(
+            "--device cuda: no CUDA GPU is visible to torch on this machine.",
+            hint="Run on a GPU machine, or pass --device cpu to run the kernel under Triton's interpreter.",
+        )
+    if device not in ("cuda", "cpu"):
+        raise UsageError(f"--device {device!r}: use cuda or cpu.")
+    return device
+
+
+def smoke_checkpoint(
+    path: Path | str,
+    *,
+    device: str | None = None,
+    tokens: int | None = None,
+    taps_file: Path | str | None = None,
+    seed: int = 0,
+    config_path: Path | str | None = None,
+    cast_order: str = "fp32",
+) -> SmokeReport:
+    """Run the checkpoint's context projection through the fused kernel and
+    compare it with an fp32 reference (see :mod:`dspark.kernels.smoke`)."""
+    device = resolve_device(device)
+    checkpoint = open_checkpoint(path, config_path=config_path)
+    family, num_segments, target_hidden, eps = _projection_shape(checkpoint)
+    weights = _load_projection_weights(checkpoint, num_segments)
+
+    if taps_file is not None:
+        taps = load_taps(Path(taps_file), num_segments, target_hidden)
+        taps_source = str(taps_file)
+    else:
+        taps = None
+        tokens = DEFAULT_TOKENS[device] if tokens is None else tokens
+        if tokens < 1:
+            raise UsageError(f"--tokens {tokens}: need at least one token row.")
+        taps_source = f"synthetic (seed {seed}; per-tap RMS from 0.1 to 100)"
+
+    try:
+        result = smoke_projection(
+            weights,
+            rms_norm_eps=eps,
+            num_segments=num_segments,
+            target_hidden=target_hidden,
+            tokens=tokens or 0,
+            seed=seed,
+            device=device,
+            taps=taps,
+            cast_order=cast_order,
+        )
+    except ValueError as error:
+        raise CheckpointError(
+            f"{checkpoint.source}: {error}.",
+            code="INV003",
+            hint=f"Run `dspark check {checkpoint.source}` for the full report.",
+        ) from None
+    return SmokeReport(
+        checkpoint=str(checkpoint.source),
+        family=family.name,
+        device=device,
+        tokens=result.tokens,
+        taps_source=taps_source,
+        result=result,
+        findings=smoke_findings(result),
+    )
+
+
+def _projection_shape(checkpoint: Checkpoint):
+    config, family = checkpoint.config, checkpoint.family
+    if config is None or family is None:
+        problem = checkpoint.config_findings[0].message if checkpoint.config_findings else (
+            "its config names no known draft family")
+        raise CheckpointError(
+            f"{checkpoint.source}: cannot smoke-test: {problem}",
+            code=checkpoint.config_findings[0].code if checkpoint.config_findings else "CFG004",
+            hint=f"Run `dspark check {checkpoint.source}` and fix what it reports first.",
+        )
+    dims = family.resolve_dims(config)
+    eps = config.get("rms_norm_eps")
+    if "S" not in dims or "th" not in dims or not isinstance(eps, (int, float)) or isinstance(eps, bool) or eps <= 0:
+        raise CheckpointError(
+            f"{checkpoint.config_display}: needs the tap count, target_hidden_size and a positive rms_norm_eps "
+            "to run the projection.",
+            code="CFG003",
+            path=checkpoint.config_display,
+            hint=f"Run `dspark check {checkpoint.source}` and fix what it reports first.",
+        )
+    return family, dims["S"], dims["th"], float(eps)
+
+
+def _load_projection_weights(checkpoint: Checkpoint, num_segments: int) -> dict[str, torch.Tensor]:
+    family = checkpoint.family
+    wanted = {
+        "context_proj.weight": family.name_for_role("context_proj"),
+        "context_norm.weight": family.name_for_role("context_norm"),
+    }
+    declared = checkpoint.config.get("fc_norm") is True
+    shipped = sorted(e.served_name for e in checkpoint.entries if e.served_name.startswith("fc_norm."))
+    if shipped and not declared:
+        raise CheckpointError(
+            f"{checkpoint.source}: fc_norm weights are shipped but config.json does not declare fc_norm: true; "
+            "a server would skip them, so there is no single projection to test.",
+            code="FCN002",
+            tensor=shipped[0],
+            hint=f"Run `dspark check {checkpoint.source}`.",
+        )
+    if declared:
+        wanted.update({f"fc_norm.{i}.weight": f"fc_norm.{i}.weight" for i in range(num_segments)})
+
+    weights = {}
+    for smoke_name, served_name in wanted.items():
+        entry = checkpoint.entry(served_name)
+        if entry is None:
+            raise CheckpointError(
+                f"{checkpoint.source}: {served_name} is missing; the projection cannot run without it.",
+                code="FCN001" if served_name.startswith("fc_norm.") else "INV001",
+                tensor=served_name,
+                hint=f"Run `dspark check {checkpoint.source}`.",
+            )
+        if entry.dtype not in TORCH_DTYPE_NAMES or entry.dtype in ("BOOL",) or entry.dtype.startswith(("I", "U")):
+            raise CheckpointError(
+                f"{entry.file}: {served_name} has dtype {entry.dtype}; the projection needs floating-point weights.",
+                code="INV004",
+                path=entry.file,
+                tensor=served_name,
+            )
+        raw = checkpoint.reader.read_raw(entry)
+        dtype = getattr(torch, TORCH_DTYPE_NAMES[entry.dtype])
+        tensor = torch.frombuffer(bytearray(raw), dtype=dtype) if entry.numel else torch.empty(0, dtype=dtype)
+        weights[smoke_name] = tensor.reshape(entry.shape)
+    return weights
+
+
+def load_taps(path: Path, num_segments: int, target_hidden: int) -> torch.Tensor:
+    """Captured taps from a safetensors file: `tap.{i}` of `[T, th]` for every
+    tap, or a single `[T, S*th]` tensor. Returns `[T, S*th]`."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        raise UsageError(f"--taps {path}: no such file.", hint="Pass a safetensors file of captured taps.")
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as error:
+        raise UsageError(f"--taps {path}: not a readable safetensors file ({error}).") from None
+    width = num_segments * target_hidden
+    tap_names = [f"tap.{i}" for i in range(num_segments)]
+    if all(name in tensors for name in tap_names):
+        parts = [tensors[name] for name in tap_names]
+        for name, part in zip(tap_names, parts):
+            if part.dim() != 2 or part.shape[1] != target_hidden or part.shape[0] != parts[0].shape[0]:
+                raise UsageError(
+                    f"--taps {path}: {name} is {list(part.shape)}; every tap must be [T, {target_hidden}] "
+                    "with the same T.",
+                )
+        return torch.cat(parts, dim=1)
+    if len(tensors) == 1:
+        (name, single), = tensors.items()
+        if single.dim() == 2 and single.shape[1] == width:
+            return single
+        raise UsageError(f"--taps {path}: {name} is {list(single.shape)}; expected [T, {width}] (taps x target_hidden_size).")
+    raise UsageError(
+        f"--taps {path}: expected tensors {', '.join(tap_names)} or one [T, {width}] tensor; found "
+        f"{', '.join(sorted(tensors)[:6])}.",
+    )
+
+
+def smoke_findings(result: ProjectionSmokeResult) -> list[Finding]:
+    findings: list[Finding] = []
+    fused, incremental, folded = result.fused, result.incremental, result.folded
+    if result.nonfinite_weights or result.nonfinite_output:
+        where = ", ".join(result.nonfinite_weights) or "the projection output"
+        findings.append(Finding(
+            "SMK001",
+            f"NaN or Inf in {where}; a server would emit garbage context. Do not deploy this draft.",
+            tensor=result.nonfinite_weights[0] if result.nonfinite_weights else None,
+            detail={"nonfinite_weights": list(result.nonfinite_weights)},
+        ))
+    if not fused.within_tolerance and not fused.nonfinite:
+        findings.append(Finding(
+            "SMK002",
+            f"the fused projection is off the fp32 reference by relative RMS {fused.rel_rms_error:.3e} "
+            f"(tolerance {fused.tolerance:.0e}, max abs {fused.max_abs_error:.3e}, cosine "
+            f"{fused.cosine_similarity:.6f}).",
+            detail={"rel_rms_error": fused.rel_rms_error, "tolerance": fused.tolerance},
+        ))
+    if result.has_fc_norm:
+        verdict = ("within tolerance, so the fc_norm scales are close to uniform" if incremental.within_tolerance
+                   else "so the fast path must stand down for this draft")
+    else:
+        verdict = "within tolerance, as expected without fc_norm" if incremental.within_tolerance else (
+            "outside tolerance even without fc_norm")
+    findings.append(Finding(
+        "SMK003",
+        f"incremental fast path (pre-split columns, no fc_norm): relative RMS error "
+        f"{incremental.rel_rms_error:.3e}, cosine {incremental.cosine_similarity:.6f}, {verdict}.",
+        detail={"rel_rms_error": incremental.rel_rms_error, "within_tolerance": incremental.within_tolerance},
+    ))
+    if result.has_fc_norm:
+        code = "SMK004" if folded.within_tolerance else "SMK005"
+        findings.append(Finding(
+            code,
+            f"folded incremental path (fc_norm folded into the columns): relative RMS error "
+            f"{folded.rel_rms_error:.3e} against tolerance {folded.tolerance:.0e}; "
+            + ("the fast path could stay on with folded columns." if folded.within_tolerance
+               else "folding is not accurate enough here to keep the fast path on."),
+            detail={"rel_rms_error": folded.rel_rms_error, "tolerance": folded.tolerance},
+        ))
+    if result.kernel_backend == "torch-reference":
+        findings.append(Finding(
+            "SMK006",
+            f"the Triton kernel did not run ({result.kernel_fallback_reason}); the torch reference "
+            "computed the norms, so the kernel itself is untested here.",
+            detail={"reason": result.kernel_fallback_reason},
+        ))
+    if result.timings is not None:
+        t = result.timings
+        findings.append(Finding(
+            "SMK007",
+            f"T={t.tokens}: segmented norm {t.norm_ms * 1e3:.1f} µs, GEMM {t.gemm_ms * 1e3:.1f} µs, whole "
+            f"projection {t.projection_ms * 1e3:.1f} µs = {t.overhead_ratio:.3f}x the GEMM "
+            f"(goal <= {PROJECTION_OVERHEAD_GOAL}x: {'met' if t.meets_goal else 'missed'}).",
+            detail={"norm_ms": t.norm_ms, "gemm_ms": t.gemm_ms, "projection_ms": t.projection_ms,
+                    "ratio": t.overhead_ratio, "goal": PROJECTION_OVERHEAD_GOAL},
+        ))
+    return findings

@@ -1,0 +1,168 @@
+"""`dspark smoke` on real fabricated drafts, on the CPU (the Triton kernel
+under its interpreter) and, where a GPU is present, on CUDA."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dspark.examples.fabricate import SCALES, draft_config, make_tensors, tensor_shapes, write_safetensors  # noqa: E402
+
+SPEC = SCALES["tiny"]
+TAPS = len(SPEC.target_layer_ids)
+TARGET_HIDDEN = SPEC.target_hidden_size
+GPU = torch.cuda.is_available()
+
+
+def write(folder: Path, *, fc_norm: bool = True, poison: str | None = None, fmt: str = "safetensors") -> Path:
+    """A tiny K3 draft; `poison` names a tensor that gets one NaN."""
+    config = draft_config(SPEC, fc_norm=fc_norm)
+    tensors = make_tensors(tensor_shapes(SPEC, fc_norm=fc_norm), seed=3)
+    if poison:
+        tensors[poison].view(-1)[1] = math.nan
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    if fmt == "pt":
+        torch.save({"draft_model." + k: v for k, v in tensors.items()}, folder / "draft.pt")
+        return folder / "draft.pt"
+    write_safetensors(folder, {"model." + k: v for k, v in tensors.items()})
+    return folder
+
+
+def codes(run) -> list[str]:
+    return [f["code"] for f in run.json()["findings"]]
+
+
+def test_good_fc_norm_draft_passes_and_shows_why_the_fast_path_stands_down(dspark, tmp_path):
+    run = dspark("smoke", write(tmp_path / "d"), "--device", "cpu", "--format", "json")
+    assert run.exit_code == 0, run.stdout + run.stderr
+    report = run.json()
+    assert report["passed"] and report["fc_norm"] and report["device"] == "cpu"
+    assert report["kernel_backend"] == "triton-interpreter"
+    assert report["paths"]["fused"]["within_tolerance"]
+    # Per-tap scales span three orders of magnitude: without the norms the
+    # projection is far off, which is why that path must stand down.
+    assert not report["paths"]["incremental"]["within_tolerance"]
+    assert report["paths"]["incremental"]["rel_rms_error"] > 0.1
+    assert report["paths"]["folded"]["within_tolerance"]
+    assert codes(run) == ["SMK003", "SMK004"]
+
+
+def test_draft_without_fc_norm_keeps_the_fast_path(dspark, tmp_path):
+    run = dspark("smoke", write(tmp_path / "d", fc_norm=False), "--device", "cpu", "--format", "json")
+    assert run.exit_code == 0
+    report = run.json()
+    assert not report["fc_norm"]
+    assert report["paths"]["incremental"]["within_tolerance"]
+    assert codes(run) == ["SMK003"]
+
+
+@pytest.mark.parametrize("poisoned", ["fc_norm.2.weight", "context_proj.weight"])
+def test_nan_weight_fails(dspark, tmp_path, poisoned):
+    run = dspark("smoke", write(tmp_path / "d", poison=poisoned), "--device", "cpu", "--format", "json")
+    assert run.exit_code == 1
+    assert "SMK001" in codes(run)
+    finding = next(f for f in run.json()["findings"] if f["code"] == "SMK001")
+    assert finding["tensor"] == poisoned
+    # NaN is not JSON: the report stays parseable by strict parsers, with
+    # null in its place.
+    def reject(constant):
+        raise AssertionError(f"{constant} in the JSON report")
+
+    fused = json.loads(run.stdout, parse_constant=reject)["paths"]["fused"]
+    assert fused["nonfinite"] and fused["max_abs_error"] is None
+
+
+def test_human_report_names_the_paths_and_the_verdict(dspark, tmp_path):
+    run = dspark("smoke", write(tmp_path / "d"), "--device", "cpu", "--tokens", "3")
+    assert run.exit_code == 0
+    assert "triton-interpreter" in run.stdout
+    assert "3 x 5 x 40 bfloat16" in run.stdout
+    for path in ("fused", "incremental", "folded"):
+        assert path in run.stdout
+    assert run.stdout.rstrip().endswith("PASS")
+
+
+def test_reads_a_pt_state_dict(dspark, tmp_path):
+    run = dspark("smoke", write(tmp_path / "d", fmt="pt"), "--device", "cpu", "--format", "json")
+    assert run.exit_code == 0, run.stdout + run.stderr
+    assert run.json()["passed"]
+
+
+@pytest.mark.parametrize("layout", ["per-tap", "concatenated"])
+def test_captured_taps(dspark, tmp_path, layout):
+    from safetensors.torch import save_file
+
+    draft = write(tmp_path / "d")
+    taps = torch.randn(6, TAPS, TARGET_HIDDEN).to(torch.bfloat16)
+    if layout == "per-tap":
+        tensors = {f"tap.{i}": taps[:, i].contiguous() for i in range(TAPS)}
+    else:
+        tensors = {"hidden": taps.reshape(6, TAPS * TARGET_HIDDEN).contiguous()}
+    save_file(tensors, str(tmp_path / "taps.safetensors"))
+    run = dspark("smoke", draft, "--device", "cpu", "--taps", tmp_path / "taps.safetensors", "--format", "json")
+    assert run.exit_code == 0, run.stdout + run.stderr
+    assert run.json()["tokens"] == 6
+    assert run.json()["taps"].endswith("taps.safetensors")
+
+
+def test_taps_of_the_wrong_width_are_a_usage_error(dspark, tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"hidden": torch.zeros(4, TAPS * TARGET_HIDDEN + 1)}, str(tmp_path / "taps.safetensors"))
+    run = dspark("smoke", write(tmp_path / "d"), "--device", "cpu", "--taps", tmp_path / "taps.safetensors")
+    assert run.exit_code == 2
+    assert "taps.safetensors" in run.stderr and f"[T, {TAPS * TARGET_HIDDEN}]" in run.stderr
+
+
+def test_missing_context_proj_fails_the_checkpoint(dspark, tmp_path):
+    config = draft_config(SPEC)
+    tensors = make_tensors(tensor_shapes(SPEC))
+    del tensors["context_proj.weight"]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "config.json").write_text(json.dumps(config))
+    write_safetensors(tmp_path / "d", tensors)
+    run = dspark("smoke", tmp_path / "d", "--device", "cpu")
+    assert run.exit_code == 1
+    assert "context_proj.weight is missing" in run.stderr and "dspark check" in run.stderr
+
+
+@pytest.mark.skipif(GPU, reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_a_usage_error(dspark, tmp_path):
+    run = dspark("smoke", write(tmp_path / "d"), "--device", "cuda")
+    assert run.exit_code == 2
+    assert "no CUDA GPU" in run.stderr and "--device cpu" in run.stderr
+
+
+@pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
+def test_on_cuda_the_compiled_kernel_runs_and_is_timed(dspark, tmp_path):
+    run = dspark("smoke", write(tmp_path / "d"), "--device", "cuda", "--tokens", "64", "--format", "json")
+    assert run.exit_code == 0, run.stdout + run.stderr
+    report = run.json()
+    assert report["kernel_backend"] == "triton" and report["timings"]["tokens"] == 64
+    assert "SMK007" in codes(run)
+
+
+def test_without_torch_it_names_the_extra(dspark_process, tmp_path):
+    draft = write(tmp_path / "d")
+    blocker = tmp_path / "no_torch"
+    blocker.mkdir()
+    # A meta-path finder that makes `import torch` fail, as on a core install.
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _NoTorch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ImportError('No module named ' + repr(name))\n"
+        "sys.meta_path.insert(0, _NoTorch())\n"
+    )
+    run = dspark_process("smoke", draft, env={"PYTHONPATH": str(blocker)})
+    assert run.exit_code == 2, run.stderr
+    assert "dspark[torch]" in run.stderr
+    assert "Traceback" not in run.stderr
