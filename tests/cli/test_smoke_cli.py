@@ -68,6 +68,8 @@ def test_nan_weight_fails(dspark, tmp_path, poisoned):
     run = dspark("smoke", write(tmp_path / "d", poison=poisoned), "--device", "cpu", "--format", "json")
     assert run.exit_code == 1
     assert "SMK001" in codes(run)
+    if poisoned.startswith("fc_norm"):
+        assert "SMK005" in codes(run)  # a NaN norm cannot be folded either
     finding = next(f for f in run.json()["findings"] if f["code"] == "SMK001")
     assert finding["tensor"] == poisoned
     # NaN is not JSON: the report stays parseable by strict parsers, with
@@ -166,3 +168,47 @@ def test_without_torch_it_names_the_extra(dspark_process, tmp_path):
     assert run.exit_code == 2, run.stderr
     assert "dspark[torch]" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_without_triton_the_reference_runs_and_says_so(dspark_process, tmp_path):
+    draft = write(tmp_path / "d")
+    blocker = tmp_path / "no_triton"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _NoTriton:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'triton' or name.startswith('triton.'):\n"
+        "            raise ImportError('No module named ' + repr(name))\n"
+        "sys.meta_path.insert(0, _NoTriton())\n"
+    )
+    run = dspark_process("smoke", draft, "--device", "cpu", "--format", "json", env={"PYTHONPATH": str(blocker)})
+    assert run.exit_code == 0, run.stderr
+    report = run.json()
+    assert report["kernel_backend"] == "torch-reference" and "triton" in report["kernel_fallback_reason"]
+    assert "SMK006" in codes(run)
+    # Warnings fail nothing here: the projection itself was still checked.
+    assert report["paths"]["fused"]["within_tolerance"]
+
+
+def test_a_fused_path_beyond_tolerance_is_an_error(tmp_path):
+    import dataclasses
+
+    from dspark.kernels.smoke_checkpoint import smoke_checkpoint, smoke_findings
+
+    report = smoke_checkpoint(write(tmp_path / "d"), device="cpu", tokens=4)
+    assert "SMK002" not in [f.code for f in report.findings]
+    strict = dataclasses.replace(report.result.fused, tolerance=0.0)
+    findings = smoke_findings(dataclasses.replace(report.result, fused=strict))
+    [finding] = [f for f in findings if f.code == "SMK002"]
+    assert finding.severity.value == "error" and "tolerance 0e+00" in finding.message
+
+
+def test_every_smoke_code_is_tested():
+    from dspark.schema.findings import FINDING_CODES
+
+    source = Path(__file__).read_text()
+    smoke_codes = {code for code in FINDING_CODES if code.startswith("SMK")}
+    untested = {code for code in smoke_codes if source.count(f'"{code}"') < 1}
+    # SMK005 is the folded path of a NaN draft; SMK007 needs a GPU.
+    assert untested == set()
