@@ -35,6 +35,22 @@ def write(folder: Path, *, fc_norm: bool = True, poison: str | None = None, fmt:
     return folder
 
 
+def without_module(tmp_path: Path, module: str) -> Path:
+    """A folder for PYTHONPATH whose sitecustomize makes `import module`
+    fail in the child process, as on an install without it."""
+    folder = tmp_path / f"without_{module}"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Blocked:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name == {module!r} or name.startswith({module + '.'!r}):\n"
+        "            raise ImportError('No module named ' + repr(name))\n"
+        "sys.meta_path.insert(0, _Blocked())\n"
+    )
+    return folder
+
+
 def codes(run) -> list[str]:
     return [f["code"] for f in run.json()["findings"]]
 
@@ -153,18 +169,7 @@ def test_on_cuda_the_compiled_kernel_runs_and_is_timed(dspark, tmp_path):
 
 def test_without_torch_it_names_the_extra(dspark_process, tmp_path):
     draft = write(tmp_path / "d")
-    blocker = tmp_path / "no_torch"
-    blocker.mkdir()
-    # A meta-path finder that makes `import torch` fail, as on a core install.
-    (blocker / "sitecustomize.py").write_text(
-        "import sys\n"
-        "class _NoTorch:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'torch' or name.startswith('torch.'):\n"
-        "            raise ImportError('No module named ' + repr(name))\n"
-        "sys.meta_path.insert(0, _NoTorch())\n"
-    )
-    run = dspark_process("smoke", draft, env={"PYTHONPATH": str(blocker)})
+    run = dspark_process("smoke", draft, env={"PYTHONPATH": str(without_module(tmp_path, "torch"))})
     assert run.exit_code == 2, run.stderr
     assert "dspark[torch]" in run.stderr
     assert "Traceback" not in run.stderr
@@ -172,16 +177,7 @@ def test_without_torch_it_names_the_extra(dspark_process, tmp_path):
 
 def test_without_triton_the_reference_runs_and_says_so(dspark_process, tmp_path):
     draft = write(tmp_path / "d")
-    blocker = tmp_path / "no_triton"
-    blocker.mkdir()
-    (blocker / "sitecustomize.py").write_text(
-        "import sys\n"
-        "class _NoTriton:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'triton' or name.startswith('triton.'):\n"
-        "            raise ImportError('No module named ' + repr(name))\n"
-        "sys.meta_path.insert(0, _NoTriton())\n"
-    )
+    blocker = without_module(tmp_path, "triton")
     run = dspark_process("smoke", draft, "--device", "cpu", "--format", "json", env={"PYTHONPATH": str(blocker)})
     assert run.exit_code == 0, run.stderr
     report = run.json()
