@@ -1,0 +1,534 @@
+"""Segmented RMSNorm: one RMSNorm per target tap, fused into one Triton kernel.
+
+A DSpark draft with ``fc_norm`` normalises each of its ``S`` target taps on
+its own, with its own weight, before the taps are concatenated and projected by
+``context_proj`` (DESIGN §1-2). This module holds the kernel, its launcher and
+the public :func:`segmented_rmsnorm`. The torch reference is
+:func:`dspark.kernels.reference.segmented_rmsnorm_reference`.
+
+Triton is optional. Where it is missing, too old, or cannot run the tensor at
+hand (a CPU tensor outside ``TRITON_INTERPRET=1``), :func:`segmented_rmsnorm`
+computes the reference instead, warns once with :class:`KernelFallbackWarning`,
+and :func:`kernel_status` says which backend runs and why, so a caller can
+report it. Importing this module never fails for lack of Triton: a runtime
+that imports a kernel symbol its installed kernel package lacks would fail
+before it could serve anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+
+import torch
+
+from .reference import CAST_ORDERS, SUPPORTED_DTYPES, segmented_rmsnorm_reference, split_segments
+
+__all__ = [
+    "KernelFallbackWarning",
+    "KernelStatus",
+    "LaunchConfig",
+    "MAX_FUSED_HIDDEN",
+    "choose_launch_config",
+    "kernel_status",
+    "segmented_rmsnorm",
+    "triton_available",
+]
+
+#: Oldest Triton the kernel is written and tested against.
+MIN_TRITON_VERSION = (3, 0)
+
+#: The kernel keeps a whole segment in registers; wider segments use the reference.
+MAX_FUSED_HIDDEN = 32768
+
+
+def _probe_triton():
+    """Import Triton and check that it has what the kernel uses.
+
+    Returns ``(triton, tl, None)`` or ``(None, None, reason)``.
+    """
+    try:
+        import triton
+        import triton.language as tl
+    except Exception as exc:  # ImportError, or a broken install raising anything
+        return None, None, f"triton is not importable ({type(exc).__name__}: {exc})"
+    version = getattr(triton, "__version__", "0")
+    try:
+        major_minor = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        major_minor = (0, 0)
+    if major_minor < MIN_TRITON_VERSION:
+        wanted = ".".join(map(str, MIN_TRITON_VERSION))
+        return None, None, f"triton {version} is older than {wanted}"
+    needed = ("jit", "cdiv", "next_power_of_2")
+    needed_tl = ("constexpr", "program_id", "arange", "range", "cdiv", "cast", "load", "store", "sum", "where",
+                 "sqrt_rn", "div_rn", "int64", "uint16", "uint32", "bfloat16", "float32", "float64")
+    missing = [f"triton.{name}" for name in needed if not hasattr(triton, name)]
+    missing += [f"triton.language.{name}" for name in needed_tl if not hasattr(tl, name)]
+    if missing:
+        return None, None, f"triton {version} lacks {', '.join(missing)}"
+    return triton, tl, None
+
+
+triton, tl, TRITON_UNAVAILABLE_REASON = _probe_triton()
+
+
+class KernelFallbackWarning(UserWarning):
+    """The Triton kernel could not run; the torch reference computed the result."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelStatus:
+    """Which implementation :func:`segmented_rmsnorm` uses for a device.
+
+    ``backend`` is ``"triton"`` (compiled kernel), ``"triton-interpreter"``
+    (the same kernel run by Triton's CPU interpreter, ``TRITON_INTERPRET=1``)
+    or ``"torch-reference"`` (fallback). ``reason`` says why the kernel does
+    not run, and is ``None`` when it does.
+    """
+
+    backend: str
+    reason: str | None = None
+
+    @property
+    def uses_kernel(self) -> bool:
+        return self.backend != "torch-reference"
+
+
+def triton_available() -> bool:
+    """Whether Triton imported and has what the kernel needs."""
+    return triton is not None
+
+
+if triton is not None:
+
+    @triton.jit
+    def _round_to(value, dtype: tl.constexpr, INTERPRETER: tl.constexpr):
+        """Round fp32 ``value`` to ``dtype``, to nearest even (``INTERPRETER``: in software).
+
+        Triton's interpreter truncates fp32 -> bf16, so there the rounding is
+        done on the bits: add 0x7FFF plus the lowest kept bit, drop the low 16
+        bits (NaN is kept quiet). The GPU's conversion already rounds to nearest
+        even, so compiled kernels use it.
+        """
+        if INTERPRETER and dtype == tl.bfloat16:
+            bits = value.to(tl.uint32, bitcast=True)
+            rounded = (bits + (((bits >> 16) & 1) + 0x7FFF)) >> 16
+            rounded = tl.where(value != value, (bits >> 16) | 0x40, rounded)
+            return rounded.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        else:
+            return value.to(dtype)
+
+    @triton.jit
+    def _normalise_tile(x, w, hidden, eps, x_dtype: tl.constexpr, y_dtype: tl.constexpr,
+                        HF_CAST_ORDER: tl.constexpr, INTERPRETER: tl.constexpr):
+        """``x`` ``[rows, cols]`` times its rows' inverse RMS times ``w`` ``[1, cols]``,
+        rounded to ``y_dtype``.
+
+        The sum of squares is accumulated in fp64 (squares of fp32 values are
+        exact there) and rounded to fp32 once, so it does not depend on the
+        order of the reduction; ``1 / sqrt(sum / H + eps)`` then takes
+        correctly rounded fp32 steps. These are the reference's steps, so the
+        factor matches it bit for bit. (An fp32 sum's last bit depends on the
+        reduction order, and in the ``"hf"`` order one ulp of difference in the
+        normalised intermediate can become two ulps of the output.)
+        """
+        x = x.to(tl.float32)
+        x64 = x.to(tl.float64)
+        sum_squares = tl.sum(x64 * x64, axis=1).to(tl.float32)
+        mean_square = tl.div_rn(sum_squares, tl.cast(hidden, tl.float32))
+        inv_rms = tl.div_rn(1.0, tl.sqrt_rn(mean_square + eps))
+        y = x * inv_rms[:, None]
+        if HF_CAST_ORDER:
+            y = _round_to(y, x_dtype, INTERPRETER).to(tl.float32)
+        return _round_to(y * w, y_dtype, INTERPRETER)
+
+    @triton.jit(do_not_specialize=["n_rows", "programs_per_segment", "eps"])
+    def _segmented_rmsnorm_kernel(
+        X_ptr,
+        X_row_stride,
+        X_seg_stride,
+        W_ptr,
+        W_seg_stride,
+        Y_ptr,
+        Y_row_stride,
+        Y_seg_stride,
+        n_rows,
+        n_segments,
+        hidden,
+        eps,
+        programs_per_segment,
+        BLOCK_SIZE: tl.constexpr,
+        BLOCK_ROWS: tl.constexpr,
+        LOOP_STAGES: tl.constexpr,
+        WEIGHT_PER_TILE: tl.constexpr,
+        HF_CAST_ORDER: tl.constexpr,
+        INTERPRETER: tl.constexpr,
+    ):
+        """``y[t, s, :] = x[t, s, :] / sqrt(mean(x[t, s, :]**2) + eps) * w[s, :]``.
+
+        Program ``pid`` owns segment ``pid % n_segments`` and every
+        ``programs_per_segment``-th tile of ``BLOCK_ROWS`` rows from tile
+        ``pid // n_segments`` on, so all programs get the same number of tiles
+        give or take one. With ``LOOP_STAGES > 1`` the loop is software
+        pipelined: the next tiles stream into shared memory while this one is
+        reduced and written. The weight is loaded once per program, or once per
+        tile (``WEIGHT_PER_TILE``, from L1/L2) where a program has one tile and
+        registers are better spent elsewhere.
+
+        A tile holds whole segments (``BLOCK_SIZE >= hidden``): each element is
+        read once, before the program writes it, which is what lets ``Y`` alias
+        ``X``.
+
+        Cast order: ``x`` and ``w`` are upcast to fp32; ``1 / sqrt(mean(x**2) +
+        eps)`` is an fp32 factor (see ``_normalise_tile``). With
+        ``HF_CAST_ORDER`` the normalised value is rounded to ``x``'s dtype
+        before the weight multiplies it (Hugging Face order); otherwise the
+        product is formed in fp32 and rounded once to ``Y``'s dtype.
+        """
+        pid = tl.program_id(0)
+        seg = (pid % n_segments).to(tl.int64)
+        first_tile = pid // n_segments
+        n_tiles = tl.cdiv(n_rows, BLOCK_ROWS)
+
+        cols = tl.arange(0, BLOCK_SIZE)[None, :]  # [1, BLOCK_SIZE]: the x tile's layout
+        col_mask = cols < hidden
+        w_ptrs = W_ptr + seg * W_seg_stride + cols
+        if not WEIGHT_PER_TILE:
+            w = tl.load(w_ptrs, mask=col_mask, other=0.0).to(tl.float32)
+        x_seg_ptr = X_ptr + seg * X_seg_stride
+        y_seg_ptr = Y_ptr + seg * Y_seg_stride
+        x_dtype: tl.constexpr = X_ptr.dtype.element_ty
+        y_dtype: tl.constexpr = Y_ptr.dtype.element_ty
+        tile_rows = tl.arange(0, BLOCK_ROWS)[:, None]
+        for tile in tl.range(first_tile, n_tiles, programs_per_segment, num_stages=LOOP_STAGES):
+            # 64-bit row offsets: T * S * H may exceed 2**31 elements.
+            rows = tl.cast(tile, tl.int64) * BLOCK_ROWS + tile_rows
+            mask = (rows < n_rows) & col_mask
+            # x is read once: let it leave L2 first.
+            x = tl.load(x_seg_ptr + rows * X_row_stride + cols, mask=mask, other=0.0, eviction_policy="evict_first")
+            if WEIGHT_PER_TILE:
+                w = tl.load(w_ptrs, mask=col_mask, other=0.0).to(tl.float32)
+            y = _normalise_tile(x, w, hidden, eps, x_dtype, y_dtype, HF_CAST_ORDER, INTERPRETER)
+            tl.store(y_seg_ptr + rows * Y_row_stride + cols, y, mask=mask)
+
+
+def _decorated_for_interpreter() -> bool:
+    if triton is None:
+        return False
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(_segmented_rmsnorm_kernel, InterpretedFunction)
+
+
+# Triton decides at decoration time (TRITON_INTERPRET=1 when it is imported).
+_INTERPRETED = _decorated_for_interpreter()
+
+
+def kernel_status(device: torch.device | str | None = None) -> KernelStatus:
+    """Say which implementation :func:`segmented_rmsnorm` uses for ``device``.
+
+    ``device`` defaults to the current CUDA device if there is one, else the CPU.
+    """
+    if triton is None:
+        return KernelStatus("torch-reference", TRITON_UNAVAILABLE_REASON)
+    if _INTERPRETED:
+        return KernelStatus("triton-interpreter")
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if torch.device(device).type != "cuda":
+        return KernelStatus(
+            "torch-reference",
+            f"the Triton kernel runs on CUDA tensors, not {torch.device(device).type} "
+            "(TRITON_INTERPRET=1 runs it in Triton's interpreter)",
+        )
+    return KernelStatus("triton")
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_fallback(reason: str) -> None:
+    warnings.warn(
+        f"dspark.kernels.segmented_rmsnorm: using the torch reference: {reason}",
+        KernelFallbackWarning,
+        stacklevel=3,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """How one launch tiles the work (see :func:`choose_launch_config`)."""
+
+    block_size: int
+    block_rows: int
+    programs_per_segment: int
+    num_warps: int
+    loop_stages: int = 1
+    weight_per_tile: bool = False
+
+
+@functools.lru_cache(maxsize=8)
+def _multiprocessor_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+#: Pipelined launch: programs per multiprocessor (more than fit at once; the
+#: spares even out the finish).
+PROGRAMS_PER_SM = 12
+
+
+def choose_launch_config(
+    n_rows: int, num_segments: int, hidden: int, device: torch.device, element_size: int = 2
+) -> LaunchConfig:
+    """Pick the tiling for ``n_rows`` rows of ``num_segments`` segments of ``hidden``
+    values of ``element_size`` bytes.
+
+    Deterministic from the shape (no autotuning, which the interpreter cannot
+    run). Measured on an H200 for S = 5, H = 7168, bf16 (docs/kernels.md):
+
+    * few tiles (T * S up to 3 programs per multiprocessor): one tile per
+      program, weight loaded per tile, so that all programs fit in one wave
+      and each finishes after a single load-reduce-store;
+    * more: a software-pipelined loop (3 stages: two tiles in flight per
+      program) over the program's share of the tiles, with
+      ``PROGRAMS_PER_SM`` programs per multiprocessor.
+
+    Four warps per 16 KB tile (8192 bf16 values, 64 a thread) measured best:
+    with more warps per tile, more of them wait at the reduction's barriers.
+    """
+    block_size = triton.next_power_of_2(hidden)
+    # Narrow segments share a tile between rows, so a tile is at least about
+    # 4096 elements and every thread has several 16-byte vectors.
+    block_rows = max(1, min(64, 4096 // block_size))
+    tile_bytes = block_size * block_rows * element_size
+    num_warps = min(16, max(4, tile_bytes // 4096))
+    n_tiles = triton.cdiv(n_rows, block_rows)
+    if device.type != "cuda":
+        return LaunchConfig(block_size, block_rows, max(1, n_tiles), num_warps)
+    sms = _multiprocessor_count(device.index if device.index is not None else torch.cuda.current_device())
+    if n_tiles * num_segments <= 3 * sms:
+        return LaunchConfig(block_size, block_rows, max(1, n_tiles), num_warps, weight_per_tile=True)
+    programs_per_segment = max(1, min(triton.cdiv(PROGRAMS_PER_SM * sms, num_segments), n_tiles))
+    # Shared memory holds LOOP_STAGES - 1 tiles in flight.
+    loop_stages = max(2, min(3, 1 + 65536 // tile_bytes))
+    return LaunchConfig(block_size, block_rows, programs_per_segment, num_warps, loop_stages=loop_stages)
+
+
+def _run_kernel(x, x_strides, weight, y, y_strides, n_rows, num_segments, hidden, eps, hf_cast_order, config):
+    """Launch the kernel; ``x``/``y`` are any tensors whose first element is row 0,
+    segment 0, and whose rows and segments sit at ``*_strides`` (elements)."""
+    grid = (config.programs_per_segment * num_segments,)
+    _segmented_rmsnorm_kernel[grid](
+        x, x_strides[0], x_strides[1],
+        weight, weight.stride(0),
+        y, y_strides[0], y_strides[1],
+        n_rows, num_segments, hidden, eps, config.programs_per_segment,
+        BLOCK_SIZE=config.block_size,
+        BLOCK_ROWS=config.block_rows,
+        LOOP_STAGES=config.loop_stages,
+        WEIGHT_PER_TILE=config.weight_per_tile,
+        HF_CAST_ORDER=hf_cast_order,
+        INTERPRETER=_INTERPRETED,
+        num_warps=config.num_warps,
+        # Every product and sum rounded on its own, as in the reference.
+        enable_fp_fusion=False,
+    )
+
+
+def _launch(x3, weight, y3, eps: float, hf_cast_order: bool, config: LaunchConfig) -> None:
+    """Run the kernel on ``x3``/``y3`` of shape ``[T, S, H]`` (last dim contiguous),
+    ``weight`` ``[S, H]`` (last dim contiguous). No checks."""
+    n_rows, num_segments, hidden = x3.shape
+    _run_kernel(
+        x3, x3.stride()[:2], weight, y3, y3.stride()[:2], n_rows, num_segments, hidden, float(eps), hf_cast_order, config
+    )
+
+
+def _row_layout(shape, stride, num_segments: int, hidden: int):
+    """``(n_rows, row_stride, segment_stride)`` of a ``[..., S*H]`` or ``[..., S, H]``
+    tensor whose leading dims collapse into one strided row index and whose
+    last dim is contiguous; None otherwise."""
+    if len(shape) >= 2 and tuple(shape[-2:]) == (num_segments, hidden):
+        lead, lead_stride, segment_stride, last_stride = shape[:-2], stride[:-2], stride[-2], stride[-1]
+    else:  # [..., S*H]
+        lead, lead_stride, segment_stride, last_stride = shape[:-1], stride[:-1], hidden * stride[-1], stride[-1]
+    if last_stride != 1 and hidden > 1:
+        return None
+    n_rows, row_stride = 1, 0
+    for size, step in zip(reversed(lead), reversed(lead_stride)):
+        if size == 1:
+            continue
+        if n_rows > 1 and step != row_stride * n_rows:
+            return None
+        if n_rows == 1:
+            row_stride = step
+        n_rows *= size
+    if 0 in lead:
+        n_rows = 0
+    return n_rows, row_stride, segment_stride
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What a call needs that depends only on its tensors' shapes, strides,
+    dtypes and devices; cached, so that a repeated call costs a dictionary
+    lookup and the launch."""
+
+    fallback_reason: str | None = None
+    # Both x and out can be handed to the kernel as they are; else copies.
+    direct: bool = False
+    n_rows: int = 0
+    x_strides: tuple[int, int] = (0, 0)
+    y_strides: tuple[int, int] = (0, 0)
+    device_index: int | None = None
+    config: LaunchConfig | None = None
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(x_meta, weight_meta, out_meta, cast_order) -> _Plan:
+    x_shape, x_stride, x_dtype, device = x_meta
+    w_shape, w_stride, w_dtype, w_device = weight_meta
+    _check_arguments(x_shape, x_dtype, device, w_shape, w_dtype, w_device, out_meta, cast_order)
+    num_segments, hidden = w_shape
+
+    status = kernel_status(device)
+    if status.uses_kernel and hidden > MAX_FUSED_HIDDEN:
+        status = KernelStatus("torch-reference", f"H = {hidden} exceeds {MAX_FUSED_HIDDEN}")
+    if not status.uses_kernel:
+        return _Plan(fallback_reason=status.reason)
+
+    x_layout = _row_layout(x_shape, x_stride, num_segments, hidden)
+    if out_meta is None:  # a new contiguous tensor
+        y_layout = None if x_layout is None else (x_layout[0], num_segments * hidden, hidden)
+    else:
+        y_layout = _row_layout(out_meta[0], out_meta[1], num_segments, hidden)
+    direct = x_layout is not None and y_layout is not None and (w_stride[1] == 1 or hidden == 1)
+    n_rows = x_layout[0] if direct else 0
+    return _Plan(
+        direct=direct,
+        n_rows=n_rows,
+        x_strides=x_layout[1:] if direct else (0, 0),
+        y_strides=y_layout[1:] if direct else (0, 0),
+        device_index=device.index if device.type == "cuda" else None,
+        config=choose_launch_config(n_rows, num_segments, hidden, device, x_dtype.itemsize) if direct else None,
+    )
+
+
+def _check_arguments(x_shape, x_dtype, x_device, w_shape, w_dtype, w_device, out_meta, cast_order) -> None:
+    if cast_order not in CAST_ORDERS:
+        raise ValueError(f"cast_order must be one of {CAST_ORDERS}, got {cast_order!r}")
+    if x_dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"x must be float32, float16 or bfloat16, got {x_dtype}")
+    if w_dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"weight must be float32, float16 or bfloat16, got {w_dtype}")
+    if len(w_shape) != 2:
+        raise ValueError(f"weight must be [S, H], got shape {tuple(w_shape)}")
+    if w_device != x_device:
+        raise ValueError(f"weight is on {w_device}, x on {x_device}")
+    num_segments, hidden = w_shape
+    if not (
+        (len(x_shape) >= 2 and tuple(x_shape[-2:]) == (num_segments, hidden))
+        or (len(x_shape) >= 1 and x_shape[-1] == num_segments * hidden)
+    ):
+        raise ValueError(
+            f"x has shape {tuple(x_shape)}; expected [..., {num_segments * hidden}] "
+            f"(S*H) or [..., {num_segments}, {hidden}] (S, H) for a weight of shape "
+            f"[{num_segments}, {hidden}]"
+        )
+    if out_meta is not None:
+        out_shape, _, out_dtype, out_device = out_meta
+        if out_shape != x_shape or out_dtype != x_dtype or out_device != x_device:
+            raise ValueError(
+                f"out must match x in shape, dtype and device: out is {tuple(out_shape)} "
+                f"{out_dtype} on {out_device}, x is {tuple(x_shape)} {x_dtype} on {x_device}"
+            )
+
+
+def segmented_rmsnorm(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    *,
+    out: torch.Tensor | None = None,
+    cast_order: str = "fp32",
+) -> torch.Tensor:
+    """RMS-normalise each segment of each row with its own weight, in one kernel.
+
+    For row ``t`` and segment ``s`` (``x_s = x[t, s*H:(s+1)*H]``)::
+
+        y_s = x_s / sqrt(mean(x_s**2) + eps) * w_s
+
+    with the sum of squares accumulated in fp64 and the factor
+    ``1 / sqrt(mean + eps)`` formed in fp32, in the same steps as
+    :func:`~dspark.kernels.reference.segmented_rmsnorm_reference`.
+
+    Cast order (``x`` in fp16/bf16; for fp32 inputs both are the same):
+
+    * ``"fp32"`` -- normalise and weight in fp32, round once to ``x.dtype``.
+      This is what the serving kernel does.
+    * ``"hf"`` -- round the normalised value to ``x.dtype``, then multiply by
+      the weight (in fp32) and round again: Hugging Face ``LlamaRMSNorm``'s
+      order, which training used.
+
+    The two orders differ by one ulp on about a quarter of fp16/bf16 outputs
+    (25-26 % measured, for any weights other than exactly 1; docs/kernels.md),
+    so compare a result with the reference of the same order.
+
+    Args:
+        x: ``[T, S*H]`` (the concatenated taps) or ``[..., S, H]``; fp32, fp16
+            or bf16. Rows may be strided; the last dimension should be
+            contiguous (otherwise a contiguous copy is normalised).
+        weight: ``[S, H]``, one RMSNorm weight per segment, fp32 or ``x``'s
+            dtype.
+        eps: added to the mean of squares; a runtime value (no recompile).
+        out: optional output of ``x``'s shape, dtype and device; it may be
+            ``x`` itself (in place) but must not otherwise overlap it.
+        cast_order: ``"fp32"`` or ``"hf"``, see above.
+
+    Returns:
+        ``out``, or a new tensor of ``x``'s shape and dtype.
+
+    Where the kernel cannot run (see :func:`kernel_status`) the torch reference
+    computes the result and a :class:`KernelFallbackWarning` is issued once.
+    """
+    plan = _plan(
+        (x.shape, x.stride(), x.dtype, x.device),
+        (weight.shape, weight.stride(), weight.dtype, weight.device),
+        None if out is None else (out.shape, out.stride(), out.dtype, out.device),
+        cast_order,
+    )
+    if plan.fallback_reason is not None:
+        _warn_fallback(plan.fallback_reason)
+        result = segmented_rmsnorm_reference(x, weight, eps, cast_order=cast_order)
+        return result if out is None else out.copy_(result)
+
+    if out is None:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    elif out is not x and torch._C._overlaps(out, x):
+        if out.data_ptr() != x.data_ptr() or out.stride() != x.stride():
+            raise ValueError("out overlaps x without being the same view; pass out=x for in place")
+    if not plan.direct:
+        return _normalise_through_copies(x, weight, eps, out, cast_order)
+    if plan.n_rows == 0:
+        return out
+    num_segments, hidden = weight.shape
+    args = (x, plan.x_strides, weight, out, plan.y_strides, plan.n_rows, num_segments, hidden, float(eps),
+            cast_order == "hf", plan.config)
+    if plan.device_index is not None and plan.device_index != torch.cuda.current_device():
+        with torch.cuda.device(plan.device_index):
+            _run_kernel(*args)
+    else:
+        _run_kernel(*args)
+    return out
+
+
+def _normalise_through_copies(x, weight, eps, out, cast_order) -> torch.Tensor:
+    """The kernel on contiguous copies, for layouts it cannot address directly
+    (a non-contiguous last dim, leading dims that do not collapse into one)."""
+    num_segments, hidden = weight.shape
+    x3 = split_segments(x, num_segments, hidden).reshape(-1, num_segments, hidden).contiguous()
+    y3 = torch.empty_like(x3)
+    if x3.shape[0]:
+        config = choose_launch_config(x3.shape[0], num_segments, hidden, x.device, x.element_size())
+        _launch(x3, weight.contiguous(), y3, eps, cast_order == "hf", config)
+    return out.copy_(y3.reshape(out.shape))

@@ -1,0 +1,357 @@
+"""Smoke test of a draft's context projection: the fused kernel path against fp32.
+
+For token rows ``x = [x_0 | ... | x_{S-1}]`` of target taps the draft computes
+(DESIGN §2)::
+
+    ctx = RMSNorm_ctx(context_proj(concat_i(RMSNorm_i(x_i))))
+
+with ``RMSNorm_i`` present only for a draft with ``fc_norm``. This module runs
+three ways of computing it and compares each with an fp32 reference of the
+correct formula:
+
+* ``fused``: :func:`~dspark.kernels.segmented_rmsnorm` on the concatenated taps,
+  one GEMM, the context norm -- what a serving engine that honours ``fc_norm``
+  runs.
+* ``incremental``: the serving fast path that projects each tap with its own
+  pre-split ``context_proj`` columns and sums, *without* the per-tap norms.
+  It is right only for a draft without ``fc_norm``; for one with, the smoke
+  shows by how much it is wrong, which is why it must stand down.
+* ``folded``: the incremental path made right by folding each norm into the
+  columns: ``acc += r_i(x_i) * (x_i @ (W_i * w_i)^T)`` with ``r_i`` the
+  per-row inverse RMS of tap ``i``.
+
+Pure function of tensors: it reads no file; the caller loads the weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import torch
+
+from .reference import inverse_rms, segmented_rmsnorm_reference
+from .segmented_rmsnorm import kernel_status, segmented_rmsnorm
+from .testing import ErrorStats, error_stats
+
+__all__ = [
+    "PROJECTION_OVERHEAD_GOAL",
+    "REL_RMS_TOLERANCE",
+    "PathCheck",
+    "ProjectionSmokeResult",
+    "ProjectionTimings",
+    "smoke_projection",
+    "synthetic_taps",
+]
+
+#: Largest relative RMS error (``||y - ref|| / ||ref||``) a path may show against
+#: the fp32 reference, by working dtype. A bf16 path rounds the normalised taps,
+#: the GEMM output and the context norm's output to 8 significant bits: each
+#: rounding adds about 2**-9 / sqrt(3) ~ 1.1e-3 relative RMS, about 2e-3
+#: together; the bound leaves a factor of 5 for long-tailed inputs. fp16 has 3
+#: more bits; fp32 differs from the reference only by summation order.
+REL_RMS_TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}
+
+#: Goal for the fused path at T = 8192 on a GPU: norm + GEMM + context norm
+#: within this factor of the GEMM alone.
+PROJECTION_OVERHEAD_GOAL = 1.08
+
+
+@dataclasses.dataclass(frozen=True)
+class PathCheck:
+    """One path's output (``[T, h]``) against the fp32 reference."""
+
+    name: str
+    stats: ErrorStats
+    tolerance: float
+
+    @property
+    def max_abs_error(self) -> float:
+        return self.stats.max_abs_error
+
+    @property
+    def rel_rms_error(self) -> float:
+        return self.stats.rel_rms_error
+
+    @property
+    def cosine_similarity(self) -> float:
+        return self.stats.cosine_similarity
+
+    @property
+    def nonfinite(self) -> bool:
+        return self.stats.nonfinite > 0
+
+    @property
+    def within_tolerance(self) -> bool:
+        return not self.nonfinite and self.stats.rel_rms_error <= self.tolerance
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectionTimings:
+    """Median GPU times in milliseconds at ``tokens`` rows."""
+
+    tokens: int
+    norm_ms: float
+    gemm_ms: float
+    projection_ms: float
+
+    @property
+    def overhead_ratio(self) -> float:
+        """Whole projection over GEMM alone."""
+        return self.projection_ms / self.gemm_ms
+
+    @property
+    def meets_goal(self) -> bool:
+        return self.overhead_ratio <= PROJECTION_OVERHEAD_GOAL
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectionSmokeResult:
+    """What :func:`smoke_projection` found. Findings are data; the caller decides."""
+
+    tokens: int
+    num_segments: int
+    target_hidden: int
+    hidden: int
+    dtype: torch.dtype
+    device: str
+    has_fc_norm: bool
+    cast_order: str
+    kernel_backend: str
+    kernel_fallback_reason: str | None
+    fused: PathCheck
+    incremental: PathCheck
+    folded: PathCheck
+    nonfinite_weights: tuple[str, ...]
+    timings: ProjectionTimings | None
+
+    @property
+    def nonfinite_output(self) -> bool:
+        return self.fused.nonfinite or self.folded.nonfinite
+
+    @property
+    def incremental_fast_path_valid(self) -> bool:
+        """Whether projecting taps separately without norms gives the right answer
+        (it does not for an ``fc_norm`` draft: the fast path must stand down)."""
+        return self.incremental.within_tolerance
+
+    @property
+    def ok(self) -> bool:
+        """The fused and folded paths agree with the reference; all is finite."""
+        return (
+            not self.nonfinite_weights
+            and self.fused.within_tolerance
+            and self.folded.within_tolerance
+        )
+
+
+def synthetic_taps(
+    tokens: int,
+    num_segments: int,
+    target_hidden: int,
+    *,
+    seed: int = 0,
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device = "cpu",
+) -> torch.Tensor:
+    """Seeded stand-in for captured taps, ``[T, S*th]``.
+
+    Tap ``i`` has RMS ``10 ** (3 * i / (S - 1) - 1)``, 0.1 for the first and
+    100 for the last: a residual stream grows with depth, which is exactly what
+    the per-tap norms undo.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    exponents = torch.linspace(-1.0, 2.0, num_segments, dtype=torch.float64) if num_segments > 1 else torch.zeros(1)
+    scales = (10.0 ** exponents).to(torch.float64)
+    x = torch.randn(tokens, num_segments, target_hidden, generator=gen, dtype=torch.float64)
+    x = x * scales[:, None]
+    return x.reshape(tokens, num_segments * target_hidden).to(device=device, dtype=dtype)
+
+
+def _fc_norm_weights(weights: Mapping[str, torch.Tensor], num_segments: int, target_hidden: int):
+    names = [f"fc_norm.{i}.weight" for i in range(num_segments)]
+    present = [name for name in names if name in weights]
+    if not present:
+        return None
+    if len(present) != num_segments:
+        missing = sorted(set(names) - set(present))
+        raise ValueError(f"fc_norm weights are incomplete: missing {', '.join(missing)}")
+    for name in names:
+        if tuple(weights[name].shape) != (target_hidden,):
+            raise ValueError(f"{name} has shape {tuple(weights[name].shape)}, expected [{target_hidden}]")
+    return torch.stack([weights[name] for name in names])
+
+
+def _check_projection_weights(weights, num_segments, target_hidden):
+    for name in ("context_proj.weight", "context_norm.weight"):
+        if name not in weights:
+            raise ValueError(f"missing tensor {name}")
+    proj = weights["context_proj.weight"]
+    if proj.dim() != 2 or proj.shape[1] != num_segments * target_hidden:
+        raise ValueError(
+            f"context_proj.weight has shape {tuple(proj.shape)}, expected [h, {num_segments * target_hidden}] (S*th)"
+        )
+    norm = weights["context_norm.weight"]
+    if tuple(norm.shape) != (proj.shape[0],):
+        raise ValueError(f"context_norm.weight has shape {tuple(norm.shape)}, expected [{proj.shape[0]}]")
+
+
+def _time_cuda_ms(fns: Mapping[str, Callable[[], object]], *, warmup: int = 3, reps: int = 15) -> dict[str, float]:
+    """Median milliseconds of each function. The functions take turns, so that
+    a clock that drifts during the run (a GEMM heats the chip) biases none."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end))
+    return {name: sorted(ts)[len(ts) // 2] for name, ts in times.items()}
+
+
+def smoke_projection(
+    weights: Mapping[str, torch.Tensor],
+    *,
+    rms_norm_eps: float,
+    num_segments: int,
+    target_hidden: int,
+    tokens: int = 8,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    taps: torch.Tensor | None = None,
+    cast_order: str = "fp32",
+    measure_time: bool = True,
+) -> ProjectionSmokeResult:
+    """Run a draft's context projection three ways and compare each with fp32.
+
+    Args:
+        weights: name -> tensor, names as the serving loader sees them:
+            ``context_proj.weight`` ``[h, S*th]``, ``context_norm.weight``
+            ``[h]`` and, for an ``fc_norm`` draft, ``fc_norm.{i}.weight``
+            ``[th]`` for every ``i < S`` (all or none). The working dtype is
+            ``context_proj.weight``'s.
+        rms_norm_eps: the draft's ``rms_norm_eps``, used by every RMSNorm.
+        num_segments: ``S``, the number of target taps.
+        target_hidden: ``th``, the target's hidden size.
+        tokens: ``T``, rows of synthetic taps (ignored when ``taps`` is given).
+        seed: seeds the synthetic taps (see :func:`synthetic_taps`).
+        device: where to compute; on CUDA the fused path also gets timed.
+        taps: captured taps ``[T, S*th]`` to use instead of synthetic ones.
+        cast_order: the segmented norm's cast order, ``"fp32"`` or ``"hf"``.
+        measure_time: time the fused path on CUDA (norm alone, GEMM alone,
+            whole projection).
+
+    Returns:
+        A :class:`ProjectionSmokeResult`; nothing is raised for bad numbers.
+
+    Raises:
+        ValueError: a tensor is missing or has the wrong shape.
+    """
+    _check_projection_weights(weights, num_segments, target_hidden)
+    device = torch.device(device)
+    proj_w = weights["context_proj.weight"].to(device)
+    dtype = proj_w.dtype
+    hidden = proj_w.shape[0]
+    ctx_w = weights["context_norm.weight"].to(device)
+    fc_w = _fc_norm_weights(weights, num_segments, target_hidden)
+    if fc_w is not None:
+        fc_w = fc_w.to(device)
+    nonfinite_weights = tuple(
+        sorted(name for name, t in weights.items() if t.is_floating_point() and not bool(torch.isfinite(t).all()))
+    )
+
+    if taps is None:
+        x = synthetic_taps(tokens, num_segments, target_hidden, seed=seed, dtype=dtype, device=device)
+    else:
+        if taps.dim() != 2 or taps.shape[1] != num_segments * target_hidden:
+            raise ValueError(f"taps has shape {tuple(taps.shape)}, expected [T, {num_segments * target_hidden}]")
+        x = taps.to(device=device, dtype=dtype)
+    tokens = x.shape[0]
+    ctx_norm_w = ctx_w[None, :]
+
+    # fp32 reference of the correct formula, from the same (rounded) inputs.
+    x32 = x.float()
+    normed32 = segmented_rmsnorm_reference(x32, fc_w.float(), rms_norm_eps) if fc_w is not None else x32
+    expected = segmented_rmsnorm_reference(normed32 @ proj_w.float().t(), ctx_norm_w.float(), rms_norm_eps)
+
+    def fused() -> torch.Tensor:
+        normed = segmented_rmsnorm(x, fc_w, rms_norm_eps, cast_order=cast_order) if fc_w is not None else x
+        return segmented_rmsnorm(normed @ proj_w.t(), ctx_norm_w, rms_norm_eps, cast_order=cast_order)
+
+    taps_split = x.view(tokens, num_segments, target_hidden)
+    columns = proj_w.view(hidden, num_segments, target_hidden)
+
+    def incremental() -> torch.Tensor:
+        acc = torch.zeros(tokens, hidden, dtype=torch.float32, device=device)
+        for i in range(num_segments):
+            acc += (taps_split[:, i] @ columns[:, i].t()).float()
+        return segmented_rmsnorm(acc.to(dtype), ctx_norm_w, rms_norm_eps, cast_order=cast_order)
+
+    def folded() -> torch.Tensor:
+        acc = torch.zeros(tokens, hidden, dtype=torch.float32, device=device)
+        for i in range(num_segments):
+            tap = taps_split[:, i]
+            if fc_w is None:
+                acc += (tap @ columns[:, i].t()).float()
+                continue
+            folded_columns = (columns[:, i].float() * fc_w[i].float()[None, :]).to(dtype)
+            acc += inverse_rms(tap, rms_norm_eps) * (tap @ folded_columns.t()).float()
+        return segmented_rmsnorm(acc.to(dtype), ctx_norm_w, rms_norm_eps, cast_order=cast_order)
+
+    tolerance = REL_RMS_TOLERANCE[dtype]
+    checks = {
+        name: PathCheck(name, error_stats(fn(), expected), tolerance)
+        for name, fn in (("fused", fused), ("incremental", incremental), ("folded", folded))
+    }
+
+    status = kernel_status(device)
+    timings = None
+    if measure_time and device.type == "cuda":
+        timings = _time_fused_path(x, fc_w, proj_w, ctx_norm_w, rms_norm_eps, cast_order)
+
+    return ProjectionSmokeResult(
+        tokens=tokens,
+        num_segments=num_segments,
+        target_hidden=target_hidden,
+        hidden=hidden,
+        dtype=dtype,
+        device=str(device),
+        has_fc_norm=fc_w is not None,
+        cast_order=cast_order,
+        kernel_backend=status.backend,
+        kernel_fallback_reason=status.reason,
+        fused=checks["fused"],
+        incremental=checks["incremental"],
+        folded=checks["folded"],
+        nonfinite_weights=nonfinite_weights,
+        timings=timings,
+    )
+
+
+def _time_fused_path(x, fc_w, proj_w, ctx_norm_w, eps, cast_order) -> ProjectionTimings:
+    """Time the fused path with preallocated outputs, as a serving engine runs it."""
+    normed = torch.empty_like(x)
+    projected = torch.empty(x.shape[0], proj_w.shape[0], dtype=x.dtype, device=x.device)
+    context = torch.empty_like(projected)
+    gemm_input = x if fc_w is None else normed
+
+    def norm():
+        if fc_w is not None:
+            segmented_rmsnorm(x, fc_w, eps, out=normed, cast_order=cast_order)
+
+    def gemm():
+        torch.matmul(gemm_input, proj_w.t(), out=projected)
+
+    def whole():
+        norm()
+        gemm()
+        segmented_rmsnorm(projected, ctx_norm_w, eps, out=context, cast_order=cast_order)
+
+    ms = _time_cuda_ms({"norm": norm, "gemm": gemm, "whole": whole})
+    return ProjectionTimings(tokens=x.shape[0], norm_ms=ms["norm"], gemm_ms=ms["gemm"], projection_ms=ms["whole"])

@@ -1,0 +1,117 @@
+"""dspark.kernels.smoke_projection: the fused path agrees with fp32, the
+incremental fast path is caught skipping fc_norm, the folded path is right."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dspark.kernels.smoke import REL_RMS_TOLERANCE, smoke_projection, synthetic_taps  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+S, TH, H = 5, 64, 48
+EPS = 1e-5
+
+
+def draft_weights(*, fc_norm: bool, dtype=torch.bfloat16, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    weights = {
+        "context_proj.weight": torch.randn(H, S * TH, generator=gen) / (S * TH) ** 0.5,
+        "context_norm.weight": 1.0 + 0.1 * torch.randn(H, generator=gen),
+    }
+    if fc_norm:
+        for i in range(S):
+            weights[f"fc_norm.{i}.weight"] = 1.0 + 0.3 * torch.randn(TH, generator=gen)
+    return {name: t.to(dtype) for name, t in weights.items()}
+
+
+def run(weights, **kwargs):
+    kwargs.setdefault("tokens", 8)
+    return smoke_projection(
+        weights, rms_norm_eps=EPS, num_segments=S, target_hidden=TH, device=DEVICE, **kwargs
+    )
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+@pytest.mark.parametrize("dtype", [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float32, id="fp32")])
+def test_fc_norm_draft(dtype):
+    result = run(draft_weights(fc_norm=True, dtype=dtype))
+
+    assert result.has_fc_norm and result.ok, result
+    assert result.fused.within_tolerance and result.folded.within_tolerance
+    assert result.fused.cosine_similarity > 0.9999
+    # The fast path skips the norms; taps whose scales span three decades
+    # make that unmistakable.
+    assert not result.incremental_fast_path_valid
+    assert result.incremental.rel_rms_error > 10 * REL_RMS_TOLERANCE[dtype]
+    assert result.tokens == 8 and result.hidden == H and result.dtype == dtype
+    assert result.nonfinite_weights == () and not result.nonfinite_output
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+def test_draft_without_fc_norm_keeps_the_fast_path():
+    result = run(draft_weights(fc_norm=False))
+
+    assert not result.has_fc_norm and result.ok
+    assert result.incremental_fast_path_valid
+    assert result.folded.within_tolerance
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+def test_hf_cast_order_and_captured_taps():
+    taps = synthetic_taps(3, S, TH, seed=4)
+    result = run(draft_weights(fc_norm=True), taps=taps, cast_order="hf")
+    assert result.tokens == 3 and result.cast_order == "hf" and result.ok
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+def test_same_seed_same_numbers():
+    weights = draft_weights(fc_norm=True)
+    first, second = run(weights, seed=3), run(weights, seed=3)
+    assert first.fused.stats == second.fused.stats
+    assert run(weights, seed=4).fused.stats != first.fused.stats
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+def test_nonfinite_weights_are_flagged():
+    weights = draft_weights(fc_norm=True)
+    weights["fc_norm.2.weight"][5] = float("nan")
+    result = run(weights)
+    assert result.nonfinite_weights == ("fc_norm.2.weight",)
+    assert result.nonfinite_output and not result.ok
+
+
+def test_synthetic_taps_scale_by_decades():
+    x = synthetic_taps(256, S, TH, seed=0, dtype=torch.float32).view(256, S, TH)
+    rms = x.pow(2).mean(dim=(0, 2)).sqrt()
+    assert rms[0] == pytest.approx(0.1, rel=0.1) and rms[-1] == pytest.approx(100.0, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        pytest.param(lambda w: w.pop("fc_norm.4.weight"), "incomplete", id="partial-fc_norm"),
+        pytest.param(lambda w: w.pop("context_norm.weight"), "missing tensor", id="no-context_norm"),
+        pytest.param(lambda w: w.update({"fc_norm.0.weight": torch.ones(TH + 1)}), r"expected \[64\]", id="fc_norm-shape"),
+        pytest.param(
+            lambda w: w.update({"context_proj.weight": torch.ones(H, S * TH - 1)}), "S\\*th", id="context_proj-shape"
+        ),
+    ],
+)
+def test_rejects_inconsistent_weights(mutate, message):
+    weights = draft_weights(fc_norm=True)
+    mutate(weights)
+    with pytest.raises(ValueError, match=message):
+        run(weights)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="timings are taken on CUDA only")
+def test_cuda_timings_are_reported():
+    result = run(draft_weights(fc_norm=True), tokens=256)
+    assert result.timings is not None and result.timings.gemm_ms > 0
+    assert result.timings.projection_ms >= result.timings.gemm_ms * 0.5
+
+
+def test_no_timings_off_cuda():
+    if DEVICE == "cuda":
+        pytest.skip("CUDA present")
+    assert run(draft_weights(fc_norm=False)).timings is None
