@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from dspark.converters.casting import CASTABLE, caster, output_dtype
+from dspark.converters.casting import CASTABLE, ChunkCaster, output_dtype
 from dspark.converters.check import CheckReport, check_checkpoint
 from dspark.converters.configs import CONFIG_NAME
 from dspark.converters.inventory import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.manifest import MANIFEST_NAME, build_manifest, sha256_of_file
 from dspark.converters.writer import (
+    CHUNKS_IN_FLIGHT,
     INDEX_FILE,
     PlannedTensor,
     ShardPlan,
@@ -38,7 +39,7 @@ from dspark.converters.writer import (
     write_json,
     write_shard,
 )
-from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES, is_floating
+from dspark.schema.dtypes import CAST_TARGETS, DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES, is_floating
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding, Severity
@@ -46,8 +47,10 @@ from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules import DEFAULT_STREAM, STREAMS, check_contract, nested_field
 
 DEFAULT_MAX_SHARD_SIZE = "5GB"
-# Small enough for the cast's scratch arrays to stay in cache.
-CHUNK_BYTES = 4 * 1024 * 1024
+# Small enough for the read buffer, the cast's scratch and the output ring to
+# stay in the L3 cache; 1, 2 and 4 MiB measured alike, 8 and 16 MiB slower,
+# and 2 MiB keeps the peak RSS ~9 MiB lower than 4 MiB.
+CHUNK_BYTES = 2 * 1024 * 1024
 TEMP_MARK = ".dspark-tmp-"
 OLD_MARK = ".dspark-old-"
 
@@ -560,14 +563,23 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
     advance = progress(plan.bytes_in) if progress else None
     by_name = {t.name: t for t in plan.tensors}
 
+    # The writer may still hold CHUNKS_IN_FLIGHT chunks when it asks for
+    # the next, so the cast fills a ring of one more output buffers: no
+    # chunk allocates, and the buffers stay in cache.
+    widest = max((_output_chunk_bytes(t) for t in plan.tensors), default=0)
+    ring = [memoryview(bytearray(widest)) for _ in range(CHUNKS_IN_FLIGHT + 1)]
+    turn = 0
+    cast = ChunkCaster()
+
     def source(planned: PlannedTensor) -> Iterator[Any]:
+        nonlocal turn
         tensor = by_name[planned.name]
-        cast = caster(tensor.source.dtype, tensor.dtype)
+        src, dst = tensor.source.dtype, tensor.dtype
         for chunk in reader.iter_chunks(tensor.source, CHUNK_BYTES):
-            out = cast(chunk)
-            # A reader may reuse its buffer for the next chunk while the
-            # writer thread still hashes this one: hand over a copy.
-            yield bytes(chunk) if out is chunk else out
+            # Readers reuse their buffers too, so even an uncast chunk is
+            # copied into the ring.
+            yield cast.cast_into(chunk, src, dst, ring[turn])
+            turn = (turn + 1) % len(ring)
             if advance is not None:
                 advance(len(chunk))
 
@@ -605,6 +617,13 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
         )
     names = [p.name for p in folder.iterdir()]
     return {name: (folder / name).stat().st_size for name in sorted(names)}, verification
+
+
+def _output_chunk_bytes(tensor: TensorPlan) -> int:
+    """The most bytes one chunk of this tensor becomes (a cast from 16 to
+    32 bits doubles them)."""
+    elements = CHUNK_BYTES // DTYPE_ITEMSIZE[tensor.source.dtype]
+    return min(elements * DTYPE_ITEMSIZE[tensor.dtype], tensor.planned.nbytes)
 
 
 def _fsync_dir(folder: Path) -> None:

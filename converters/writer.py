@@ -167,13 +167,17 @@ class WrittenTensor:
     sha256: str
 
 
-# Yields a tensor's bytes in chunks. Each chunk must stay valid after the
-# next one is requested (a fresh buffer, or a view of memory that outlives
-# the generator): the writer thread may still be hashing it.
+# Yields a tensor's bytes in chunks. The writer hashes and writes them on
+# other threads, so a chunk must stay untouched after it is yielded: when the
+# writer asks for the next chunk it may still hold the CHUNKS_IN_FLIGHT
+# chunks before it (across tensors), and it releases them oldest first. A
+# source may therefore fill a ring of CHUNKS_IN_FLIGHT + 1 buffers in turn,
+# or hand out fresh buffers.
 ChunkSource = Callable[[PlannedTensor], Iterable[Any]]
 
+CHUNKS_IN_FLIGHT = 4
 _END_OF_TENSOR = object()
-_QUEUE_DEPTH = 2
+_STOP = object()
 _WRITEBACK_BYTES = 64 * 1024 * 1024
 
 
@@ -190,70 +194,102 @@ def _start_writeback(fd: int, offset: int, length: int) -> None:
             pass
 
 
-class _HashingSink:
-    """Hashes and writes chunks on a second thread, so reading and casting
-    the next chunk overlaps hashing and writing this one (hashlib, numpy and
-    file writes all release the GIL). At most `_QUEUE_DEPTH` chunks wait."""
+class _Stage:
+    """One consumer thread that runs `work` on every item in order. `put`
+    returns once the item is queued and at most `CHUNKS_IN_FLIGHT` items
+    are unfinished, which is what lets a source reuse chunk buffers."""
 
-    def __init__(self, handle) -> None:
-        self._handle = handle
-        self._queue: queue.Queue = queue.Queue(maxsize=_QUEUE_DEPTH)
+    def __init__(self, name: str, work: Callable[[Any], None]) -> None:
+        self._work = work
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._room = threading.Semaphore(CHUNKS_IN_FLIGHT)
         self._abort = False
-        self.digests: list[str] = []
         self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="dspark-shard-writer", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        digest = hashlib.sha256()
-        written = flushed = 0
         try:
             while not self._abort:
                 item = self._queue.get()
-                if item is None:
+                if item is _STOP:
                     return
-                if item is _END_OF_TENSOR:
-                    self.digests.append(digest.hexdigest())
-                    digest = hashlib.sha256()
-                    continue
-                digest.update(item)
-                _write_all(self._handle, item)
-                written += len(item)
-                if written - flushed >= _WRITEBACK_BYTES:
-                    _start_writeback(self._handle.fileno(), flushed, written - flushed)
-                    flushed = written
+                try:
+                    self._work(item)
+                finally:
+                    self._room.release()
         except BaseException as error:  # noqa: BLE001 - handed to the producer thread
             self.error = error
 
     def put(self, item: Any) -> None:
-        while True:
+        while not self._room.acquire(timeout=0.05):
             if self.error is not None:
                 raise self.error
-            try:
-                self._queue.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                continue
+        if self.error is not None:
+            self._room.release()
+            raise self.error
+        self._queue.put(item)
 
     def finish(self) -> None:
-        self.put(None)
+        self._queue.put(_STOP)
         self._thread.join()
         if self.error is not None:
             raise self.error
 
     def abort(self) -> None:
-        """Stop without writing what is still queued (the file is discarded)."""
+        """Stop without working through what is still queued."""
         self._abort = True
-        while True:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                break
-        try:
-            self._queue.put_nowait(None)
-        except queue.Full:
-            pass
+        self._queue.put(_STOP)
         self._thread.join()
+
+
+@dataclass(frozen=True)
+class _Writeback:
+    offset: int
+    length: int
+
+
+class _HashingSink:
+    """Writes each chunk on the calling thread and hashes it on a second
+    one, so that hashing a chunk overlaps reading, casting and writing the
+    next (hashlib, numpy and file writes all release the GIL). On two cores
+    this balances best: sha256 is about as much work as everything else.
+    The hashing thread also starts the writeback of what has been written,
+    which costs CPU time in the caller of `posix_fadvise`."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+        self._digest = hashlib.sha256()
+        self.digests: list[str] = []
+        self._written = self._flushed = 0
+        self._hasher = _Stage("dspark-shard-hasher", self._hash)
+
+    def _hash(self, item: Any) -> None:
+        if item is _END_OF_TENSOR:
+            self.digests.append(self._digest.hexdigest())
+            self._digest = hashlib.sha256()
+        elif isinstance(item, _Writeback):
+            _start_writeback(self._handle.fileno(), item.offset, item.length)
+        else:
+            self._digest.update(item)
+
+    def put(self, item: Any) -> None:
+        self._hasher.put(item)
+        if item is _END_OF_TENSOR:
+            return
+        _write_all(self._handle, item)
+        self._written += len(item)
+        if self._written - self._flushed >= _WRITEBACK_BYTES:
+            # Queued behind chunks that are already written, so the range is complete.
+            self._hasher.put(_Writeback(self._flushed, self._written - self._flushed))
+            self._flushed = self._written
+
+    def finish(self) -> None:
+        self._hasher.finish()
+
+    def abort(self) -> None:
+        """Stop hashing what is still queued (the file is discarded)."""
+        self._hasher.abort()
 
 
 def write_shard(

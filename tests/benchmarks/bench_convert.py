@@ -1,10 +1,11 @@
 """Benchmark `dspark convert` (fp32 -> bfloat16) on a draft of >= 500 MB.
 
-    python tests/benchmarks/bench_convert.py [--workdir DIR] [--repeats 3] [--json OUT]
+    python tests/benchmarks/bench_convert.py [--workdir DIR] [--repeats 3] [--layers 2] [--json OUT]
 
 In one run it fabricates a valid K3 DSpark draft in fp32 (one
-model.safetensors, written by the safetensors library) and measures, each
-in a fresh process:
+model.safetensors, written by the safetensors library; 625 MiB with the
+default 2 layers, 2,068 MiB with `--layers 8`, the largest tensor 80 MiB
+either way) and measures, each in a fresh process:
 
 * floor    - an interpreter that imports exactly the modules `dspark convert`
              ended up importing, and does nothing: the interpreter-and-imports floor;
@@ -17,7 +18,10 @@ high-water mark across fork and exec, so this script imports nothing large
 and fabricates the draft in a child of its own. Times are the median of
 `--repeats` runs, interleaved, on a warm page cache; where the page cache
 can be dropped (root on Linux) a cold round follows, dropping it before
-every command. Goals (from the convert issue): peak RSS <= floor + 2 x
+every command. Before every command the dirty pages of the previous ones
+are synced (`os.sync`), so that no command pays for another's writeback
+(cp and load-all leave theirs in the page cache; convert fsyncs its own).
+Every run's seconds are printed to stderr. Goals (from the convert issue): peak RSS <= floor + 2 x
 largest tensor + 64 MB; time <= 2.0 x cp -r (judged on the warm round).
 Not collected by pytest (bench_*.py).
 """
@@ -47,14 +51,14 @@ BENCH_SPEC = dict(
 )
 
 
-def fabricate(folder: Path) -> tuple[int, int]:
+def fabricate(folder: Path, layers: int) -> tuple[int, int]:
     """Write the draft with numpy + safetensors; return (bytes, largest tensor bytes)."""
     import numpy as np
     from safetensors.numpy import save_file
 
     from dspark.examples.fabricate import DraftSpec, draft_config, tensor_shapes
 
-    spec = DraftSpec(**BENCH_SPEC)
+    spec = DraftSpec(**{**BENCH_SPEC, "num_hidden_layers": layers})
     rng = np.random.default_rng(0)
     tensors = {}
     for name, shape in tensor_shapes(spec, skipped=False).items():
@@ -138,7 +142,14 @@ def cpu_name() -> str:
 
 
 def measure_round(source: Path, workdir: Path, repeats: int, cold: bool) -> tuple[dict, dict]:
-    """Median seconds and peak RSS per command, runs interleaved."""
+    """Median seconds and peak RSS per command, runs interleaved.
+
+    Before each command the previous one's dirty pages are synced (cp and
+    load-all leave theirs behind; convert fsyncs its own), and only then
+    are the previous outputs deleted, right before the command starts: on
+    the benchmark VM, page-cache memory left free for a few seconds was
+    slow to touch again (a copy into it took up to 10x as long), and
+    keeping every run's output instead slowed the later runs the same way."""
     modules_file = workdir / "modules.json"
     outputs = {name: workdir / name for name in ("converted", "copied", "loaded")}
     commands = {
@@ -151,14 +162,21 @@ def measure_round(source: Path, workdir: Path, repeats: int, cold: bool) -> tupl
     peaks: dict[str, int] = {label: 0 for label in commands}
     for _ in range(repeats):
         for label, command in commands.items():
+            if cold:
+                drop_caches()
+            else:
+                os.sync()
             for out in outputs.values():
                 shutil.rmtree(out, ignore_errors=True)
             outputs["loaded"].mkdir()
-            if cold:
-                drop_caches()
             elapsed, peak = run_child(command)
             times[label].append(elapsed)
             peaks[label] = max(peaks[label], peak)
+    for out in outputs.values():
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"{'cold' if cold else 'warm'} runs, seconds: "
+          + "; ".join(f"{label} {' '.join(f'{t:.2f}' for t in values)}" for label, values in times.items()),
+          file=sys.stderr)
     return {label: statistics.median(values) for label, values in times.items()}, peaks
 
 
@@ -166,17 +184,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, help="where to write (default: a temporary folder)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--layers", type=int, default=2,
+                        help="draft layers: 2 gives 625 MiB of fp32, 8 gives 2,068 MiB (default 2)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--fabricate-into", type=Path, help=argparse.SUPPRESS)  # the child that writes the draft
     args = parser.parse_args()
     if args.fabricate_into:
-        print(json.dumps(fabricate(args.fabricate_into)))
+        print(json.dumps(fabricate(args.fabricate_into, args.layers)))
         return
 
+    load_before = os.getloadavg()
     workdir = Path(tempfile.mkdtemp(prefix="dspark-bench-", dir=args.workdir))
     try:
         source = workdir / "src"
-        made = subprocess.run([sys.executable, __file__, "--fabricate-into", str(source)],
+        made = subprocess.run([sys.executable, __file__, "--fabricate-into", str(source), "--layers", str(args.layers)],
                               capture_output=True, text=True, check=True)
         total, largest = json.loads(made.stdout)
         subprocess.run(["cat", str(source / "model.safetensors")], stdout=subprocess.DEVNULL, check=True)
@@ -189,7 +210,9 @@ def main() -> None:
     memory_goal = floor + 2 * largest + 64 * MB
     time_ratio = warm["convert"] / warm["cp -r"]
     results = {
-        "command": f"python tests/benchmarks/bench_convert.py --repeats {args.repeats}",
+        "command": f"python tests/benchmarks/bench_convert.py --repeats {args.repeats} --layers {args.layers}",
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
@@ -210,7 +233,8 @@ def main() -> None:
     verdict = {True: "PASS", False: "FAIL"}
     print(f"draft: {total / MB:,.0f} MiB fp32 in one model.safetensors; largest tensor {largest / MB:,.0f} MiB")
     print(f"machine: {results['cpu']}, {results['cores']} cores, Python {results['python']}; "
-          f"median of {args.repeats} runs\n")
+          f"median of {args.repeats} runs; load average {load_before[0]:.2f} before, "
+          f"{results['load_average_after'][0]:.2f} after\n")
     header = f"{'':<10} {'warm s':>7} {'cold s':>7} {'peak RSS':>10}  convert is"
     print(header)
     for label in ("convert", "cp -r", "load-all"):

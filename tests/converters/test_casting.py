@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dspark.converters.casting import CASTABLE, cast_bytes, float32_to_bfloat16, output_dtype
+from dspark.converters.casting import CASTABLE, ChunkCaster, cast_bytes, float32_to_bfloat16, output_dtype
 
 torch = pytest.importorskip("torch")
 
@@ -71,6 +71,43 @@ def test_nan_stays_nan_in_bfloat16_with_its_sign() -> None:
     result = float32_to_bfloat16(patterns)
     assert np.isnan(torch.from_numpy(result.view(np.int16)).view(torch.bfloat16).float().numpy()).all()
     assert [bool(r & 0x8000) for r in result] == [False, True, False, True, False, True]
+
+
+@pytest.mark.parametrize("src,dst", PAIRS)
+def test_cast_into_a_reused_buffer_matches_cast_bytes(src: str, dst: str) -> None:
+    raw = _raw(_samples(src, seed=2))
+    item = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}[src]
+    chunk = 4096 * item
+    caster = ChunkCaster()
+    out = memoryview(bytearray(4 * chunk))  # the widest cast, 16 -> 64 bits, quadruples
+    pieces = []
+    for start in range(0, len(raw), chunk):
+        got = caster.cast_into(memoryview(raw)[start:start + chunk], src, dst, out)
+        pieces.append(bytes(got))  # the next chunk overwrites `out`
+    assert b"".join(pieces) == np.asarray(cast_bytes(raw, src, dst)).tobytes()
+
+
+@pytest.mark.parametrize(
+    "nan",
+    [pytest.param(p, id=f"{p:08X}") for p in (0x7F800001, 0x7FC00000, 0x7FFFFFFF, 0xFF800001, 0xFFC00000, 0xFFFFFFFF)],
+)
+def test_a_nan_anywhere_in_a_reused_scratch_chunk_stays_nan(nan: int) -> None:
+    # The NaN test is two max reductions; the infinities and the largest
+    # finites beside each NaN must not be taken for NaNs.
+    finite = np.array([0x7F800000, 0xFF800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x3F800000], dtype=np.uint32)
+    scratch = np.empty(64, np.uint32)
+    out = np.empty(len(finite) + 1, np.uint16)
+    for where in range(len(finite) + 1):
+        bits = np.insert(finite, where, np.uint32(nan))
+        result = float32_to_bfloat16(bits, out=out, scratch=scratch)
+        assert result is out
+        assert np.isnan(torch.from_numpy(result.view(np.int16)).view(torch.bfloat16).float().numpy()[where])
+        assert bool(result[where] & 0x8000) == bool(nan & 0x80000000)
+        want = torch.from_numpy(finite.view(np.int32)).view(torch.float32).to(torch.bfloat16).view(torch.int16).numpy()
+        assert np.delete(result, where).view(np.int16).tolist() == want.tolist()
+    assert not np.isnan(
+        torch.from_numpy(float32_to_bfloat16(finite).view(np.int16)).view(torch.bfloat16).float().numpy()
+    ).any()
 
 
 def test_rounding_overflow_goes_to_infinity_like_torch() -> None:

@@ -11,6 +11,7 @@ from safetensors.numpy import save_file
 
 from dspark.converters.safetensors_io import read_header
 from dspark.converters.writer import (
+    CHUNKS_IN_FLIGHT,
     PlannedTensor,
     ShardPlan,
     natural_key,
@@ -76,6 +77,49 @@ def test_a_source_that_gives_the_wrong_byte_count_is_an_error(tmp_path: Path) ->
     shard = ShardPlan("model.safetensors", [PlannedTensor("w", "F32", (4,))])
     with pytest.raises(CheckpointError, match="gave 12 bytes"):
         write_shard(tmp_path / "model.safetensors", shard, lambda t: [memoryview(b"\x00" * 12)])
+
+
+def test_a_source_may_reuse_a_ring_of_chunks_in_flight_plus_one_buffers(tmp_path: Path) -> None:
+    import hashlib
+
+    rng = np.random.default_rng(3)
+    arrays = {f"layers.{i}.w": rng.standard_normal(n).astype(np.float32) for i, n in enumerate((1, 700, 4096, 3, 9000))}
+    ring = [memoryview(bytearray(64)) for _ in range(CHUNKS_IN_FLIGHT + 1)]
+    turn = 0
+
+    def source(tensor: PlannedTensor):
+        nonlocal turn
+        raw = arrays[tensor.name].tobytes()
+        for start in range(0, len(raw), 64):
+            piece = raw[start:start + 64]
+            slot = ring[turn]
+            slot[: len(piece)] = piece
+            turn = (turn + 1) % len(ring)
+            yield slot[: len(piece)]
+
+    path = tmp_path / "model.safetensors"
+    shard = ShardPlan(path.name, [PlannedTensor(n, "F32", a.shape) for n, a in arrays.items()])
+    written = {w.name: w for w in write_shard(path, shard, source)}
+    save_file(arrays, str(tmp_path / "reference.safetensors"), metadata={"format": "pt"})
+    assert path.read_bytes() == (tmp_path / "reference.safetensors").read_bytes()
+    data = path.read_bytes()
+    for name, array in arrays.items():
+        start, end = written[name].byte_range
+        assert written[name].sha256 == hashlib.sha256(array.tobytes()).hexdigest() == hashlib.sha256(data[start:end]).hexdigest()
+
+
+def test_a_source_that_fails_midway_stops_the_hashing_thread(tmp_path: Path) -> None:
+    import threading
+
+    def source(tensor: PlannedTensor):
+        for _ in range(3 * CHUNKS_IN_FLIGHT):
+            yield memoryview(bytes(4))
+        raise OSError("input vanished")
+
+    shard = ShardPlan("model.safetensors", [PlannedTensor("w", "F32", (100,))])
+    with pytest.raises(OSError, match="input vanished"):
+        write_shard(tmp_path / "model.safetensors", shard, source)
+    assert not [t for t in threading.enumerate() if t.name == "dspark-shard-hasher"]
 
 
 def test_an_existing_file_is_never_overwritten(tmp_path: Path) -> None:
