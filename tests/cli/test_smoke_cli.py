@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +19,10 @@ SPEC = SCALES["tiny"]
 TAPS = len(SPEC.target_layer_ids)
 TARGET_HIDDEN = SPEC.target_hidden_size
 GPU = torch.cuda.is_available()
+# Where a GPU is visible the smoke runs on it, compiled; elsewhere on the CPU
+# under Triton's interpreter.
+DEVICE = "cuda" if GPU else "cpu"
+BACKEND = "triton" if GPU else "triton-interpreter"
 
 
 def write(folder: Path, *, fc_norm: bool = True, poison: str | None = None, fmt: str = "safetensors") -> Path:
@@ -51,32 +56,38 @@ def without_module(tmp_path: Path, module: str) -> Path:
     return folder
 
 
+def pythonpath(*folders: Path) -> str:
+    """PYTHONPATH with `folders` first and what the caller had after."""
+    inherited = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([*map(str, folders), *([inherited] if inherited else [])])
+
+
 def codes(run) -> list[str]:
     return [f["code"] for f in run.json()["findings"]]
 
 
 def test_good_fc_norm_draft_passes_and_shows_why_the_fast_path_stands_down(dspark, tmp_path):
-    run = dspark("smoke", write(tmp_path / "d"), "--device", "cpu", "--format", "json")
+    run = dspark("smoke", write(tmp_path / "d"), "--device", DEVICE, "--tokens", "8", "--format", "json")
     assert run.exit_code == 0, run.stdout + run.stderr
     report = run.json()
-    assert report["passed"] and report["fc_norm"] and report["device"] == "cpu"
-    assert report["kernel_backend"] == "triton-interpreter"
+    assert report["passed"] and report["fc_norm"] and report["device"] == DEVICE
+    assert report["kernel_backend"] == BACKEND
     assert report["paths"]["fused"]["within_tolerance"]
     # Per-tap scales span three orders of magnitude: without the norms the
     # projection is far off, which is why that path must stand down.
     assert not report["paths"]["incremental"]["within_tolerance"]
     assert report["paths"]["incremental"]["rel_rms_error"] > 0.1
     assert report["paths"]["folded"]["within_tolerance"]
-    assert codes(run) == ["SMK003", "SMK004"]
+    assert [c for c in codes(run) if c != "SMK007"] == ["SMK003", "SMK004"]
 
 
 def test_draft_without_fc_norm_keeps_the_fast_path(dspark, tmp_path):
-    run = dspark("smoke", write(tmp_path / "d", fc_norm=False), "--device", "cpu", "--format", "json")
+    run = dspark("smoke", write(tmp_path / "d", fc_norm=False), "--device", DEVICE, "--tokens", "8", "--format", "json")
     assert run.exit_code == 0
     report = run.json()
     assert not report["fc_norm"]
     assert report["paths"]["incremental"]["within_tolerance"]
-    assert codes(run) == ["SMK003"]
+    assert [c for c in codes(run) if c != "SMK007"] == ["SMK003"]
 
 
 @pytest.mark.parametrize("poisoned", ["fc_norm.2.weight", "context_proj.weight"])
@@ -98,9 +109,9 @@ def test_nan_weight_fails(dspark, tmp_path, poisoned):
 
 
 def test_human_report_names_the_paths_and_the_verdict(dspark, tmp_path):
-    run = dspark("smoke", write(tmp_path / "d"), "--device", "cpu", "--tokens", "3")
+    run = dspark("smoke", write(tmp_path / "d"), "--device", DEVICE, "--tokens", "3")
     assert run.exit_code == 0
-    assert "triton-interpreter" in run.stdout
+    assert f"{DEVICE} ({BACKEND})" in run.stdout
     assert "3 x 5 x 40 bfloat16" in run.stdout
     for path in ("fused", "incremental", "folded"):
         assert path in run.stdout
@@ -169,7 +180,7 @@ def test_on_cuda_the_compiled_kernel_runs_and_is_timed(dspark, tmp_path):
 
 def test_without_torch_it_names_the_extra(dspark_process, tmp_path):
     draft = write(tmp_path / "d")
-    run = dspark_process("smoke", draft, env={"PYTHONPATH": str(without_module(tmp_path, "torch"))})
+    run = dspark_process("smoke", draft, env={"PYTHONPATH": pythonpath(without_module(tmp_path, "torch"))})
     assert run.exit_code == 2, run.stderr
     assert "dspark[torch]" in run.stderr
     assert "Traceback" not in run.stderr
@@ -178,7 +189,7 @@ def test_without_torch_it_names_the_extra(dspark_process, tmp_path):
 def test_without_triton_the_reference_runs_and_says_so(dspark_process, tmp_path):
     draft = write(tmp_path / "d")
     blocker = without_module(tmp_path, "triton")
-    run = dspark_process("smoke", draft, "--device", "cpu", "--format", "json", env={"PYTHONPATH": str(blocker)})
+    run = dspark_process("smoke", draft, "--device", "cpu", "--format", "json", env={"PYTHONPATH": pythonpath(blocker)})
     assert run.exit_code == 0, run.stderr
     report = run.json()
     assert report["kernel_backend"] == "torch-reference" and "triton" in report["kernel_fallback_reason"]
