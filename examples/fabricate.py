@@ -15,11 +15,11 @@ import argparse
 import json
 import math
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from dspark.schema.dtypes import DTYPE_ITEMSIZE, nbytes_of
+from dspark.schema.dtypes import nbytes_of
 
 
 @dataclass(frozen=True)
