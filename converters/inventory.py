@@ -85,6 +85,11 @@ def detect_format(path: Path) -> str:
             f"{printable_name(str(path))}: not a checkpoint file dspark reads.",
             hint="Pass a checkpoint folder, a .safetensors file or a .pt state dict.",
         )
+    if not path.is_dir():
+        raise UsageError(
+            f"{printable_name(str(path))}: neither a file nor a folder (a device, pipe or socket).",
+            hint="Pass a checkpoint folder, a .safetensors file or a .pt state dict.",
+        )
     if (path / SAFETENSORS_INDEX).is_file():
         return "safetensors-sharded"
     if any(path.glob("*.safetensors")):
@@ -93,7 +98,13 @@ def detect_format(path: Path) -> str:
         return "dcp"
     if any((p / "model" / ".metadata").is_file() for p in path.glob("iter_*")):
         return "dcp"
-    pts = sorted(p for p in path.iterdir() if p.suffix in TORCH_SUFFIXES and p.is_file())
+    try:
+        pts = sorted(p for p in path.iterdir() if p.suffix in TORCH_SUFFIXES and p.is_file())
+    except OSError as error:
+        raise UsageError(
+            f"{printable_name(str(path))}: cannot list the folder ({error.strerror or error}).",
+            hint="Check the folder's permissions.",
+        ) from None
     if len(pts) == 1:
         return "pt"
     raise UsageError(

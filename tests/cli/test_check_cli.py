@@ -4,6 +4,7 @@ output, escaping, and a header-only run that never imports torch."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -108,6 +109,19 @@ def test_a_usage_error_message_names_the_path(dspark):
         "error: no/such/draft: no such file or folder.",
         "hint: Check the checkpoint path.",
     ]
+
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+@pytest.mark.parametrize("command", ["check", "inspect", "convert"])
+def test_a_path_that_is_neither_file_nor_folder_is_a_usage_error(dspark, tmp_path, command):
+    pipe = tmp_path / "draft.safetensors"
+    os.mkfifo(pipe)
+    args = [command, pipe] + ([tmp_path / "out"] if command == "convert" else [])
+    run = dspark(*args)
+    assert run.exit_code == EXIT_USAGE, run.stdout + run.stderr
+    assert "neither a file nor a folder" in run.stderr
+    assert "internal error" not in run.stderr
 
 
 # --------------------------------------------------------------------------
