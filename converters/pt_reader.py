@@ -50,6 +50,21 @@ def torch_dtype_code(dtype: Any, *, file: str, tensor: str) -> str:
     return code
 
 
+def require_dense(tensor: Any, *, file: str, name: str) -> None:
+    """Refuse a tensor that has no plain bytes to read: a meta tensor (no
+    data at all) or a sparse or other non-strided layout."""
+    layout, device = str(tensor.layout).removeprefix("torch."), tensor.device.type
+    if layout != "strided" or device != "cpu":
+        what = "a meta tensor, which holds no data" if device == "meta" else f"stored as {layout} on {device}"
+        raise CheckpointError(
+            f"{file}: {printable_name(name)} is {what}; a safetensors checkpoint holds dense CPU tensors only.",
+            code="SRC004",
+            path=file,
+            tensor=name,
+            hint="Materialise the weights (tensor.to_dense(), or load the real values) before torch.save.",
+        )
+
+
 def tensor_byte_chunks(
     tensor: Any, chunk_bytes: int, release: Callable[[int, int], None] | None = None
 ) -> Iterator[memoryview]:
@@ -257,6 +272,8 @@ def open_pt(path: Path, *, config_path: Path | None = None) -> Checkpoint:
     shown = weights.name
     obj, mapped = load_weights_only(weights, torch)
     tensors, nested_under, left_behind = find_state_dict(obj, torch, shown)
+    for name, tensor in tensors.items():
+        require_dense(tensor, file=shown, name=name)
     config, config_file, config_findings, family = load_config_for(root, config_path, search_parents=1)
 
     entries = [

@@ -131,6 +131,23 @@ def test_no_tensors_is_a_checkpoint_error(tmp_path: Path) -> None:
         open_checkpoint(save(tmp_path, {"epoch": 3, "lr": 0.1}))
 
 
+
+@pytest.mark.parametrize(
+    "change,said",
+    [
+        (lambda t: t.to("meta"), "meta tensor"),
+        (lambda t: t.to_sparse(), "sparse_coo"),
+    ],
+    ids=["meta", "sparse"],
+)
+def test_a_tensor_without_dense_data_is_a_checkpoint_error(tmp_path: Path, tensors: dict, change, said) -> None:
+    path = save(tmp_path, {**tensors, "final_norm.weight": change(tensors["final_norm.weight"])})
+    with pytest.raises(CheckpointError) as caught:
+        open_checkpoint(path)
+    assert caught.value.code == "SRC004" and caught.value.tensor == "final_norm.weight"
+    assert "draft.pt" in caught.value.message and said in caught.value.message
+
+
 _RSS_SCRIPT = r"""
 import hashlib
 import sys
