@@ -240,16 +240,26 @@ def load_taps(path: Path, num_segments: int, target_hidden: int) -> torch.Tensor
                     f"--taps {path}: {name} is {list(part.shape)}; every tap must be [T, {target_hidden}] "
                     "with the same T.",
                 )
-        return torch.cat(parts, dim=1)
+        return _with_rows(path, tap_names[0], torch.cat(parts, dim=1))
     if len(tensors) == 1:
         (name, single), = tensors.items()
         if single.dim() == 2 and single.shape[1] == width:
-            return single
+            return _with_rows(path, name, single)
         raise UsageError(f"--taps {path}: {name} is {list(single.shape)}; expected [T, {width}] (taps x target_hidden_size).")
     raise UsageError(
         f"--taps {path}: expected tensors {', '.join(tap_names)} or one [T, {width}] tensor; found "
         f"{', '.join(sorted(tensors)[:6])}.",
     )
+
+
+def _with_rows(path: Path, name: str, taps: torch.Tensor) -> torch.Tensor:
+    # Zero rows would compare nothing and pass.
+    if taps.shape[0] == 0:
+        raise UsageError(
+            f"--taps {path}: {name} has no token rows (T = 0); there is nothing to compare.",
+            hint="Capture at least one token's taps.",
+        )
+    return taps
 
 
 def smoke_findings(result: ProjectionSmokeResult) -> list[Finding]:

@@ -149,6 +149,21 @@ def test_taps_of_the_wrong_width_are_a_usage_error(dspark, tmp_path):
     assert "taps.safetensors" in run.stderr and f"[T, {TAPS * TARGET_HIDDEN}]" in run.stderr
 
 
+
+@pytest.mark.parametrize("layout", ["per-tap", "concatenated"])
+def test_taps_without_rows_are_a_usage_error(dspark, tmp_path, layout):
+    from safetensors.torch import save_file
+
+    if layout == "per-tap":
+        tensors = {f"tap.{i}": torch.zeros(0, TARGET_HIDDEN) for i in range(TAPS)}
+    else:
+        tensors = {"hidden": torch.zeros(0, TAPS * TARGET_HIDDEN)}
+    save_file(tensors, str(tmp_path / "taps.safetensors"))
+    run = dspark("smoke", write(tmp_path / "d"), "--device", "cpu", "--taps", tmp_path / "taps.safetensors")
+    assert run.exit_code == 2, run.stdout + run.stderr
+    assert "taps.safetensors" in run.stderr and "no token rows" in run.stderr
+
+
 def test_missing_context_proj_fails_the_checkpoint(dspark, tmp_path):
     config = draft_config(SPEC)
     tensors = make_tensors(tensor_shapes(SPEC))
