@@ -124,6 +124,13 @@ def _corrupt(shown: str, reason: str, tensor: str | None = None) -> CheckpointEr
     )
 
 
+def _malformed(shown: str, error: Exception, tensor: str | None = None) -> CheckpointError:
+    # The allow-listed classes unpickle with whatever fields the file gives
+    # them; a record of the wrong type shows up as one of these errors.
+    where = f"{printable_name(tensor)}: " if tensor else ""
+    return _corrupt(shown, f"{where}malformed metadata record ({type(error).__name__}: {error})", tensor)
+
+
 # --------------------------------------------------------------------------
 # Locating the model folder
 
@@ -256,10 +263,13 @@ def open_dcp(path: Path, *, config_path: Path | None = None) -> Checkpoint:
 
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    storage: dict[tuple[str, tuple[int, ...]], Any] = {}
-    for index, info in metadata.storage_data.items():
-        offset = getattr(index, "offset", None)
-        storage[(index.fqn, tuple(int(d) for d in offset) if offset is not None else ())] = info
+    try:
+        storage: dict[tuple[str, tuple[int, ...]], Any] = {}
+        for index, info in metadata.storage_data.items():
+            offset = getattr(index, "offset", None)
+            storage[(index.fqn, tuple(int(d) for d in offset) if offset is not None else ())] = info
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise _malformed(shown, exc) from None
 
     # The draft's config sits beside the weights, or up the tree as far as
     # the folder above the one the user named, and at least up to the
@@ -279,15 +289,18 @@ def open_dcp(path: Path, *, config_path: Path | None = None) -> Checkpoint:
         if fqn not in draft or not isinstance(tensor_md, TensorStorageMetadata):
             left_behind.append(fqn)
             continue
-        chunks = _chunks_for(fqn, tensor_md, storage, model_dir, file_sizes, shown)
-        entries.append(TensorEntry(
-            served_name=served_name_for(family, fqn),
-            stored_name=fqn,
-            dtype=torch_dtype_code(tensor_md.properties.dtype, file=shown, tensor=fqn),
-            shape=tuple(int(d) for d in tensor_md.size),
-            file=chunks[0].file if chunks else "",
-            locator=chunks,
-        ))
+        try:
+            chunks = _chunks_for(fqn, tensor_md, storage, model_dir, file_sizes, shown)
+            entries.append(TensorEntry(
+                served_name=served_name_for(family, fqn),
+                stored_name=fqn,
+                dtype=torch_dtype_code(tensor_md.properties.dtype, file=shown, tensor=fqn),
+                shape=tuple(int(d) for d in tensor_md.size),
+                file=chunks[0].file if chunks else "",
+                locator=chunks,
+            ))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise _malformed(shown, exc, fqn) from None
 
     findings: list[Finding] = [note] if note else []
     if left_behind:

@@ -236,6 +236,37 @@ def test_garbage_metadata_is_a_checkpoint_error(run: Path) -> None:
     assert caught.value.code == "SRC004" and not isinstance(caught.value, UnsafeInputError)
 
 
+
+def _a_storage_record_is_a_path(metadata) -> None:
+    index = next(i for i in metadata.storage_data if i.fqn == "draft_model.final_norm.weight")
+    metadata.storage_data[index] = Path("x.distcp")
+
+
+def _first_storage_key_is_a_string(metadata) -> None:
+    index = next(iter(metadata.storage_data))
+    metadata.storage_data["x"] = metadata.storage_data.pop(index)
+
+
+def _a_tensor_size_is_text(metadata) -> None:
+    metadata.state_dict_metadata["draft_model.final_norm.weight"].size = "abc"
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [_a_storage_record_is_a_path, _first_storage_key_is_a_string, _a_tensor_size_is_text],
+    ids=["storage-record", "storage-key", "tensor-size"],
+)
+def test_malformed_metadata_records_are_a_checkpoint_error(run: Path, mutate) -> None:
+    model = run / "iter_3" / "model"
+    metadata = read_dcp_metadata(model / ".metadata")
+    mutate(metadata)
+    (model / ".metadata").write_bytes(pickle.dumps(metadata))
+    with pytest.raises(CheckpointError) as caught:
+        open_checkpoint(model)
+    assert caught.value.code == "SRC004" and not isinstance(caught.value, UnsafeInputError)
+    assert ".metadata" in caught.value.message and "malformed metadata record" in caught.value.message
+
+
 # --------------------------------------------------------------------------
 # A sharded (FSDP-style) checkpoint: two gloo ranks on CPU, tensors split
 # across ranks by DTensor, saved by dcp.save.
