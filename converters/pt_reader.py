@@ -189,7 +189,12 @@ def load_weights_only(path: Path, torch: Any) -> tuple[Any, bool]:
 
 
 def _corrupt(path: Path, error: Exception) -> CheckpointError:
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    # torch's weights-only message opens with advice to retry with
+    # weights_only=False; the reason itself ("Unsupported operand 103") is
+    # further down.
+    unsupported = re.search(r"Unsupported operand[^\n.]*", str(error))
+    first = unsupported.group(0).strip() if unsupported else (
+        str(error).strip().splitlines() or [type(error).__name__])[0]
     return CheckpointError(
         f"{path}: not a readable torch checkpoint ({first}).",
         code="SRC004",

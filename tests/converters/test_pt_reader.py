@@ -126,6 +126,17 @@ def test_a_truncated_file_is_a_checkpoint_error(tmp_path: Path, tensors: dict) -
     assert caught.value.code == "SRC004" and not isinstance(caught.value, UnsafeInputError)
 
 
+
+def test_a_file_that_is_no_pickle_never_suggests_unsafe_loading(tmp_path: Path) -> None:
+    path = tmp_path / "draft.pt"
+    path.write_bytes(b"garbage " * 16)
+    with pytest.raises(CheckpointError) as caught:
+        open_checkpoint(path)
+    assert caught.value.code == "SRC004" and not isinstance(caught.value, UnsafeInputError)
+    assert "draft.pt" in caught.value.message and "Unsupported operand" in caught.value.message
+    assert "weights_only" not in caught.value.message
+
+
 def test_no_tensors_is_a_checkpoint_error(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no tensors found"):
         open_checkpoint(save(tmp_path, {"epoch": 3, "lr": 0.1}))
