@@ -50,6 +50,17 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
     config, config_file, config_findings, family = load_config_for(root, config_path)
 
     findings: list[Finding] = []
+    if not path.is_file():
+        # A folder or a broken link with a weight file's name: left out of
+        # the inventory, so say why its tensors are missing.
+        for odd in sorted(p.name for p in root.glob("*.safetensors") if not p.is_file()):
+            findings.append(Finding(
+                "STF001",
+                f"{printable_name(odd)} is not a readable file (a folder, or a link to nothing); its tensors "
+                "cannot be read. Replace it with the real safetensors file.",
+                file=odd,
+                detail={"reason": "not_a_file"},
+            ))
     headers: dict[str, SafetensorsHeader] = {}
     listed: dict[str, str] | None = None  # tensor -> shard, from the index
     index_total: Any = None

@@ -113,6 +113,22 @@ def test_defect_findings_name_the_tensor(tiny_draft):
         assert finding.tensor == tensor and finding.file == "model.safetensors", name
 
 
+
+@pytest.mark.parametrize("kind", ["folder", "broken-link"])
+def test_a_weight_name_that_is_not_a_file_is_reported(tmp_path, kind):
+    draft = write_draft(tmp_path / "draft")
+    (draft / "model.safetensors").unlink()
+    if kind == "folder":
+        (draft / "model.safetensors").mkdir()
+    else:
+        (draft / "model.safetensors").symlink_to(tmp_path / "nowhere.safetensors")
+    report = check_checkpoint(draft)
+    assert not report.passed()
+    stf = [f for f in report.findings if f.code == "STF001"]
+    assert len(stf) == 1 and stf[0].file == "model.safetensors"
+    assert "not a readable file" in stf[0].message
+
+
 def test_every_finding_code_of_check_is_tested():
     """New check codes need a defect or a test here; MAN* and SRC* belong to
     convert and SMK* to smoke, and are tested with them."""
