@@ -22,10 +22,10 @@ import os
 import pickle
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any, Iterator
 
-from dspark.converters.inventory import Checkpoint, load_config_for, served_name_for
+from dspark.converters.inventory import Checkpoint, is_plain_file_name, load_config_for, served_name_for
 from dspark.converters.pt_reader import left_behind_finding, refused_as_unsafe, tensor_byte_chunks, torch_dtype_code
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, MissingDependencyError, UnsafeInputError, UsageError, require_torch
@@ -183,16 +183,6 @@ class DcpChunk:
     length: int
 
 
-def _is_plain_file_name(name: Any) -> bool:
-    return (
-        isinstance(name, str)
-        and name not in ("", ".", "..")
-        and "\x00" not in name
-        and PurePosixPath(name).name == name
-        and PureWindowsPath(name).name == name
-    )
-
-
 def _draft_keys(fqns: list[str]) -> list[str]:
     for prefix in DRAFT_PREFIXES:
         chosen = [k for k in fqns if k.startswith(prefix)]
@@ -216,7 +206,7 @@ def _chunks_for(fqn: str, tensor_md: Any, storage: dict, root: Path, file_sizes:
         if info is None:
             raise _corrupt(shown, f"{printable_name(fqn)}: chunk at {list(offsets)} has no storage entry", fqn)
         relative, start, length = info.relative_path, info.offset, info.length
-        if not _is_plain_file_name(relative):
+        if not is_plain_file_name(relative):
             raise _corrupt(shown, f"{printable_name(fqn)}: storage file {printable_name(str(relative))!r} is not a "
                                   "plain file name inside the checkpoint folder; refusing to follow it", fqn)
         if getattr(info, "transform_descriptors", None):

@@ -9,7 +9,7 @@ Every format's reader has the same verbs (`read_raw`, `iter_chunks`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterator, Protocol
 
 from dspark.converters.configs import CONFIG_NAME, read_draft_config
@@ -61,6 +61,20 @@ class Checkpoint:
 
     def total_bytes(self) -> int:
         return sum(e.nbytes for e in self.entries)
+
+
+def is_plain_file_name(name: Any) -> bool:
+    """A bare file name inside the checkpoint folder: no folder part (either
+    separator), not `.`/`..`, no NUL. Names read from untrusted files (a
+    shard index, DCP storage records, a manifest) must pass this before any
+    path is built from them."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and "\x00" not in name
+        and PurePosixPath(name).name == name
+        and PureWindowsPath(name).name == name
+    )
 
 
 def _display(path: Path, root: Path) -> str:

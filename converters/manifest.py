@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from dspark.converters.configs import parse_json_object
+from dspark.converters.inventory import is_plain_file_name
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
@@ -93,6 +94,8 @@ def _parse(document: dict[str, Any]) -> tuple[list[_ManifestTensor], dict[str, i
     for item in files_raw:
         if not (isinstance(item, dict) and isinstance(item.get("name"), str) and _is_count(item.get("size"))):
             raise ValueError(f"file entry {item!r} needs a string 'name' and a byte 'size'")
+        if not is_plain_file_name(item["name"]):
+            raise ValueError(f"file name {printable_name(str(item['name']))!r} is not a plain file name in the folder")
         files[item["name"]] = item["size"]
     tensors_raw = document.get("tensors")
     if not isinstance(tensors_raw, list):
@@ -106,8 +109,8 @@ def _parse(document: dict[str, Any]) -> tuple[list[_ManifestTensor], dict[str, i
         if not isinstance(name, str) or name in seen:
             raise ValueError(f"tensor entry has a missing or repeated name {name!r}")
         seen.add(name)
-        if not isinstance(item.get("file"), str) or not isinstance(item.get("dtype"), str):
-            raise ValueError(f"{printable_name(name)}: 'file' and 'dtype' must be strings")
+        if not is_plain_file_name(item.get("file")) or not isinstance(item.get("dtype"), str):
+            raise ValueError(f"{printable_name(name)}: 'file' must be a plain file name and 'dtype' a string")
         if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
             raise ValueError(f"{printable_name(name)}: 'shape' {shape!r} is not a list of sizes")
         if not (isinstance(byte_range, list) and len(byte_range) == 2 and all(_is_count(b) for b in byte_range)):
@@ -116,6 +119,8 @@ def _parse(document: dict[str, Any]) -> tuple[list[_ManifestTensor], dict[str, i
             raise ValueError(f"{printable_name(name)}: 'sha256' is not 64 lowercase hex digits")
         tensors.append(_ManifestTensor(name, item["file"], item["dtype"], tuple(shape), tuple(byte_range), digest))
     config = document.get("config") if isinstance(document.get("config"), dict) else {}
+    if "file" in config and not is_plain_file_name(config["file"]):
+        raise ValueError(f"config file {printable_name(str(config['file']))!r} is not a plain file name in the folder")
     return tensors, files, config
 
 
@@ -211,7 +216,10 @@ def _hash_findings(checkpoint, listed: dict, shipped: dict, config: dict) -> lis
     config_file, config_hash = config.get("file"), config.get("sha256")
     if isinstance(config_file, str) and isinstance(config_hash, str):
         path = checkpoint.root / config_file
-        actual = sha256_of_file(path) if path.is_file() else None
+        try:
+            actual = sha256_of_file(path) if path.is_file() else None
+        except OSError:
+            actual = None
         if actual != config_hash:
             findings.append(Finding(
                 "MAN003",

@@ -4,11 +4,17 @@ index. Headers only; every inconsistency is a finding, not an exception, so
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any, Iterator
 
 from dspark.converters.configs import parse_json_object
-from dspark.converters.inventory import SAFETENSORS_INDEX, Checkpoint, load_config_for, served_name_for
+from dspark.converters.inventory import (
+    SAFETENSORS_INDEX,
+    Checkpoint,
+    is_plain_file_name,
+    load_config_for,
+    served_name_for,
+)
 from dspark.converters.safetensors_io import SafetensorsHeader, iter_range_chunks, read_header, read_range
 from dspark.schema.errors import CheckpointError
 from dspark.schema.findings import Finding
@@ -32,12 +38,6 @@ class SafetensorsReader:
 
 def _finding_from_error(error: CheckpointError) -> Finding:
     return Finding(error.code, error.message, file=error.path, tensor=error.tensor, detail=dict(error.detail))
-
-
-def _is_plain_file_name(name: Any) -> bool:
-    if not isinstance(name, str) or not name or name in (".", ".."):
-        return False
-    return PurePosixPath(name).name == name and PureWindowsPath(name).name == name and "\x00" not in name
 
 
 def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -> Checkpoint:
@@ -70,7 +70,7 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
         findings += index_findings
         shards = sorted(set(listed.values())) if listed else []
         for shard in shards:
-            if not _is_plain_file_name(shard):
+            if not is_plain_file_name(shard):
                 findings.append(Finding(
                     "IDX007",
                     f"{SAFETENSORS_INDEX}: shard name {printable_name(str(shard))!r} is not a plain file "
@@ -86,7 +86,7 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
                     file=shard,
                     detail={"tensors": sorted(n for n, s in listed.items() if s == shard)[:10]},
                 ))
-        files = sorted(set(files) | {s for s in shards if _is_plain_file_name(s) and (root / s).is_file()})
+        files = sorted(set(files) | {s for s in shards if is_plain_file_name(s) and (root / s).is_file()})
     elif len(files) > 1:
         findings.append(Finding(
             "IDX001",

@@ -115,3 +115,20 @@ def test_an_invalid_manifest_is_one_finding(converted: Path, content: str) -> No
 def test_checkpoints_without_a_manifest_are_not_affected(tmp_path: Path) -> None:
     source = write_draft(tmp_path / "src")
     assert "MAN004" not in codes(check_checkpoint(source, environ={}).findings)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param(lambda d: d["files"][0].update(name="../../etc/hostname"), id="file-list"),
+        pytest.param(lambda d: d["tensors"][0].update(file="/etc/hostname"), id="tensor-file"),
+        pytest.param(lambda d: d["config"].update(file="../src/config.json"), id="config-file"),
+    ],
+)
+def test_a_manifest_naming_files_outside_the_folder_is_invalid(converted: Path, where) -> None:
+    # A hostile manifest must not make `check --verify` stat or hash files
+    # elsewhere on the machine.
+    edit_manifest(converted, where)
+    findings = verify_manifest(open_checkpoint(converted), hashes=True)
+    assert codes(findings) == ["MAN001"]
+    assert "plain file name" in findings[0].message
