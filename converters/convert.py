@@ -365,9 +365,22 @@ def _check_paths(src: Path, dst: Path, *, force: bool) -> bool:
         )
     if exists and not dst.is_dir():
         raise UsageError(f"{shown_dst} exists and is not a folder; refusing to replace it.", hint="Pick another destination.")
+    if exists and not _holds_a_checkpoint_or_nothing(dst):
+        # --force replaces a previous conversion; a mistyped path must not
+        # cost someone an unrelated folder.
+        raise UsageError(
+            f"{shown_dst} is a folder that holds no checkpoint (no config.json, {MANIFEST_NAME} or "
+            "*.safetensors); --force only replaces an earlier checkpoint or an empty folder.",
+            hint="Check the destination path; remove that folder yourself if you really mean to replace it.",
+        )
     if dst.parent.exists() and not dst.parent.is_dir():
         raise UsageError(f"{printable_name(str(dst.parent))} is not a folder.", hint="Pick another destination.")
     return exists
+
+
+def _holds_a_checkpoint_or_nothing(folder: Path) -> bool:
+    names = {entry.name for entry in folder.iterdir()}
+    return not names or bool(names & {CONFIG_NAME, MANIFEST_NAME}) or any(n.endswith(".safetensors") for n in names)
 
 
 def _refuse_unconvertible(checkpoint: Checkpoint) -> None:

@@ -126,6 +126,7 @@ def test_errors_come_as_json_when_asked(source: Path, tmp_path: Path) -> None:
 
 def test_force_replaces(source: Path, tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "config.json").write_text("{}")
     (tmp_path / "out" / "old").write_text("x")
     result = dspark("convert", str(source), str(tmp_path / "out"), "--force")
     assert result.returncode == 0, result.stderr

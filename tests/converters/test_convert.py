@@ -194,9 +194,16 @@ def test_an_existing_destination_is_refused_without_force(source: Path, tmp_path
     assert (tmp_path / "out" / "mine.txt").read_text() == "keep me"
 
 
+def previous_checkpoint(folder: Path) -> Path:
+    """A folder that looks like an earlier conversion, with a file beside."""
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "old.txt").write_text("old")
+    return folder
+
+
 def test_force_replaces_the_destination_once_the_new_one_is_complete(source: Path, tmp_path: Path) -> None:
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "old.txt").write_text("old")
+    previous_checkpoint(tmp_path / "out")
     report = convert_checkpoint(source, tmp_path / "out", bf16(force=True))
     assert report.plan.replaces_existing
     assert not (tmp_path / "out" / "old.txt").exists()
@@ -206,12 +213,23 @@ def test_force_replaces_the_destination_once_the_new_one_is_complete(source: Pat
 
 def test_a_failing_forced_conversion_leaves_the_old_destination_alone(tmp_path: Path) -> None:
     source = fabricate(tmp_path / "src", drop=("layers.1.mlp.up_proj.weight",))
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "old.txt").write_text("old")
+    previous_checkpoint(tmp_path / "out")
     with pytest.raises(CheckpointError) as caught:
         convert_checkpoint(source, tmp_path / "out", bf16(force=True))
     assert caught.value.code == "INV001" and "layers.1.mlp.up_proj.weight" in caught.value.message
     assert (tmp_path / "out" / "old.txt").read_text() == "old"
+
+
+def test_force_never_replaces_a_folder_that_holds_no_checkpoint(source: Path, tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "thesis.tex").write_text("years of work")
+    with pytest.raises(UsageError, match="holds no checkpoint"):
+        convert_checkpoint(source, tmp_path / "notes", bf16(force=True))
+    assert (tmp_path / "notes" / "thesis.tex").read_text() == "years of work"
+    # An empty folder is fine to fill.
+    (tmp_path / "empty").mkdir()
+    convert_checkpoint(source, tmp_path / "empty", bf16(force=True))
+    assert set(load_output(tmp_path / "empty")) == SERVED
 
 
 @pytest.mark.parametrize("where", ["inside", "same", "around"])

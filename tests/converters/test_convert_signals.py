@@ -106,6 +106,7 @@ def test_sigterm_mid_convert_removes_the_temporary_folder(source: Path, tmp_path
 def test_sigint_with_force_keeps_the_previous_destination(source: Path, tmp_path: Path) -> None:
     destination = tmp_path / "out"
     destination.mkdir()
+    (destination / "config.json").write_text("{}")
     (destination / "previous.txt").write_text("previous")
     process = subprocess.Popen(
         [sys.executable, "-m", "dspark.cli.main", "convert", str(source), str(destination), "--force", "--quiet"],
