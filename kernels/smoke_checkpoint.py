@@ -153,6 +153,16 @@ def smoke_checkpoint(
 
 
 def _projection_shape(checkpoint: Checkpoint):
+    damaged = [f for f in checkpoint.findings if f.severity is Severity.ERROR]
+    if damaged:
+        # A corrupt file would otherwise surface as a "missing" tensor.
+        raise CheckpointError(
+            f"{checkpoint.source}: cannot smoke-test a damaged checkpoint: {damaged[0].message}",
+            code=damaged[0].code,
+            path=damaged[0].file,
+            tensor=damaged[0].tensor,
+            hint=f"Run `dspark check {checkpoint.source}` for every problem, and fix the files first.",
+        )
     config, family = checkpoint.config, checkpoint.family
     if config is None or family is None:
         problem = checkpoint.config_findings[0].message if checkpoint.config_findings else (
@@ -231,6 +241,9 @@ def load_taps(path: Path, num_segments: int, target_hidden: int) -> torch.Tensor
     except (SafetensorError, OSError, ValueError) as error:
         raise UsageError(f"--taps {path}: not a readable safetensors file ({error}).") from None
     width = num_segments * target_hidden
+    integral = sorted(name for name, tensor in tensors.items() if not tensor.is_floating_point())
+    if integral:
+        raise UsageError(f"--taps {path}: {integral[0]} is {tensors[integral[0]].dtype}; captured taps are hidden states, floating point.")
     tap_names = [f"tap.{i}" for i in range(num_segments)]
     if all(name in tensors for name in tap_names):
         parts = [tensors[name] for name in tap_names]

@@ -233,3 +233,21 @@ def test_every_smoke_code_is_tested():
     untested = {code for code in smoke_codes if source.count(f'"{code}"') < 1}
     # SMK005 is the folded path of a NaN draft; SMK007 needs a GPU.
     assert untested == set()
+
+
+def test_a_corrupt_weight_file_is_named_not_reported_as_missing_tensors(dspark, tmp_path):
+    draft = write(tmp_path / "d")
+    weights = draft / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-10])  # truncated copy
+    run = dspark("smoke", draft, "--device", "cpu")
+    assert run.exit_code == 1
+    assert "damaged" in run.stderr and "model.safetensors" in run.stderr and "missing" not in run.stderr
+
+
+def test_integer_taps_are_a_usage_error(dspark, tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"hidden": torch.ones(4, TAPS * TARGET_HIDDEN, dtype=torch.int32)}, str(tmp_path / "taps.safetensors"))
+    run = dspark("smoke", write(tmp_path / "d"), "--device", "cpu", "--taps", tmp_path / "taps.safetensors")
+    assert run.exit_code == 2
+    assert "floating point" in run.stderr
