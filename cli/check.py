@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,7 +9,7 @@ import typer
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
 from dspark.cli.options import CheckpointArg, ConfigOption, FormatOption, OutputFormat
-from dspark.cli.render import print_json, render_check, stdout
+from dspark.cli.render import print_json, progress_bar, render_check
 from dspark.converters.check import check_checkpoint
 
 
@@ -32,7 +31,7 @@ def check(
 ) -> None:
     """Check a draft checkpoint against the serving contract (headers only unless --deep)."""
     output_format.set(output.value)
-    with _progress_bar(deep and output is OutputFormat.human) as progress:
+    with progress_bar(deep and output is OutputFormat.human, "scanning") as progress:
         report = check_checkpoint(
             checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress
         )
@@ -41,32 +40,3 @@ def check(
     else:
         render_check(report, strict=strict)
     raise typer.Exit(EXIT_OK if report.passed(strict) else EXIT_CHECK_FAILED)
-
-
-# Payloads under this size scan faster than a bar can draw.
-_PROGRESS_MIN_BYTES = 256 * 1024 * 1024
-
-
-@contextmanager
-def _progress_bar(wanted: bool):
-    """A `progress` callable for check_checkpoint that draws a bar on a
-    terminal once the payload is large enough; the bar is gone when the
-    block ends, whether the scan finished, stopped short or failed."""
-    bars = []
-
-    def start(total: int):
-        if total < _PROGRESS_MIN_BYTES or not stdout.is_terminal:
-            return None
-        from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-        bar = Progress("scanning", BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=stdout, transient=True)
-        task = bar.add_task("scan", total=total)
-        bars.append(bar)
-        bar.start()
-        return lambda count: bar.update(task, advance=count)
-
-    try:
-        yield start if wanted else None
-    finally:
-        for bar in bars:
-            bar.stop()

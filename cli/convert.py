@@ -11,7 +11,9 @@ from rich.markup import escape
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
 from dspark.cli.options import ConfigOption, FormatOption, OutputFormat
-from dspark.cli.render import finding_line, human_bytes, print_json, render_findings, stdout
+from dspark.cli.render import finding_line, human_bytes, print_json, progress_bar, render_findings, stdout
+from dspark.schema.findings import Severity
+from dspark.schema.inventory import printable_name
 
 if TYPE_CHECKING:
     from dspark.converters.convert import ConvertPlan, ConvertReport
@@ -20,8 +22,6 @@ if TYPE_CHECKING:
 # when `convert` runs, not when the CLI starts: `dspark check` pays for
 # every module this file imports at the top.
 DEFAULT_MAX_SHARD_SIZE = "5GB"
-from dspark.schema.findings import Severity
-from dspark.schema.inventory import printable_name
 
 
 class DtypeChoice(str, enum.Enum):
@@ -67,8 +67,8 @@ def convert(
             render_plan(plan)
         raise typer.Exit(EXIT_CHECK_FAILED if plan.errors else EXIT_OK)
 
-    progress = None if (quiet or output is OutputFormat.json) else _progress_bar
-    report = convert_checkpoint(src, dst, options, progress=progress)
+    with progress_bar(not quiet and output is OutputFormat.human, "converting") as progress:
+        report = convert_checkpoint(src, dst, options, progress=progress)
     if output is OutputFormat.json:
         print_json(report.to_dict())
     elif not quiet:
@@ -140,29 +140,3 @@ def render_report(report: ConvertReport) -> None:
     for finding in notes:
         if finding.severity is not Severity.ERROR:
             stdout.print("  " + finding_line(finding))
-
-
-# Conversions shorter than this finish before a bar is worth drawing.
-_PROGRESS_MIN_BYTES = 256 * 1024 * 1024
-
-
-def _progress_bar(total: int):
-    if total < _PROGRESS_MIN_BYTES or not stdout.is_terminal:
-        return None
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    bar = Progress(
-        "converting", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-        console=stdout, transient=True,
-    )
-    task = bar.add_task("convert", total=total)
-    bar.start()
-    done = [0]
-
-    def advance(count: int) -> None:
-        done[0] += count
-        bar.update(task, advance=count)
-        if done[0] >= total:
-            bar.stop()
-
-    return advance

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -143,3 +144,36 @@ def render_inspect(report: CheckReport) -> None:
         )
     else:
         stdout.print("\n[green]no errors or warnings[/] (dspark check gives the full report)")
+
+
+# Payloads under this size stream faster than a bar can draw.
+PROGRESS_MIN_BYTES = 256 * 1024 * 1024
+
+
+@contextmanager
+def progress_bar(wanted: bool, label: str):
+    """A `progress` callable for the library (called once with the total
+    bytes, it returns a callable told each chunk's size) that draws a bar on
+    a terminal once the payload is large enough. The bar is gone when the
+    block ends, whether the work finished, stopped short or failed."""
+    bars = []
+
+    def start(total: int):
+        if total < PROGRESS_MIN_BYTES or not stdout.is_terminal:
+            return None
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+        bar = Progress(
+            label, BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+            console=stdout, transient=True,
+        )
+        task = bar.add_task(label, total=total)
+        bars.append(bar)
+        bar.start()
+        return lambda count: bar.update(task, advance=count)
+
+    try:
+        yield start if wanted else None
+    finally:
+        for bar in bars:
+            bar.stop()
