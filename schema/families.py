@@ -169,22 +169,21 @@ def evaluate_dim(expression: str, dims: Mapping[str, int]) -> int:
     return walk(ast.parse(expression, mode="eval"))
 
 
-def _dflash_field(name: str) -> Callable[[Mapping[str, Any]], Any]:
-    """A field that may sit in `dflash_config` (which wins) or at the top."""
-
-    def read(config: Mapping[str, Any]) -> Any:
-        nested = config.get("dflash_config")
-        if isinstance(nested, Mapping) and name in nested:
-            return nested[name]
-        return config.get(name)
-
-    return read
+def nested_field(config: Mapping[str, Any], name: str) -> tuple[Any, str | None]:
+    """A field that may sit in `dflash_config` (which wins) or at the top
+    level. Returns the value and the path it came from."""
+    nested = config.get("dflash_config")
+    if isinstance(nested, Mapping) and name in nested:
+        return nested[name], f"dflash_config.{name}"
+    if name in config:
+        return config[name], name
+    return None, None
 
 
 def _tap_count(config: Mapping[str, Any]) -> Any:
     if "num_target_layers" in config:
         return config["num_target_layers"]
-    layer_ids = _dflash_field("target_layer_ids")(config)
+    layer_ids, _ = nested_field(config, "target_layer_ids")
     return len(layer_ids) if isinstance(layer_ids, list) else None
 
 

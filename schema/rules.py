@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
 
 from dspark.schema.dtypes import is_floating
-from dspark.schema.families import DraftFamily, ExpectedTensor, family_for_config
+from dspark.schema.families import DraftFamily, ExpectedTensor, family_for_config, nested_field
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import PayloadStats, TensorEntry, printable_name
 
@@ -84,17 +84,6 @@ class TargetFacts:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def nested_field(config: Mapping[str, Any], name: str) -> tuple[Any, str | None]:
-    """A field that may sit in `dflash_config` (which wins) or at the top
-    level. Returns the value and the path it came from."""
-    nested = config.get("dflash_config")
-    if isinstance(nested, Mapping) and name in nested:
-        return nested[name], f"dflash_config.{name}"
-    if name in config:
-        return config[name], name
-    return None, None
 
 
 # --------------------------------------------------------------------------
