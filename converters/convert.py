@@ -43,7 +43,7 @@ from dspark.schema.dtypes import CAST_TARGETS, DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding, Severity
-from dspark.schema.inventory import TensorEntry, printable_name
+from dspark.schema.inventory import TensorEntry, has_control_characters, printable_name
 from dspark.schema.rules import DEFAULT_STREAM, STREAMS, check_contract, nested_field
 
 DEFAULT_MAX_SHARD_SIZE = "5GB"
@@ -424,7 +424,7 @@ def _drop_reason(family: DraftFamily, served_name: str) -> str | None:
 
 def _refuse_bad_name(entry: TensorEntry, first: TensorEntry | None) -> None:
     name = entry.served_name
-    if not name or any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name):
+    if not name or has_control_characters(name):
         raise CheckpointError(
             f"{entry.file}: tensor name {printable_name(entry.stored_name)!r} is empty or holds control characters.",
             code="SRC004",

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from dspark.schema.dtypes import DTYPE_ITEMSIZE
 from dspark.schema.errors import CheckpointError
-from dspark.schema.inventory import printable_name
+from dspark.schema.inventory import has_control_characters, printable_name
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 HEADER_LENGTH_BYTES = 8
@@ -54,10 +54,6 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise _DuplicateKey(key)
         result[key] = value
     return result
-
-
-def _has_control_characters(name: str) -> bool:
-    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name)
 
 
 def read_header(path: Path, display_name: str | None = None) -> SafetensorsHeader:
@@ -124,7 +120,7 @@ def read_header(path: Path, display_name: str | None = None) -> SafetensorsHeade
     payload_bytes = file_bytes - data_start
     for name, info in header.items():
         shown_name = printable_name(name)
-        if _has_control_characters(name):
+        if has_control_characters(name):
             raise corrupt("control_character", f"tensor name {shown_name!r} contains control characters", name)
         if not isinstance(info, dict):
             raise corrupt("bad_entry", f"entry for {shown_name} is not an object", name)

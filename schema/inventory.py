@@ -65,6 +65,11 @@ class PayloadStats:
     all_one: bool
 
 
+def has_control_characters(name: str) -> bool:
+    """C0 and C1 control characters, which no tensor or file name needs."""
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name)
+
+
 def printable_name(name: str) -> str:
     """A tensor or file name made safe to print: control and other
     non-printable characters escaped, so a hostile name cannot rewrite the
