@@ -22,6 +22,7 @@ from dspark.schema.errors import (
     MissingDependencyError,
     UsageError,
 )
+from dspark.schema.inventory import printable_name
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -80,7 +81,9 @@ def report_error(error: BaseException) -> int:
         }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
-        stderr.print(f"[bold red]error:[/] {escape(message)}")
+        # Paths and tensor names inside messages come from the input: escape
+        # control characters so a hostile name cannot drive the terminal.
+        stderr.print(f"[bold red]error:[/] {escape(printable_name(message))}")
         if hint:
-            stderr.print(f"[dim]hint:[/] {escape(hint)}")
+            stderr.print(f"[dim]hint:[/] {escape(printable_name(hint))}")
     return code

@@ -296,3 +296,11 @@ def test_names_print_as_named_not_as_emoji(dspark, tiny_draft):
     assert run.exit_code == EXIT_CHECK_FAILED
     assert "head:fire:[bold]x[/].weight" in run.stdout
     assert "\N{FIRE}" not in run.stdout
+
+
+def test_usage_errors_escape_control_characters_in_paths(dspark_process, tmp_path):
+    hostile = tmp_path / "x\x1b[2Jy"
+    hostile.mkdir()
+    run = dspark_process("check", hostile)
+    assert run.exit_code == 2
+    assert "\x1b" not in run.stderr and "x\\x1b[2Jy" in run.stderr
