@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
 from dspark.cli.options import ConfigOption, FormatOption, OutputFormat
-from dspark.cli.render import finding_line, human_bytes, print_json, progress_bar, render_findings, stdout
+from dspark.cli.render import escape, finding_line, human_bytes, print_json, progress_bar, render_findings, stdout
 from dspark.schema.findings import Severity
 from dspark.schema.inventory import printable_name
 

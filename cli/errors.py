@@ -12,9 +12,6 @@ import sys
 import traceback
 from contextvars import ContextVar
 
-from rich.console import Console
-from rich.markup import escape
-
 from dspark.schema.errors import (
     CheckpointError,
     DeviceUnavailableError,
@@ -46,7 +43,6 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
 # reported in the format the caller asked for.
 output_format: ContextVar[str] = ContextVar("output_format", default="human")
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -83,7 +79,17 @@ def report_error(error: BaseException) -> int:
     else:
         # Paths and tensor names inside messages come from the input: escape
         # control characters so a hostile name cannot drive the terminal.
-        stderr.print(f"[bold red]error:[/] {escape(printable_name(message))}")
+        lines = [("bold red", "error:", printable_name(message))]
         if hint:
-            stderr.print(f"[dim]hint:[/] {escape(printable_name(hint))}")
+            lines.append(("dim", "hint:", printable_name(hint)))
+        if sys.stderr.isatty():
+            # rich only for a person at a terminal; a pipe gets plain text.
+            from rich.console import Console
+            from rich.text import Text
+
+            console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+            for style, label, text in lines:
+                console.print(Text.assemble((label, style), " " + text))
+        else:
+            sys.stderr.write("".join(f"{label} {text}\n" for _, label, text in lines))
     return code

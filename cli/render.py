@@ -1,22 +1,73 @@
-"""Rendering reports for people (rich) or programs (JSON)."""
+"""Rendering reports for people (rich) or programs (JSON).
+
+rich is imported only when something is drawn on a terminal: `dspark check`
+in CI writes to a pipe, and importing rich's console and markup machinery
+would cost it a sixth of its start-up. Lines are built as styled segments;
+`write_lines` prints them through rich on a terminal and as plain text
+otherwise.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 import sys
 from contextlib import contextmanager
 from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
 
 from dspark.converters.check import CheckReport
 from dspark.schema.findings import Finding, Severity, count_by_severity
 from dspark.schema.inventory import printable_name
 
-# emoji=False: a tensor named `x:fire:y` must print as it is named.
-stdout = Console(highlight=False, soft_wrap=True, emoji=False)
+# (rich style or None, text): a piece of a line, never parsed as markup.
+Segment = tuple[str | None, str]
+
+
+def is_terminal(stream=None) -> bool:
+    stream = sys.stdout if stream is None else stream
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+@functools.lru_cache(maxsize=None)
+def console():
+    from rich.console import Console
+
+    # emoji=False: a tensor named `x:fire:y` must print as it is named.
+    return Console(highlight=False, soft_wrap=True, emoji=False)
+
+
+class _LazyConsole:
+    """`stdout.print(...)` for the renderers that always use rich (inspect's
+    tables, convert, smoke); rich is imported on first use."""
+
+    def __getattr__(self, name: str):
+        return getattr(console(), name)
+
+
+stdout = _LazyConsole()
+
+
+def escape(text: str) -> str:
+    """rich's markup escape, imported when needed."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def write_lines(lines: list[list[Segment]]) -> None:
+    if is_terminal():
+        from rich.text import Text
+
+        for segments in lines:
+            console().print(Text.assemble(*[(text, style) if style else text for style, text in segments]))
+        return
+    sys.stdout.write("".join("".join(text for _, text in segments) + "\n" for segments in lines))
+    sys.stdout.flush()
+
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
 
@@ -51,12 +102,26 @@ def finding_line(finding: Finding) -> str:
     return f"[{style}]{finding.severity.value:<7}[/] [bold]{finding.code}[/] {escape(printable_name(finding.message))}"
 
 
-def render_findings(findings: list[Finding], *, show_info: bool = True) -> None:
+def finding_segments(finding: Finding) -> list[Segment]:
+    return [
+        (SEVERITY_STYLE[finding.severity], f"{finding.severity.value:<7}"),
+        (None, " "),
+        ("bold", finding.code),
+        (None, " " + printable_name(finding.message)),
+    ]
+
+
+def findings_lines(findings: list[Finding], *, show_info: bool = True) -> list[list[Segment]]:
     order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
-    for finding in sorted(findings, key=lambda f: order[f.severity]):
-        if finding.severity is Severity.INFO and not show_info:
-            continue
-        stdout.print(finding_line(finding))
+    return [
+        finding_segments(finding)
+        for finding in sorted(findings, key=lambda f: order[f.severity])
+        if show_info or finding.severity is not Severity.INFO
+    ]
+
+
+def render_findings(findings: list[Finding], *, show_info: bool = True) -> None:
+    write_lines(findings_lines(findings, show_info=show_info))
 
 
 def _summary_rows(report: CheckReport) -> list[tuple[str, str]]:
@@ -86,20 +151,23 @@ def _shown(value: str) -> str:
 
 
 def render_check(report: CheckReport, *, strict: bool) -> None:
-    for key, value in _summary_rows(report):
-        stdout.print(f"[dim]{key:>18}[/] {_shown(value)}")
+    rows = _summary_rows(report)
     if report.target:
-        stdout.print(f"[dim]{'target':>18}[/] {_shown(report.target)}")
+        rows.append(("target", report.target))
     if report.deep:
-        stdout.print(f"[dim]{'payload scanned':>18}[/] {human_bytes(report.scanned_bytes)}")
-    stdout.print()
-    render_findings(report.findings)
+        rows.append(("payload scanned", human_bytes(report.scanned_bytes)))
+    lines: list[list[Segment]] = [[("dim", f"{key:>18}"), (None, " " + printable_name(value))] for key, value in rows]
+    lines.append([])
+    lines += findings_lines(report.findings)
     counts = count_by_severity(report.findings)
-    verdict = "[bold green]PASS[/]" if report.passed(strict) else "[bold red]FAIL[/]"
-    stdout.print(
-        f"\n{verdict}  {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
-        + ("  (--strict: warnings fail)" if strict and counts["warning"] else "")
-    )
+    passed = report.passed(strict)
+    lines.append([])
+    lines.append([
+        ("bold green" if passed else "bold red", "PASS" if passed else "FAIL"),
+        (None, f"  {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+         + ("  (--strict: warnings fail)" if strict and counts["warning"] else "")),
+    ])
+    write_lines(lines)
 
 
 def render_inspect(report: CheckReport) -> None:
@@ -159,13 +227,13 @@ def progress_bar(wanted: bool, label: str):
     bars = []
 
     def start(total: int):
-        if total < PROGRESS_MIN_BYTES or not stdout.is_terminal:
+        if total < PROGRESS_MIN_BYTES or not is_terminal():
             return None
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
         bar = Progress(
             label, BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-            console=stdout, transient=True,
+            console=console(), transient=True,
         )
         task = bar.add_task(label, total=total)
         bars.append(bar)

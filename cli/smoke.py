@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
 from dspark.cli.options import CheckpointArg, ConfigOption, FormatOption, OutputFormat
-from dspark.cli.render import print_json, render_findings, stdout
+from dspark.cli.render import escape, print_json, render_findings, stdout
 from dspark.schema.errors import require_torch
 
 
