@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Iterable
 
 from dspark.converters.configs import parse_json_object
 from dspark.converters.inventory import is_plain_file_name
+from dspark.converters.writer import WrittenTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
@@ -69,21 +69,11 @@ def build_manifest(
     }
 
 
-@dataclass(frozen=True)
-class _ManifestTensor:
-    name: str
-    file: str
-    dtype: str
-    shape: tuple[int, ...]
-    byte_range: tuple[int, int]
-    sha256: str
-
-
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _parse(document: dict[str, Any]) -> tuple[list[_ManifestTensor], dict[str, int], dict[str, Any]]:
+def _parse(document: dict[str, Any]) -> tuple[list[WrittenTensor], dict[str, int], dict[str, Any]]:
     """Validate the document's shape; raise ValueError naming what is wrong."""
     if document.get("manifest_version") != MANIFEST_VERSION:
         raise ValueError(f"manifest_version is {document.get('manifest_version')!r}, expected {MANIFEST_VERSION}")
@@ -100,7 +90,7 @@ def _parse(document: dict[str, Any]) -> tuple[list[_ManifestTensor], dict[str, i
     tensors_raw = document.get("tensors")
     if not isinstance(tensors_raw, list):
         raise ValueError("'tensors' is not a list")
-    tensors: list[_ManifestTensor] = []
+    tensors: list[WrittenTensor] = []
     seen: set[str] = set()
     for item in tensors_raw:
         if not isinstance(item, dict):
@@ -117,7 +107,7 @@ def _parse(document: dict[str, Any]) -> tuple[list[_ManifestTensor], dict[str, i
             raise ValueError(f"{printable_name(name)}: 'byte_range' {byte_range!r} is not [start, end]")
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             raise ValueError(f"{printable_name(name)}: 'sha256' is not 64 lowercase hex digits")
-        tensors.append(_ManifestTensor(name, item["file"], item["dtype"], tuple(shape), tuple(byte_range), digest))
+        tensors.append(WrittenTensor(name, item["file"], item["dtype"], tuple(shape), tuple(byte_range), digest))
     config = document.get("config") if isinstance(document.get("config"), dict) else {}
     if "file" in config and not is_plain_file_name(config["file"]):
         raise ValueError(f"config file {printable_name(str(config['file']))!r} is not a plain file name in the folder")
