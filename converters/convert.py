@@ -403,15 +403,28 @@ def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
         )
     errors = [f for f in checkpoint.findings if f.severity is Severity.ERROR]
     if errors:
-        listed = "; ".join(f"{f.code} {f.message}" for f in errors[:5])
-        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-        raise CheckpointError(
-            f"{checkpoint.source}: the input's files are inconsistent: {listed}{more}",
-            code=errors[0].code,
-            path=errors[0].file,
-            tensor=errors[0].tensor,
+        raise _error_from_findings(
+            errors,
+            f"{checkpoint.source}: the input's files are inconsistent: {{listed}}",
             hint=f"Run `dspark check {checkpoint.source}` for the full report, fix the input, then convert.",
         )
+
+
+def _error_from_findings(errors: list[Finding], template: str, *, hint: str) -> CheckpointError:
+    """One error for a list of error findings: the first five in the message
+    (`{listed}` in `template`), all of them in `detail`, the first one's
+    code, file and tensor on the error."""
+    listed = "; ".join(f"{f.code} {f.message}" for f in errors[:5])
+    if len(errors) > 5:
+        listed += f" (and {len(errors) - 5} more)"
+    return CheckpointError(
+        template.replace("{listed}", listed),  # not format(): paths may hold braces
+        code=errors[0].code,
+        path=errors[0].file,
+        tensor=errors[0].tensor,
+        detail={"findings": [f.to_dict() for f in errors]},
+        hint=hint,
+    )
 
 
 def _drop_reason(family: DraftFamily, served_name: str) -> str | None:
@@ -518,16 +531,10 @@ def refuse_failing_plan(plan: ConvertPlan) -> None:
     """Raise before writing anything when the output would fail the check."""
     if not plan.errors:
         return
-    errors = plan.errors
-    listed = "; ".join(f"{f.code} {f.message}" for f in errors[:5])
-    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    raise CheckpointError(
-        f"{plan.source}: the converted draft would fail `dspark check` with {len(errors)} error(s): "
-        f"{listed}{more}. Nothing was written.",
-        code=errors[0].code,
-        path=errors[0].file,
-        tensor=errors[0].tensor,
-        detail={"findings": [f.to_dict() for f in errors]},
+    raise _error_from_findings(
+        plan.errors,
+        f"{plan.source}: the converted draft would fail `dspark check` with {len(plan.errors)} error(s): "
+        "{listed}. Nothing was written.",
         hint="Fix the source (or pass --config with a corrected config.json); "
         "`dspark convert --plan` shows every finding.",
     )
@@ -617,15 +624,10 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
     environ = os.environ if plan.options.environ is None else plan.options.environ
     verification = check_checkpoint(folder, environ=environ)
     if verification.errors:
-        errors = verification.errors
-        listed = "; ".join(f"{f.code} {f.message}" for f in errors[:5])
-        raise CheckpointError(
-            f"the converted output fails `dspark check` with {len(errors)} error(s): {listed}. "
+        raise _error_from_findings(
+            verification.errors,
+            f"the converted output fails `dspark check` with {len(verification.errors)} error(s): {{listed}}. "
             f"Nothing was written to {plan.destination}.",
-            code=errors[0].code,
-            path=errors[0].file,
-            tensor=errors[0].tensor,
-            detail={"findings": [f.to_dict() for f in errors]},
             hint="This points at a bug in dspark convert or a changing input; re-run with DSPARK_DEBUG=1 and report it.",
         )
     names = [p.name for p in folder.iterdir()]
