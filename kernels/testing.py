@@ -8,6 +8,7 @@ error, cosine similarity and the share of bit-identical elements.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
@@ -114,9 +115,12 @@ def assert_kernel_close(
     """Assert that ``actual`` meets the kernel's accuracy contract against ``expected``.
 
     fp16/bf16: every element within ``max_ulp`` ulp and at least
-    ``min_identical`` of them bit-identical. fp32: every element within
-    ``fp32_rtol`` relative error. Non-finite values never pass. The message
-    names the tensor and gives :meth:`ErrorStats.describe`.
+    ``min_identical`` of them bit-identical, where a single differing element
+    always passes the share: a different reduction order flips an output now
+    and then, and in a tensor of fewer than 1000 elements one flip alone is
+    more than 0.1 %. fp32: every element within ``fp32_rtol`` relative error.
+    Non-finite values never pass. The message names the tensor and gives
+    :meth:`ErrorStats.describe`.
     """
     assert actual.shape == expected.shape, f"{name}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
     assert actual.dtype == expected.dtype, f"{name}: dtype {actual.dtype} != {expected.dtype}"
@@ -127,7 +131,9 @@ def assert_kernel_close(
     assert stats.nonfinite == 0, message
     if actual.dtype in _HALF_DTYPES:
         assert stats.max_ulp <= max_ulp, message
-        assert stats.identical_fraction >= min_identical, message
+        differing = actual.numel() - round(stats.identical_fraction * actual.numel())
+        allowed = max(1, math.floor((1.0 - min_identical) * actual.numel() + 1e-9))
+        assert differing <= allowed, f"{message} ({differing} differ, {allowed} allowed)"
     else:
         a = actual.detach().double().cpu()
         e = expected.detach().double().cpu()
