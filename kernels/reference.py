@@ -63,9 +63,10 @@ def inverse_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
     last bit depends on the order of the additions, which differs between a
     GPU tree reduction and a CPU loop, and in the ``"hf"`` order a one-ulp
     difference in the normalised intermediate can become two ulps of the
-    output. With these steps every implementation gets the same factor, bit
-    for bit (the kernel accumulates in fp64 too), up to a sum within 1e-13 of
-    a rounding tie.
+    output. With these steps every implementation that also sums in fp64 gets
+    the same factor, bit for bit, up to a sum within 1e-13 of a rounding tie
+    (the kernel does in that order; in the ``"fp32"`` order it sums in fp32,
+    where a last-bit difference moves an output by one ulp at most).
     """
     eps32 = torch.tensor(eps, dtype=torch.float32).item()
     hidden = x.shape[-1]

@@ -62,7 +62,7 @@ def _probe_triton():
         wanted = ".".join(map(str, MIN_TRITON_VERSION))
         return None, None, f"triton {version} is older than {wanted}"
     needed = ("jit", "cdiv", "next_power_of_2")
-    needed_tl = ("constexpr", "program_id", "arange", "range", "cdiv", "cast", "load", "store", "sum", "where",
+    needed_tl = ("constexpr", "program_id", "arange", "cast", "load", "store", "sum", "where",
                  "sqrt_rn", "div_rn", "int64", "uint16", "uint32", "bfloat16", "float32", "float64")
     missing = [f"triton.{name}" for name in needed if not hasattr(triton, name)]
     missing += [f"triton.language.{name}" for name in needed_tl if not hasattr(tl, name)]
@@ -120,98 +120,82 @@ if triton is not None:
         else:
             return value.to(dtype)
 
-    @triton.jit
-    def _normalise_tile(x, w, hidden, eps, x_dtype: tl.constexpr, y_dtype: tl.constexpr,
-                        HF_CAST_ORDER: tl.constexpr, INTERPRETER: tl.constexpr):
-        """``x`` ``[rows, cols]`` times its rows' inverse RMS times ``w`` ``[1, cols]``,
-        rounded to ``y_dtype``.
-
-        The sum of squares is accumulated in fp64 (squares of fp32 values are
-        exact there) and rounded to fp32 once, so it does not depend on the
-        order of the reduction; ``1 / sqrt(sum / H + eps)`` then takes
-        correctly rounded fp32 steps. These are the reference's steps, so the
-        factor matches it bit for bit. (An fp32 sum's last bit depends on the
-        reduction order, and in the ``"hf"`` order one ulp of difference in the
-        normalised intermediate can become two ulps of the output.)
-        """
-        x = x.to(tl.float32)
-        x64 = x.to(tl.float64)
-        sum_squares = tl.sum(x64 * x64, axis=1).to(tl.float32)
-        mean_square = tl.div_rn(sum_squares, tl.cast(hidden, tl.float32))
-        inv_rms = tl.div_rn(1.0, tl.sqrt_rn(mean_square + eps))
-        y = x * inv_rms[:, None]
-        if HF_CAST_ORDER:
-            y = _round_to(y, x_dtype, INTERPRETER).to(tl.float32)
-        return _round_to(y * w, y_dtype, INTERPRETER)
-
-    @triton.jit(do_not_specialize=["n_rows", "programs_per_segment", "eps"])
+    @triton.jit(do_not_specialize=["n_rows", "eps"])
     def _segmented_rmsnorm_kernel(
         X_ptr,
+        W_ptr,
+        Y_ptr,
         X_row_stride,
         X_seg_stride,
-        W_ptr,
         W_seg_stride,
-        Y_ptr,
         Y_row_stride,
         Y_seg_stride,
         n_rows,
-        n_segments,
-        hidden,
         eps,
-        programs_per_segment,
+        N_SEGMENTS: tl.constexpr,
+        HIDDEN: tl.constexpr,
         BLOCK_SIZE: tl.constexpr,
         BLOCK_ROWS: tl.constexpr,
-        LOOP_STAGES: tl.constexpr,
-        WEIGHT_PER_TILE: tl.constexpr,
+        FP64_SUM: tl.constexpr,
         HF_CAST_ORDER: tl.constexpr,
+        WEIGHT_FIRST: tl.constexpr,
         INTERPRETER: tl.constexpr,
     ):
         """``y[t, s, :] = x[t, s, :] / sqrt(mean(x[t, s, :]**2) + eps) * w[s, :]``.
 
-        Program ``pid`` owns segment ``pid % n_segments`` and every
-        ``programs_per_segment``-th tile of ``BLOCK_ROWS`` rows from tile
-        ``pid // n_segments`` on, so all programs get the same number of tiles
-        give or take one. With ``LOOP_STAGES > 1`` the loop is software
-        pipelined: the next tiles stream into shared memory while this one is
-        reduced and written. The weight is loaded once per program, or once per
-        tile (``WEIGHT_PER_TILE``, from L1/L2) where a program has one tile and
-        registers are better spent elsewhere.
+        Program ``pid`` normalises segment ``pid % N_SEGMENTS`` of the
+        ``BLOCK_ROWS`` rows of tile ``pid // N_SEGMENTS``, and exits: so
+        consecutive programs read consecutive memory, and the hardware keeps
+        every multiprocessor full of programs, which streams like a copy
+        (docs/kernels.md: persistent, software-pipelined programs stayed
+        5-10 % short of the copy's bandwidth).
 
-        A tile holds whole segments (``BLOCK_SIZE >= hidden``): each element is
+        Where the launch needs more than one wave of programs, the weight is
+        loaded only after the sum of squares: held across the reduction it
+        costs registers, hence programs per multiprocessor, hence bytes in
+        flight (measured: 0.73 of the copy instead of 1.0). Where all programs
+        fit at once (``WEIGHT_FIRST``, small T), registers are plentiful and
+        the weight's load is better issued beside ``x``'s, off the critical
+        path (measured: 0.2-0.6 us less at T <= 64).
+
+        A tile holds whole segments (``BLOCK_SIZE >= HIDDEN``): each element is
         read once, before the program writes it, which is what lets ``Y`` alias
         ``X``.
 
-        Cast order: ``x`` and ``w`` are upcast to fp32; ``1 / sqrt(mean(x**2) +
-        eps)`` is an fp32 factor (see ``_normalise_tile``). With
+        Arithmetic: ``x`` and ``w`` are upcast to fp32. The sum of squares is
+        accumulated in fp32, or with ``FP64_SUM`` in fp64 (squares of fp32
+        values are exact there) and rounded to fp32 once, which makes it
+        independent of the reduction's order. ``1 / sqrt(sum / H + eps)`` then
+        takes correctly rounded fp32 steps, as the reference does. With
         ``HF_CAST_ORDER`` the normalised value is rounded to ``x``'s dtype
         before the weight multiplies it (Hugging Face order); otherwise the
         product is formed in fp32 and rounded once to ``Y``'s dtype.
         """
         pid = tl.program_id(0)
-        seg = (pid % n_segments).to(tl.int64)
-        first_tile = pid // n_segments
-        n_tiles = tl.cdiv(n_rows, BLOCK_ROWS)
-
-        cols = tl.arange(0, BLOCK_SIZE)[None, :]  # [1, BLOCK_SIZE]: the x tile's layout
-        col_mask = cols < hidden
+        seg = (pid % N_SEGMENTS).to(tl.int64)
+        tile = pid // N_SEGMENTS
+        cols = tl.arange(0, BLOCK_SIZE)[None, :]  # [1, BLOCK_SIZE]
+        # 64-bit row offsets: T * S * H may exceed 2**31 elements.
+        rows = tl.cast(tile, tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)[:, None]
+        mask = (rows < n_rows) & (cols < HIDDEN)
+        x = tl.load(X_ptr + seg * X_seg_stride + rows * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
         w_ptrs = W_ptr + seg * W_seg_stride + cols
-        if not WEIGHT_PER_TILE:
-            w = tl.load(w_ptrs, mask=col_mask, other=0.0).to(tl.float32)
-        x_seg_ptr = X_ptr + seg * X_seg_stride
-        y_seg_ptr = Y_ptr + seg * Y_seg_stride
-        x_dtype: tl.constexpr = X_ptr.dtype.element_ty
-        y_dtype: tl.constexpr = Y_ptr.dtype.element_ty
-        tile_rows = tl.arange(0, BLOCK_ROWS)[:, None]
-        for tile in tl.range(first_tile, n_tiles, programs_per_segment, num_stages=LOOP_STAGES):
-            # 64-bit row offsets: T * S * H may exceed 2**31 elements.
-            rows = tl.cast(tile, tl.int64) * BLOCK_ROWS + tile_rows
-            mask = (rows < n_rows) & col_mask
-            # x is read once: let it leave L2 first.
-            x = tl.load(x_seg_ptr + rows * X_row_stride + cols, mask=mask, other=0.0, eviction_policy="evict_first")
-            if WEIGHT_PER_TILE:
-                w = tl.load(w_ptrs, mask=col_mask, other=0.0).to(tl.float32)
-            y = _normalise_tile(x, w, hidden, eps, x_dtype, y_dtype, HF_CAST_ORDER, INTERPRETER)
-            tl.store(y_seg_ptr + rows * Y_row_stride + cols, y, mask=mask)
+        if WEIGHT_FIRST:
+            w = tl.load(w_ptrs, mask=cols < HIDDEN, other=0.0).to(tl.float32)
+        if FP64_SUM:
+            x64 = x.to(tl.float64)
+            sum_squares = tl.sum(x64 * x64, axis=1).to(tl.float32)
+        else:
+            sum_squares = tl.sum(x * x, axis=1)
+        mean_square = tl.div_rn(sum_squares, HIDDEN * 1.0)
+        inv_rms = tl.div_rn(1.0, tl.sqrt_rn(mean_square + eps))
+        y = x * inv_rms[:, None]
+        if HF_CAST_ORDER:
+            y = _round_to(y, X_ptr.dtype.element_ty, INTERPRETER).to(tl.float32)
+        if not WEIGHT_FIRST:
+            w = tl.load(w_ptrs, mask=cols < HIDDEN, other=0.0).to(tl.float32)
+        y = _round_to(y * w, Y_ptr.dtype.element_ty, INTERPRETER)
+        tl.store(Y_ptr + seg * Y_seg_stride + rows * Y_row_stride + cols, y, mask=mask)
 
 
 def _decorated_for_interpreter() -> bool:
@@ -261,10 +245,8 @@ class LaunchConfig:
 
     block_size: int
     block_rows: int
-    programs_per_segment: int
     num_warps: int
-    loop_stages: int = 1
-    weight_per_tile: bool = False
+    weight_first: bool = False
 
 
 @functools.lru_cache(maxsize=8)
@@ -272,62 +254,61 @@ def _multiprocessor_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-#: Pipelined launch: programs per multiprocessor (more than fit at once; the
-#: spares even out the finish).
-PROGRAMS_PER_SM = 12
+#: A launch of at most this many programs per multiprocessor runs in one wave
+#: (8-warp programs of about 60-70 registers: three fit on a multiprocessor).
+ONE_WAVE_PROGRAMS_PER_SM = 3
 
 
 def choose_launch_config(
-    n_rows: int, num_segments: int, hidden: int, device: torch.device, element_size: int = 2
+    hidden: int, n_rows: int = 0, num_segments: int = 1, device: torch.device | None = None
 ) -> LaunchConfig:
-    """Pick the tiling for ``n_rows`` rows of ``num_segments`` segments of ``hidden``
-    values of ``element_size`` bytes.
+    """Pick the tiling for ``n_rows`` rows of ``num_segments`` segments of
+    ``hidden`` values on ``device``.
 
     Deterministic from the shape (no autotuning, which the interpreter cannot
-    run). Measured on an H200 for S = 5, H = 7168, bf16 (docs/kernels.md):
-
-    * few tiles (T * S up to 3 programs per multiprocessor): one tile per
-      program, weight loaded per tile, so that all programs fit in one wave
-      and each finishes after a single load-reduce-store;
-    * more: a software-pipelined loop (3 stages: two tiles in flight per
-      program) over the program's share of the tiles, with
-      ``PROGRAMS_PER_SM`` programs per multiprocessor.
-
-    Four warps per 16 KB tile (8192 bf16 values, 64 a thread) measured best:
-    with more warps per tile, more of them wait at the reduction's barriers.
+    run). One program per tile of ``block_rows`` rows of one segment; narrow
+    segments share a tile between rows, so that a tile is at least about 4096
+    elements. One warp per 1024 elements of the tile (32 a thread, four
+    16-byte vectors of bf16), between 4 and 16 warps: measured on an H200 for
+    S = 5, H = 7168 (docs/kernels.md), 8 warps stream at the copy's
+    bandwidth where 4 reach 0.95-0.98 of it and 16 about 0.9. The weight is
+    loaded first when all programs fit on a CUDA device at once.
     """
     block_size = triton.next_power_of_2(hidden)
-    # Narrow segments share a tile between rows, so a tile is at least about
-    # 4096 elements and every thread has several 16-byte vectors.
     block_rows = max(1, min(64, 4096 // block_size))
-    tile_bytes = block_size * block_rows * element_size
-    num_warps = min(16, max(4, tile_bytes // 4096))
-    n_tiles = triton.cdiv(n_rows, block_rows)
-    if device.type != "cuda":
-        return LaunchConfig(block_size, block_rows, max(1, n_tiles), num_warps)
-    sms = _multiprocessor_count(device.index if device.index is not None else torch.cuda.current_device())
-    if n_tiles * num_segments <= 3 * sms:
-        return LaunchConfig(block_size, block_rows, max(1, n_tiles), num_warps, weight_per_tile=True)
-    programs_per_segment = max(1, min(triton.cdiv(PROGRAMS_PER_SM * sms, num_segments), n_tiles))
-    # Shared memory holds LOOP_STAGES - 1 tiles in flight.
-    loop_stages = max(2, min(3, 1 + 65536 // tile_bytes))
-    return LaunchConfig(block_size, block_rows, programs_per_segment, num_warps, loop_stages=loop_stages)
+    num_warps = min(16, max(4, block_size * block_rows // 1024))
+    weight_first = False
+    if device is not None and device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        programs = triton.cdiv(n_rows, block_rows) * num_segments
+        weight_first = programs <= ONE_WAVE_PROGRAMS_PER_SM * _multiprocessor_count(index)
+    return LaunchConfig(block_size, block_rows, num_warps, weight_first)
 
 
-def _run_kernel(x, x_strides, weight, y, y_strides, n_rows, num_segments, hidden, eps, hf_cast_order, config):
+def _run_kernel(x, x_strides, weight, y, y_strides, n_rows, num_segments, hidden, eps, hf_cast_order, config,
+                fp64_sum=None):
     """Launch the kernel; ``x``/``y`` are any tensors whose first element is row 0,
-    segment 0, and whose rows and segments sit at ``*_strides`` (elements)."""
-    grid = (config.programs_per_segment * num_segments,)
+    segment 0, and whose rows and segments sit at ``*_strides`` (elements).
+    ``fp64_sum`` overrides the choice of sum precision (benchmarks)."""
+    if fp64_sum is None:
+        # fp64 sums make the factor independent of the reduction order. The
+        # "hf" order needs that: one ulp of difference in its rounded
+        # intermediate can become two ulps of the output. In the fp32 order a
+        # last-bit difference of the factor moves an output by one ulp at
+        # most, and rarely; there fp32 sums save 0.15-0.5 us at T <= 64.
+        fp64_sum = hf_cast_order and x.element_size() < 4
+    grid = (triton.cdiv(n_rows, config.block_rows) * num_segments,)
     _segmented_rmsnorm_kernel[grid](
-        x, x_strides[0], x_strides[1],
-        weight, weight.stride(0),
-        y, y_strides[0], y_strides[1],
-        n_rows, num_segments, hidden, eps, config.programs_per_segment,
+        x, weight, y,
+        x_strides[0], x_strides[1], weight.stride(0), y_strides[0], y_strides[1],
+        n_rows, eps,
+        N_SEGMENTS=num_segments,
+        HIDDEN=hidden,
         BLOCK_SIZE=config.block_size,
         BLOCK_ROWS=config.block_rows,
-        LOOP_STAGES=config.loop_stages,
-        WEIGHT_PER_TILE=config.weight_per_tile,
+        FP64_SUM=fp64_sum,
         HF_CAST_ORDER=hf_cast_order,
+        WEIGHT_FIRST=config.weight_first,
         INTERPRETER=_INTERPRETED,
         num_warps=config.num_warps,
         # Every product and sum rounded on its own, as in the reference.
@@ -335,12 +316,13 @@ def _run_kernel(x, x_strides, weight, y, y_strides, n_rows, num_segments, hidden
     )
 
 
-def _launch(x3, weight, y3, eps: float, hf_cast_order: bool, config: LaunchConfig) -> None:
+def _launch(x3, weight, y3, eps: float, hf_cast_order: bool, config: LaunchConfig, fp64_sum=None) -> None:
     """Run the kernel on ``x3``/``y3`` of shape ``[T, S, H]`` (last dim contiguous),
     ``weight`` ``[S, H]`` (last dim contiguous). No checks."""
     n_rows, num_segments, hidden = x3.shape
     _run_kernel(
-        x3, x3.stride()[:2], weight, y3, y3.stride()[:2], n_rows, num_segments, hidden, float(eps), hf_cast_order, config
+        x3, x3.stride()[:2], weight, y3, y3.stride()[:2], n_rows, num_segments, hidden, float(eps), hf_cast_order,
+        config, fp64_sum,
     )
 
 
@@ -410,7 +392,7 @@ def _plan(x_meta, weight_meta, out_meta, cast_order) -> _Plan:
         x_strides=x_layout[1:] if direct else (0, 0),
         y_strides=y_layout[1:] if direct else (0, 0),
         device_index=device.index if device.type == "cuda" else None,
-        config=choose_launch_config(n_rows, num_segments, hidden, device, x_dtype.itemsize) if direct else None,
+        config=choose_launch_config(hidden, n_rows, num_segments, device) if direct else None,
     )
 
 
@@ -458,9 +440,11 @@ def segmented_rmsnorm(
 
         y_s = x_s / sqrt(mean(x_s**2) + eps) * w_s
 
-    with the sum of squares accumulated in fp64 and the factor
-    ``1 / sqrt(mean + eps)`` formed in fp32, in the same steps as
-    :func:`~dspark.kernels.reference.segmented_rmsnorm_reference`.
+    with the factor ``1 / sqrt(mean + eps)`` formed in fp32 in the same steps as
+    :func:`~dspark.kernels.reference.segmented_rmsnorm_reference`. The sum of
+    squares is accumulated in fp32 in the ``"fp32"`` order (outputs within one
+    ulp of the reference, nearly all identical) and in fp64 in the ``"hf"``
+    order for 16-bit inputs (the reference's factor, bit for bit).
 
     Cast order (``x`` in fp16/bf16; for fp32 inputs both are the same):
 
@@ -529,6 +513,6 @@ def _normalise_through_copies(x, weight, eps, out, cast_order) -> torch.Tensor:
     x3 = split_segments(x, num_segments, hidden).reshape(-1, num_segments, hidden).contiguous()
     y3 = torch.empty_like(x3)
     if x3.shape[0]:
-        config = choose_launch_config(x3.shape[0], num_segments, hidden, x.device, x.element_size())
+        config = choose_launch_config(hidden, x3.shape[0], num_segments, x.device)
         _launch(x3, weight.contiguous(), y3, eps, cast_order == "hf", config)
     return out.copy_(y3.reshape(out.shape))

@@ -127,36 +127,40 @@ def spin_up(seconds: float = 1.0) -> None:
 
 
 def run_main(args) -> list[Row]:
+    """Copy and kernel for every T first, then the compiled and eager
+    baselines: compiling leaves the GPU idle for seconds, and an idle H200
+    drops its clocks (a small-T kernel timed right after a compile measured
+    up to 6 x slower); each T also starts with a short spin-up."""
     rows = []
     for tokens in args.tokens:
         x, w = make_inputs(tokens)
+        cfg = choose_launch_config(HIDDEN, tokens, SEGMENTS, x.device)
         out = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size() + w.numel() * w.element_size()
-        weights = list(w.unbind(0))
-
+        spin_up(0.3)
         # Small launches are noisy: take the better of two medians, for both.
         tries = 2 if tokens <= SMALL_T else 1
         copy_ms = min(bench_ms(lambda: out.copy_(x)) for _ in range(tries))
         kernel_ms = min(bench_ms(lambda: segmented_rmsnorm(x, w, EPS, out=out)) for _ in range(tries))
-        compile_ms = eager_ms = None
+        row = Row(tokens, nbytes, copy_ms * 1e3, kernel_ms * 1e3, None, None,
+                  config=f"{cfg.num_warps} warps, {cfg.block_rows} row/program, "
+                         f"weight loaded {'first' if cfg.weight_first else 'after the sum'}")
+        if tokens <= SMALL_T:
+            row.graph_copy_us = graph_replay_ms(lambda: out.copy_(x), args.graph_calls) * 1e3
+            row.graph_kernel_us = graph_replay_ms(lambda: segmented_rmsnorm(x, w, EPS, out=out), args.graph_calls) * 1e3
+        rows.append(row)
+        print(f"  T={tokens:>6}: copy {row.copy_us:9.2f} us, kernel {row.kernel_us:9.2f} us", flush=True)
+    for row in rows:
+        x, w = make_inputs(row.tokens)
+        weights = list(w.unbind(0))
         if not args.skip_compile:
             torch._dynamo.reset()
             compiled = torch.compile(per_segment_rmsnorm, dynamic=False)
             compiled(x, weights, EPS)
-            compile_ms = bench_ms(lambda: compiled(x, weights, EPS))
+            spin_up(0.3)
+            row.compile_us = bench_ms(lambda: compiled(x, weights, EPS)) * 1e3
         if not args.skip_eager:
-            eager_ms = bench_ms(lambda: per_segment_rmsnorm(x, weights, EPS))
-        row = Row(tokens, nbytes, copy_ms * 1e3, kernel_ms * 1e3,
-                  None if compile_ms is None else compile_ms * 1e3,
-                  None if eager_ms is None else eager_ms * 1e3)
-        if tokens <= SMALL_T:
-            row.graph_copy_us = graph_replay_ms(lambda: out.copy_(x), args.graph_calls) * 1e3
-            row.graph_kernel_us = graph_replay_ms(lambda: segmented_rmsnorm(x, w, EPS, out=out), args.graph_calls) * 1e3
-        cfg = choose_launch_config(tokens, SEGMENTS, HIDDEN, x.device)
-        row.config = (f"w{cfg.num_warps}-s{cfg.loop_stages}-p{cfg.programs_per_segment}"
-                      f"{'-wpt' if cfg.weight_per_tile else ''}")
-        rows.append(row)
-        print(f"  T={tokens:>6}: copy {row.copy_us:9.2f} us, kernel {row.kernel_us:9.2f} us", flush=True)
+            row.eager_us = bench_ms(lambda: per_segment_rmsnorm(x, weights, EPS)) * 1e3
     return rows
 
 
@@ -206,23 +210,20 @@ def check_goals(rows: list[Row]) -> list[tuple[str, bool]]:
 
 
 SWEEP = [
-    # name: LaunchConfig fields; "per_sm" sets programs_per_segment (None: one tile each)
-    ("w4-tile-wpt", dict(num_warps=4, per_sm=None, loop_stages=1, weight_per_tile=True)),
-    ("w8-tile-wpt", dict(num_warps=8, per_sm=None, loop_stages=1, weight_per_tile=True)),
-    ("w16-tile", dict(num_warps=16, per_sm=None, loop_stages=1, weight_per_tile=False)),
-    ("w4-s1-p12", dict(num_warps=4, per_sm=12, loop_stages=1, weight_per_tile=False)),
-    ("w4-s3-p12", dict(num_warps=4, per_sm=12, loop_stages=3, weight_per_tile=False)),
-    ("w4-s4-p6", dict(num_warps=4, per_sm=6, loop_stages=4, weight_per_tile=False)),
-    ("w4-s4-p12", dict(num_warps=4, per_sm=12, loop_stages=4, weight_per_tile=False)),
-    ("w8-s4-p12", dict(num_warps=8, per_sm=12, loop_stages=4, weight_per_tile=False)),
-    ("w16-s4-p12", dict(num_warps=16, per_sm=12, loop_stages=4, weight_per_tile=False)),
+    # name: warps per program, sum precision (None: what the cast order picks), cast order
+    ("w2", dict(num_warps=2, fp64_sum=None, hf=False)),
+    ("w4 (default)", dict(num_warps=4, fp64_sum=None, hf=False)),
+    ("w8", dict(num_warps=8, fp64_sum=None, hf=False)),
+    ("w16", dict(num_warps=16, fp64_sum=None, hf=False)),
+    ("w4 fp64 sum", dict(num_warps=4, fp64_sum=True, hf=False)),
+    ("w4 hf (fp64 sum)", dict(num_warps=4, fp64_sum=None, hf=True)),
+    ("w8 hf (fp64 sum)", dict(num_warps=8, fp64_sum=None, hf=True)),
 ]
 
 
 def run_sweep(tokens_list, graph_calls: int) -> list[dict]:
-    """Time launch configurations through the private launcher: do_bench for
-    large T, graph replay for T <= 64. Prints us and copy time / time."""
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    """Time launch variants through the private launcher: do_bench for large
+    T, graph replay for T <= 64. Prints us and copy time / time."""
     results = []
     copies = {}
     for tokens in tokens_list:
@@ -235,16 +236,11 @@ def run_sweep(tokens_list, graph_calls: int) -> list[dict]:
             return (graph_replay_ms(fn, graph_calls) if graph else bench_ms(fn)) * 1e3
 
         copies[tokens] = copy_us = timed(lambda: out.copy_(x))
-        base = choose_launch_config(tokens, SEGMENTS, HIDDEN, x.device)
+        base = choose_launch_config(HIDDEN, tokens, SEGMENTS, x.device)
         for name, fields in SWEEP:
-            fields = dict(fields)
-            per_sm = fields.pop("per_sm")
-            n_tiles = triton.cdiv(tokens, base.block_rows)
-            programs = n_tiles if per_sm is None else max(1, min(n_tiles, triton.cdiv(per_sm * sms, SEGMENTS)))
-            cfg = dataclasses.replace(base, programs_per_segment=programs, **fields)
-            us = timed(lambda: _launch(x3, w, y3, EPS, False, cfg))
-            results.append({"tokens": tokens, "config": name, "programs_per_segment": programs, "us": us,
-                            "copy_us": copy_us, "graph": graph})
+            cfg = dataclasses.replace(base, num_warps=fields["num_warps"])
+            us = timed(lambda: _launch(x3, w, y3, EPS, fields["hf"], cfg, fp64_sum=fields["fp64_sum"]))
+            results.append({"tokens": tokens, "config": name, "us": us, "copy_us": copy_us, "graph": graph})
         print(f"  swept T={tokens}", flush=True)
     print(f"{'config':<20} " + " ".join(f"{'T=' + str(t):>15}" for t in tokens_list))
     print(f"{'copy':<20} " + " ".join(f"{copies[t]:9.2f}      " for t in tokens_list))
