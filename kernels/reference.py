@@ -65,8 +65,9 @@ def inverse_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
     difference in the normalised intermediate can become two ulps of the
     output. With these steps every implementation that also sums in fp64 gets
     the same factor, bit for bit, up to a sum within 1e-13 of a rounding tie
-    (the kernel does in that order; in the ``"fp32"`` order it sums in fp32,
-    where a last-bit difference moves an output by one ulp at most).
+    (the kernel sums in fp64 in the ``"hf"`` order for fp16/bf16 inputs, and
+    in fp32 otherwise, where a last-bit difference moves an output by one ulp
+    at most).
     """
     eps32 = torch.tensor(eps, dtype=torch.float32).item()
     hidden = x.shape[-1]

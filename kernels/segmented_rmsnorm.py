@@ -148,7 +148,7 @@ if triton is not None:
         consecutive programs read consecutive memory, and the hardware keeps
         every multiprocessor full of programs, which streams like a copy
         (docs/kernels.md: persistent, software-pipelined programs stayed
-        5-10 % short of the copy's bandwidth).
+        7-12 % short of the copy's bandwidth).
 
         Where the launch needs more than one wave of programs, the weight is
         loaded only after the sum of squares: held across the reduction it
@@ -243,10 +243,10 @@ def _warn_fallback(reason: str) -> None:
 class LaunchConfig:
     """How one launch tiles the work (see :func:`choose_launch_config`)."""
 
-    block_size: int
-    block_rows: int
+    block_size: int  # columns of a tile: H rounded up to a power of two
+    block_rows: int  # rows of a tile, one program each
     num_warps: int
-    weight_first: bool = False
+    weight_first: bool = False  # load the weight beside x, not after the sum of squares
 
 
 @functools.lru_cache(maxsize=8)
@@ -254,13 +254,15 @@ def _multiprocessor_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-#: A launch of at most this many programs per multiprocessor runs in one wave
-#: (8-warp programs of about 60-70 registers: three fit on a multiprocessor).
+#: A launch of at most this many programs per multiprocessor runs in one wave.
+#: Set by the largest variant at H = 7168: 8 warps of 79 registers (fp32
+#: order, weight loaded first; the others take 55-63), of which three fit on a
+#: multiprocessor's 64 K registers. For other widths it only guides speed.
 ONE_WAVE_PROGRAMS_PER_SM = 3
 
 
 def choose_launch_config(
-    hidden: int, n_rows: int = 0, num_segments: int = 1, device: torch.device | None = None
+    hidden: int, *, n_rows: int = 0, num_segments: int = 1, device: torch.device | None = None
 ) -> LaunchConfig:
     """Pick the tiling for ``n_rows`` rows of ``num_segments`` segments of
     ``hidden`` values on ``device``.
@@ -271,8 +273,9 @@ def choose_launch_config(
     elements. One warp per 1024 elements of the tile (32 a thread, four
     16-byte vectors of bf16), between 4 and 16 warps: measured on an H200 for
     S = 5, H = 7168 (docs/kernels.md), 8 warps stream at the copy's
-    bandwidth where 4 reach 0.95-0.98 of it and 16 about 0.9. The weight is
+    bandwidth where 4 reach 0.95-0.99 of it and 16 about 0.9. The weight is
     loaded first when all programs fit on a CUDA device at once.
+    ``n_rows``, ``num_segments`` and ``device`` only decide that.
     """
     block_size = triton.next_power_of_2(hidden)
     block_rows = max(1, min(64, 4096 // block_size))
@@ -347,6 +350,11 @@ def _row_layout(shape, stride, num_segments: int, hidden: int):
         n_rows *= size
     if 0 in lead:
         n_rows = 0
+    if n_rows <= 1:
+        # Never multiplied by a row index that reaches memory; the stride of
+        # contiguous rows keeps Triton's divisibility specialisation, hence
+        # the compiled variant, the same as for more rows.
+        row_stride = num_segments * segment_stride
     return n_rows, row_stride, segment_stride
 
 
@@ -392,7 +400,8 @@ def _plan(x_meta, weight_meta, out_meta, cast_order) -> _Plan:
         x_strides=x_layout[1:] if direct else (0, 0),
         y_strides=y_layout[1:] if direct else (0, 0),
         device_index=device.index if device.type == "cuda" else None,
-        config=choose_launch_config(hidden, n_rows, num_segments, device) if direct else None,
+        config=(choose_launch_config(hidden, n_rows=n_rows, num_segments=num_segments, device=device)
+                if direct else None),
     )
 
 
@@ -491,18 +500,22 @@ def segmented_rmsnorm(
     elif out is not x and torch._C._overlaps(out, x):
         if out.data_ptr() != x.data_ptr() or out.stride() != x.stride():
             raise ValueError("out overlaps x without being the same view; pass out=x for in place")
+    if plan.device_index is not None and plan.device_index != torch.cuda.current_device():
+        # Triton launches on the current device, not the tensors'.
+        with torch.cuda.device(plan.device_index):
+            return _normalise(x, weight, eps, out, cast_order, plan)
+    return _normalise(x, weight, eps, out, cast_order, plan)
+
+
+def _normalise(x, weight, eps, out, cast_order, plan: _Plan) -> torch.Tensor:
+    """The kernel on ``x`` into ``out``, on the current device."""
     if not plan.direct:
         return _normalise_through_copies(x, weight, eps, out, cast_order)
     if plan.n_rows == 0:
         return out
     num_segments, hidden = weight.shape
-    args = (x, plan.x_strides, weight, out, plan.y_strides, plan.n_rows, num_segments, hidden, float(eps),
-            cast_order == "hf", plan.config)
-    if plan.device_index is not None and plan.device_index != torch.cuda.current_device():
-        with torch.cuda.device(plan.device_index):
-            _run_kernel(*args)
-    else:
-        _run_kernel(*args)
+    _run_kernel(x, plan.x_strides, weight, out, plan.y_strides, plan.n_rows, num_segments, hidden, float(eps),
+                cast_order == "hf", plan.config)
     return out
 
 
@@ -513,6 +526,6 @@ def _normalise_through_copies(x, weight, eps, out, cast_order) -> torch.Tensor:
     x3 = split_segments(x, num_segments, hidden).reshape(-1, num_segments, hidden).contiguous()
     y3 = torch.empty_like(x3)
     if x3.shape[0]:
-        config = choose_launch_config(hidden, x3.shape[0], num_segments, x.device)
+        config = choose_launch_config(hidden, n_rows=x3.shape[0], num_segments=num_segments, device=x.device)
         _launch(x3, weight.contiguous(), y3, eps, cast_order == "hf", config)
     return out.copy_(y3.reshape(out.shape))

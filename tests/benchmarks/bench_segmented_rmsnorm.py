@@ -134,7 +134,7 @@ def run_main(args) -> list[Row]:
     rows = []
     for tokens in args.tokens:
         x, w = make_inputs(tokens)
-        cfg = choose_launch_config(HIDDEN, tokens, SEGMENTS, x.device)
+        cfg = choose_launch_config(HIDDEN, n_rows=tokens, num_segments=SEGMENTS, device=x.device)
         out = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size() + w.numel() * w.element_size()
         spin_up(0.3)
@@ -212,8 +212,8 @@ def check_goals(rows: list[Row]) -> list[tuple[str, bool]]:
 SWEEP = [
     # name: warps per program, sum precision (None: what the cast order picks), cast order
     ("w2", dict(num_warps=2, fp64_sum=None, hf=False)),
-    ("w4 (default)", dict(num_warps=4, fp64_sum=None, hf=False)),
-    ("w8", dict(num_warps=8, fp64_sum=None, hf=False)),
+    ("w4", dict(num_warps=4, fp64_sum=None, hf=False)),
+    ("w8 (default)", dict(num_warps=8, fp64_sum=None, hf=False)),
     ("w16", dict(num_warps=16, fp64_sum=None, hf=False)),
     ("w4 fp64 sum", dict(num_warps=4, fp64_sum=True, hf=False)),
     ("w4 hf (fp64 sum)", dict(num_warps=4, fp64_sum=None, hf=True)),
@@ -236,7 +236,7 @@ def run_sweep(tokens_list, graph_calls: int) -> list[dict]:
             return (graph_replay_ms(fn, graph_calls) if graph else bench_ms(fn)) * 1e3
 
         copies[tokens] = copy_us = timed(lambda: out.copy_(x))
-        base = choose_launch_config(HIDDEN, tokens, SEGMENTS, x.device)
+        base = choose_launch_config(HIDDEN, n_rows=tokens, num_segments=SEGMENTS, device=x.device)
         for name, fields in SWEEP:
             cfg = dataclasses.replace(base, num_warps=fields["num_warps"])
             us = timed(lambda: _launch(x3, w, y3, EPS, fields["hf"], cfg, fp64_sum=fields["fp64_sum"]))

@@ -29,6 +29,12 @@ def test_share_of_identical_elements_in_a_large_tensor():
         assert_kernel_close("0.11 % flipped", _flip(expected, 11), expected)
 
 
+def test_no_flip_allowed_when_every_element_must_be_identical():
+    expected = (torch.rand(5000, dtype=torch.float64) + 0.5).to(torch.bfloat16)
+    with pytest.raises(AssertionError, match="1 differ, 0 allowed"):
+        assert_kernel_close("one flip", _flip(expected, 1), expected, min_identical=1.0)
+
+
 def test_two_ulps_never_pass():
     expected = (torch.rand(10_000, dtype=torch.float64) + 0.5).to(torch.bfloat16)
     with pytest.raises(AssertionError, match="max ulp 2"):

@@ -119,6 +119,20 @@ def test_hf_order_sums_in_fp64_and_matches_the_reference_bit_for_bit(x_dtype):
     assert differing == 0, f"{differing} of {y.numel()} outputs differ from the reference"
 
 
+def test_fp32_sums_would_break_the_hf_order():
+    """The same fp16 input with fp32 sums forced: outputs differ from the
+    reference, some by two ulps, which is why the "hf" order sums in fp64 (and
+    why the test above can fail)."""
+    x = make_taps(16, 5, 7168, torch.float16, seed=31)
+    w = make_weight(5, 7168, torch.float16, seed=31)
+    y = torch.empty_like(x)
+    config = kernel_module.choose_launch_config(7168, n_rows=16, num_segments=5, device=x.device)
+    kernel_module._launch(x.view(16, 5, 7168), w, y.view(16, 5, 7168), EPS, True, config, fp64_sum=False)
+    ulps = ulp_distance(y.cpu(), segmented_rmsnorm_reference(x, w, EPS, cast_order="hf").cpu())
+    assert (ulps > 0).sum().item() > 0
+    assert ulps.max().item() == 2
+
+
 @pytest.mark.parametrize("cast_order", CAST_ORDER_PARAMS)
 @pytest.mark.parametrize("x_dtype, w_dtype", DTYPE_PARAMS)
 def test_strided_rows_in_and_out(x_dtype, w_dtype, cast_order):
@@ -186,12 +200,13 @@ def test_other_tilings(hf):
 def test_launch_config_for_the_k3_width():
     """8 warps per 7168-wide segment; the weight's load goes beside x's only
     when every program fits on the GPU at once (docs/kernels.md)."""
-    config = kernel_module.choose_launch_config(7168, 8, 5, torch.device("cpu"))
+    config = kernel_module.choose_launch_config(7168, n_rows=8, num_segments=5, device=torch.device("cpu"))
     assert (config.block_size, config.block_rows, config.num_warps) == (8192, 1, 8)
     assert not config.weight_first
     if DEVICE == "cuda":
-        assert kernel_module.choose_launch_config(7168, 8, 5, torch.device("cuda")).weight_first
-        assert not kernel_module.choose_launch_config(7168, 32768, 5, torch.device("cuda")).weight_first
+        cuda = torch.device("cuda")
+        assert kernel_module.choose_launch_config(7168, n_rows=8, num_segments=5, device=cuda).weight_first
+        assert not kernel_module.choose_launch_config(7168, n_rows=32768, num_segments=5, device=cuda).weight_first
 
 
 def test_leading_dims_that_do_not_collapse():
@@ -225,8 +240,12 @@ def test_eps_is_a_runtime_value():
         assert_kernel_close(f"y (eps={eps})", segmented_rmsnorm(x, w, eps), segmented_rmsnorm_reference(x, w, eps))
     if compiled_before is not None:
         # One compile for the first call at most; new eps values and new row
-        # counts reuse it.
-        segmented_rmsnorm(make_taps(37, 5, 100, torch.float32, seed=3), w, 0.5)
+        # counts reuse it: one row (a row stride that is never used), a
+        # multiple of 16 rows (Triton would specialise on it), 37 rows. All
+        # these launches fit on the GPU at once, so the weight's placement
+        # (the one per-T choice, docs/kernels.md) is the same.
+        for n_rows in (1, 16, 37):
+            segmented_rmsnorm(make_taps(n_rows, 5, 100, torch.float32, seed=n_rows), w, 0.5)
         assert _compiled_variants() - compiled_before <= 1
 
 
@@ -250,13 +269,21 @@ def test_hf_and_fp32_orders_differ_on_about_a_quarter_of_bf16_outputs():
     assert ulps.max().item() <= 2
 
 
-def test_large_offsets_use_64_bit_arithmetic():
+@pytest.mark.parametrize(
+    "n_rows, row_stride",
+    [
+        pytest.param(2, 2**31 + 64, id="stride-past-2^31"),
+        # A stride that fits in 32 bits times a row index: only 64-bit row
+        # arithmetic reaches the third row.
+        pytest.param(3, 2**30 + 64, id="row-index-times-stride-past-2^31"),
+    ],
+)
+def test_large_offsets_use_64_bit_arithmetic(n_rows, row_stride):
     """A row that starts past element 2**31 of its storage."""
     hidden, num_segments = 16, 2
-    row_stride = 2**31 + 64
-    storage = torch.empty(row_stride + num_segments * hidden, dtype=torch.bfloat16, device=DEVICE)
-    x = storage.as_strided((2, num_segments * hidden), (row_stride, 1))
-    x.copy_(make_taps(2, num_segments, hidden, torch.bfloat16, seed=13))
+    storage = torch.empty((n_rows - 1) * row_stride + num_segments * hidden, dtype=torch.bfloat16, device=DEVICE)
+    x = storage.as_strided((n_rows, num_segments * hidden), (row_stride, 1))
+    x.copy_(make_taps(n_rows, num_segments, hidden, torch.bfloat16, seed=13))
     w = make_weight(num_segments, hidden, torch.float32, seed=13)
 
     y = segmented_rmsnorm(x, w, EPS)
