@@ -153,10 +153,10 @@ if triton is not None:
         Where the launch needs more than one wave of programs, the weight is
         loaded only after the sum of squares: held across the reduction it
         costs registers, hence programs per multiprocessor, hence bytes in
-        flight (measured: 0.73 of the copy instead of 1.0). Where all programs
+        flight (measured: 0.91-0.94 of the copy instead of 0.98-1.01). Where all programs
         fit at once (``WEIGHT_FIRST``, small T), registers are plentiful and
         the weight's load is better issued beside ``x``'s, off the critical
-        path (measured: 0.2-0.6 us less at T <= 64).
+        path (measured: 0.12-0.25 us less at T <= 64).
 
         A tile holds whole segments (``BLOCK_SIZE >= HIDDEN``): each element is
         read once, before the program writes it, which is what lets ``Y`` alias

@@ -14,7 +14,8 @@ call; for T <= 64 the better of two medians, for the copy and the kernel alike).
 replay (``--graph-calls`` calls captured back to back, replayed), which
 leaves launch overhead out. Bandwidth counts bytes read plus bytes written.
 The table ends with PASS/FAIL for each goal; ``--sweep`` also times launch
-configurations of the kernel, ``--smoke-tokens 8192`` the smoke projection
+configurations of the kernel (warps, sum precision, weight placement) and two
+Triton kernels that only copy, as floors; ``--smoke-tokens 8192`` the smoke projection
 (norm alone, GEMM alone, whole projection).
 
     python tests/benchmarks/bench_segmented_rmsnorm.py [--sweep] [--smoke-tokens 8192] [--json out.json]
@@ -31,6 +32,7 @@ import time
 
 import torch
 import triton
+import triton.language as tl
 from triton.testing import do_bench
 
 from dspark.kernels import kernel_status, segmented_rmsnorm
@@ -210,7 +212,8 @@ def check_goals(rows: list[Row]) -> list[tuple[str, bool]]:
 
 
 SWEEP = [
-    # name: warps per program, sum precision (None: what the cast order picks), cast order
+    # name: warps per program, sum precision (None: what the cast order picks),
+    # cast order, weight placement (None: what choose_launch_config picks)
     ("w2", dict(num_warps=2, fp64_sum=None, hf=False)),
     ("w4", dict(num_warps=4, fp64_sum=None, hf=False)),
     ("w8 (default)", dict(num_warps=8, fp64_sum=None, hf=False)),
@@ -218,7 +221,35 @@ SWEEP = [
     ("w4 fp64 sum", dict(num_warps=4, fp64_sum=True, hf=False)),
     ("w4 hf (fp64 sum)", dict(num_warps=4, fp64_sum=None, hf=True)),
     ("w8 hf (fp64 sum)", dict(num_warps=8, fp64_sum=None, hf=True)),
+    ("w8 weight first", dict(num_warps=8, fp64_sum=None, hf=False, weight_first=True)),
+    ("w8 weight after sum", dict(num_warps=8, fp64_sum=None, hf=False, weight_first=False)),
 ]
+
+# Triton kernels that only copy, for the floor a Triton launch has here:
+# "row-segment" is tiled like the kernel (one program per row of a segment,
+# 8 warps), "flat" is 1024 elements a program, 4 warps.
+COPY_BASELINES = ("triton copy, row-segment", "triton copy, flat 1024")
+
+
+@triton.jit
+def _copy_kernel(X, Y, n_elements, BLOCK: tl.constexpr, HIDDEN: tl.constexpr, PER_SEGMENT: tl.constexpr):
+    lanes = tl.arange(0, BLOCK)
+    if PER_SEGMENT:
+        offsets = tl.program_id(0).to(tl.int64) * HIDDEN + lanes
+        mask = lanes < HIDDEN
+    else:
+        offsets = tl.program_id(0).to(tl.int64) * BLOCK + lanes
+        mask = offsets < n_elements
+    tl.store(Y + offsets, tl.load(X + offsets, mask=mask), mask=mask)
+
+
+def triton_copy(x: torch.Tensor, out: torch.Tensor, per_segment: bool) -> None:
+    n = x.numel()
+    if per_segment:
+        block = triton.next_power_of_2(HIDDEN)
+        _copy_kernel[(n // HIDDEN,)](x, out, n, BLOCK=block, HIDDEN=HIDDEN, PER_SEGMENT=True, num_warps=8)
+    else:
+        _copy_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024, HIDDEN=HIDDEN, PER_SEGMENT=False, num_warps=4)
 
 
 def run_sweep(tokens_list, graph_calls: int) -> list[dict]:
@@ -238,15 +269,22 @@ def run_sweep(tokens_list, graph_calls: int) -> list[dict]:
         copies[tokens] = copy_us = timed(lambda: out.copy_(x))
         base = choose_launch_config(HIDDEN, n_rows=tokens, num_segments=SEGMENTS, device=x.device)
         for name, fields in SWEEP:
-            cfg = dataclasses.replace(base, num_warps=fields["num_warps"])
+            weight_first = fields.get("weight_first")
+            cfg = dataclasses.replace(
+                base, num_warps=fields["num_warps"],
+                weight_first=base.weight_first if weight_first is None else weight_first,
+            )
             us = timed(lambda: _launch(x3, w, y3, EPS, fields["hf"], cfg, fp64_sum=fields["fp64_sum"]))
             results.append({"tokens": tokens, "config": name, "us": us, "copy_us": copy_us, "graph": graph})
+        for name in COPY_BASELINES:
+            us = timed(lambda: triton_copy(x, out, per_segment="row-segment" in name))
+            results.append({"tokens": tokens, "config": name, "us": us, "copy_us": copy_us, "graph": graph})
         print(f"  swept T={tokens}", flush=True)
-    print(f"{'config':<20} " + " ".join(f"{'T=' + str(t):>15}" for t in tokens_list))
-    print(f"{'copy':<20} " + " ".join(f"{copies[t]:9.2f}      " for t in tokens_list))
-    for name, _ in SWEEP:
+    print(f"{'config':<24} " + " ".join(f"{'T=' + str(t):>15}" for t in tokens_list))
+    print(f"{'copy':<24} " + " ".join(f"{copies[t]:9.2f}      " for t in tokens_list))
+    for name in [name for name, _ in SWEEP] + list(COPY_BASELINES):
         cells = [next(r for r in results if r["config"] == name and r["tokens"] == t) for t in tokens_list]
-        print(f"{name:<20} " + " ".join(f"{r['us']:9.2f}({r['copy_us'] / r['us']:4.2f})" for r in cells))
+        print(f"{name:<24} " + " ".join(f"{r['us']:9.2f}({r['copy_us'] / r['us']:4.2f})" for r in cells))
     return results
 
 
