@@ -14,12 +14,12 @@ from dspark.schema.families import FAMILIES, K3_DSPARK
 from dspark.schema.rules import schema_findings
 
 SCHEMA_FILES = sorted(
-    entry.name for entry in resources.files("dspark.schema").iterdir() if entry.name.endswith(".schema.json")
+    entry.name for entry in resources.files("dspark.schema.families").iterdir() if entry.name.endswith(".schema.json")
 )
 
 
 def load(name: str) -> dict:
-    return json.loads(resources.files("dspark.schema").joinpath(name).read_text(encoding="utf-8"))
+    return json.loads(resources.files("dspark.schema.families").joinpath(name).read_text(encoding="utf-8"))
 
 
 def test_every_family_has_a_shipped_schema_file():

@@ -1,10 +1,9 @@
-"""Draft families as data.
+"""The vocabulary every draft family is written in.
 
 A family says how to recognise a draft from its config, which config fields
-give its dimensions, and which tensors a serving engine loads for it, with
-their shapes as expressions over those dimensions. Adding a family is adding
-one entry to `FAMILIES`; the rules in `dspark.schema.rules` read the table
-and have no per-family branches.
+give its dimensions, and which tensors it has, with their shapes as
+expressions over those dimensions. The rules in `dspark.schema.rules` read
+families and have no per-family branches.
 """
 
 from __future__ import annotations
@@ -15,27 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-
-# Wrappers that training frameworks put around names. Leading ones are
-# stripped repeatedly; infix ones (FSDP, torch.compile) wherever they sit.
-LEADING_WRAPPER_PREFIXES = ("draft_model.", "model.", "_orig_mod.", "_fsdp_wrapped_module.")
-INFIX_WRAPPERS = ("_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
-
-
-def strip_wrappers(stored_name: str) -> str:
-    """`draft_model.model.layers.0._fsdp_wrapped_module.mlp.up_proj.weight`
-    -> `layers.0.mlp.up_proj.weight`."""
-    name = stored_name
-    for wrapper in INFIX_WRAPPERS:
-        name = name.replace("." + wrapper, ".")
-    changed = True
-    while changed:
-        changed = False
-        for prefix in LEADING_WRAPPER_PREFIXES:
-            if name.startswith(prefix):
-                name = name[len(prefix):]
-                changed = True
-    return name
+from dspark.schema.naming import strip_wrappers
 
 
 @dataclass(frozen=True)
@@ -180,14 +159,14 @@ def nested_field(config: Mapping[str, Any], name: str) -> tuple[Any, str | None]
     return None, None
 
 
-def _tap_count(config: Mapping[str, Any]) -> Any:
+def tap_count(config: Mapping[str, Any]) -> Any:
     if "num_target_layers" in config:
         return config["num_target_layers"]
     layer_ids, _ = nested_field(config, "target_layer_ids")
     return len(layer_ids) if isinstance(layer_ids, list) else None
 
 
-def _gqa_head_dim(config: Mapping[str, Any]) -> Any:
+def gqa_head_dim(config: Mapping[str, Any]) -> Any:
     if "head_dim" in config:
         return config["head_dim"]
     hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
@@ -196,102 +175,21 @@ def _gqa_head_dim(config: Mapping[str, Any]) -> Any:
     return None
 
 
-_SHARED_DIMS = {
+SHARED_DIMS = {
     "h": "hidden_size",
     "inter": "intermediate_size",
     "N": "num_hidden_layers",
     "nh": "num_attention_heads",
     "nkv": "num_key_value_heads",
     "vocab": "vocab_size",
-    "S": _tap_count,
+    "S": tap_count,
     "th": lambda c: c.get("target_hidden_size", c.get("hidden_size")),
 }
 
-_DECODER_MLP_AND_NORMS = (
+DECODER_MLP_AND_NORMS = (
     TensorRule("layers.{n}.input_layernorm.weight", ("h",), role="norm"),
     TensorRule("layers.{n}.post_attention_layernorm.weight", ("h",), role="norm"),
     TensorRule("layers.{n}.mlp.gate_proj.weight", ("inter", "h")),
     TensorRule("layers.{n}.mlp.up_proj.weight", ("inter", "h")),
     TensorRule("layers.{n}.mlp.down_proj.weight", ("h", "inter")),
 )
-
-K3_DSPARK = DraftFamily(
-    name="k3_dspark",
-    description="Kimi-K3 DSpark draft (MLA attention, Markov head)",
-    model_types=("k3_dspark",),
-    architectures=("K3DSparkModel",),
-    schema_file="k3_dspark.schema.json",
-    dims={
-        **_SHARED_DIMS,
-        "th": "target_hidden_size",
-        "S": "num_target_layers",
-        "q_lora": "q_lora_rank",
-        "kv_lora": "kv_lora_rank",
-        "qk_nope": "qk_nope_head_dim",
-        "qk_rope": "qk_rope_head_dim",
-        "v_head": "v_head_dim",
-        "markov": "markov_rank",
-        "draft_vocab": lambda c: c.get("draft_vocab_size", c.get("vocab_size")),
-    },
-    tensors=(
-        TensorRule("context_proj.weight", ("h", "S*th"), role="context_proj"),
-        TensorRule("context_norm.weight", ("h",), role="context_norm"),
-        TensorRule("final_norm.weight", ("h",), role="norm"),
-        TensorRule("markov_head.markov_w1.weight", ("vocab", "markov")),
-        TensorRule("markov_head.markov_w2.weight", ("draft_vocab", "markov")),
-        TensorRule("fc_norm.{i}.weight", ("th",), role="fc_norm", when="fc_norm"),
-        *_DECODER_MLP_AND_NORMS,
-        TensorRule("layers.{n}.self_attn.q_a_proj.weight", ("q_lora", "h")),
-        TensorRule("layers.{n}.self_attn.q_a_layernorm.weight", ("q_lora",), role="norm"),
-        TensorRule("layers.{n}.self_attn.q_b_proj.weight", ("nh*(qk_nope+qk_rope)", "q_lora")),
-        TensorRule("layers.{n}.self_attn.kv_a_proj_with_mqa.weight", ("kv_lora+qk_rope", "h")),
-        TensorRule("layers.{n}.self_attn.kv_a_layernorm.weight", ("kv_lora",), role="norm"),
-        TensorRule("layers.{n}.self_attn.kv_b_proj.weight", ("nh*(qk_nope+v_head)", "kv_lora")),
-        TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*v_head")),
-    ),
-)
-
-DFLASH_GQA = DraftFamily(
-    name="dflash_gqa",
-    description="GQA DFlash / DSpark draft (fc, hidden_norm, norm; q/k/v/o projections)",
-    model_types=("dflash", "dspark", "dflash_draft"),
-    architectures=("DFlashDraftModel", "DSparkDraftModel", "DFlashModel"),
-    schema_file="dflash_gqa.schema.json",
-    dims={**_SHARED_DIMS, "hd": _gqa_head_dim},
-    tensors=(
-        TensorRule("fc.weight", ("h", "S*th"), role="context_proj"),
-        TensorRule("hidden_norm.weight", ("h",), role="context_norm"),
-        TensorRule("norm.weight", ("h",), role="norm"),
-        TensorRule("fc_norm.{i}.weight", ("th",), role="fc_norm", when="fc_norm"),
-        *_DECODER_MLP_AND_NORMS,
-        TensorRule("layers.{n}.self_attn.q_proj.weight", ("nh*hd", "h")),
-        TensorRule("layers.{n}.self_attn.k_proj.weight", ("nkv*hd", "h")),
-        TensorRule("layers.{n}.self_attn.v_proj.weight", ("nkv*hd", "h")),
-        TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*hd")),
-        TensorRule("layers.{n}.self_attn.q_norm.weight", ("hd",), role="norm"),
-        TensorRule("layers.{n}.self_attn.k_norm.weight", ("hd",), role="norm"),
-    ),
-    # TorchSpec's training module names the same parts like the K3 draft.
-    renames={"context_proj.": "fc.", "context_norm.": "hidden_norm.", "final_norm.": "norm."},
-)
-
-FAMILIES: tuple[DraftFamily, ...] = (K3_DSPARK, DFLASH_GQA)
-
-
-def family_for_config(config: Mapping[str, Any]) -> DraftFamily | None:
-    """Recognise a family by `architectures` first, then `model_type` (the
-    reference K3 config omits `architectures`)."""
-    architectures = config.get("architectures")
-    if isinstance(architectures, list):
-        for family in FAMILIES:
-            if any(arch in family.architectures for arch in architectures):
-                return family
-    model_type = config.get("model_type")
-    for family in FAMILIES:
-        if model_type in family.model_types:
-            return family
-    return None
-
-
-def family_by_name(name: str) -> DraftFamily | None:
-    return next((f for f in FAMILIES if f.name == name), None)

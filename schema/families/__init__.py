@@ -1,0 +1,58 @@
+"""The registry of draft families: one module per family, one line here."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from dspark.schema.families.base import (
+    DraftFamily,
+    ExpectedTensor,
+    TensorRule,
+    evaluate_dim,
+    nested_field,
+)
+from dspark.schema.families.dflash_gqa import DFLASH_GQA
+from dspark.schema.families.k3_dspark import K3_DSPARK
+from dspark.schema.naming import strip_wrappers
+
+FAMILIES: tuple[DraftFamily, ...] = (K3_DSPARK, DFLASH_GQA)
+
+
+def family_for_config(config: Mapping[str, Any]) -> DraftFamily | None:
+    """Recognise a family by `architectures` first, then `model_type` (the
+    reference K3 config omits `architectures`)."""
+    architectures = config.get("architectures")
+    if isinstance(architectures, list):
+        for family in FAMILIES:
+            if any(arch in family.architectures for arch in architectures):
+                return family
+    model_type = config.get("model_type")
+    for family in FAMILIES:
+        if model_type in family.model_types:
+            return family
+    return None
+
+
+def family_by_name(name: str) -> DraftFamily | None:
+    return next((f for f in FAMILIES if f.name == name), None)
+
+
+def known_families_text() -> str:
+    """`k3_dspark (K3DSparkModel), …`: what a user may declare."""
+    return ", ".join(f"{f.name} ({', '.join(f.architectures)})" for f in FAMILIES)
+
+
+__all__ = [
+    "DFLASH_GQA",
+    "FAMILIES",
+    "K3_DSPARK",
+    "DraftFamily",
+    "ExpectedTensor",
+    "TensorRule",
+    "evaluate_dim",
+    "family_by_name",
+    "family_for_config",
+    "known_families_text",
+    "nested_field",
+    "strip_wrappers",
+]

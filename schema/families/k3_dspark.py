@@ -1,0 +1,41 @@
+"""Kimi-K3 DSpark drafts: MLA attention, a Markov head, optional fc_norm."""
+
+from __future__ import annotations
+
+from dspark.schema.families.base import DECODER_MLP_AND_NORMS, SHARED_DIMS, DraftFamily, TensorRule
+
+K3_DSPARK = DraftFamily(
+    name="k3_dspark",
+    description="Kimi-K3 DSpark draft (MLA attention, Markov head)",
+    model_types=("k3_dspark",),
+    architectures=("K3DSparkModel",),
+    schema_file="k3_dspark.schema.json",
+    dims={
+        **SHARED_DIMS,
+        "th": "target_hidden_size",
+        "S": "num_target_layers",
+        "q_lora": "q_lora_rank",
+        "kv_lora": "kv_lora_rank",
+        "qk_nope": "qk_nope_head_dim",
+        "qk_rope": "qk_rope_head_dim",
+        "v_head": "v_head_dim",
+        "markov": "markov_rank",
+        "draft_vocab": lambda c: c.get("draft_vocab_size", c.get("vocab_size")),
+    },
+    tensors=(
+        TensorRule("context_proj.weight", ("h", "S*th"), role="context_proj"),
+        TensorRule("context_norm.weight", ("h",), role="context_norm"),
+        TensorRule("final_norm.weight", ("h",), role="norm"),
+        TensorRule("markov_head.markov_w1.weight", ("vocab", "markov")),
+        TensorRule("markov_head.markov_w2.weight", ("draft_vocab", "markov")),
+        TensorRule("fc_norm.{i}.weight", ("th",), role="fc_norm", when="fc_norm"),
+        *DECODER_MLP_AND_NORMS,
+        TensorRule("layers.{n}.self_attn.q_a_proj.weight", ("q_lora", "h")),
+        TensorRule("layers.{n}.self_attn.q_a_layernorm.weight", ("q_lora",), role="norm"),
+        TensorRule("layers.{n}.self_attn.q_b_proj.weight", ("nh*(qk_nope+qk_rope)", "q_lora")),
+        TensorRule("layers.{n}.self_attn.kv_a_proj_with_mqa.weight", ("kv_lora+qk_rope", "h")),
+        TensorRule("layers.{n}.self_attn.kv_a_layernorm.weight", ("kv_lora",), role="norm"),
+        TensorRule("layers.{n}.self_attn.kv_b_proj.weight", ("nh*(qk_nope+v_head)", "kv_lora")),
+        TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*v_head")),
+    ),
+)

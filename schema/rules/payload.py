@@ -1,0 +1,51 @@
+"""Payload rules (`--deep`): the caller streams, the rules judge."""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from dspark.schema.families import ExpectedTensor
+from dspark.schema.findings import Finding
+from dspark.schema.inventory import PayloadStats, TensorEntry
+
+# Roles of RMSNorm weights, whose all-zero payload is an error.
+NORM_ROLES = ("norm", "context_norm", "fc_norm")
+
+
+def payload_findings(
+    scanned: Iterable[tuple[TensorEntry, PayloadStats]],
+    expected: Mapping[str, ExpectedTensor],
+) -> list[Finding]:
+    """Findings from payload statistics. The caller streams the payloads and
+    hands over (entry, stats) pairs; roles come from the expected inventory."""
+    findings: list[Finding] = []
+    for entry, stats in scanned:
+        name = entry.served_name
+        want = expected.get(name)
+        role = want.role if want else ("fc_norm" if name.startswith("fc_norm.") else None)
+        if stats.nonfinite_count:
+            findings.append(Finding(
+                "PAY001",
+                f"{entry.file}: {name} holds {stats.nonfinite_count:,} NaN/Inf values; the "
+                "training run diverged or the export is corrupt. Do not deploy it.",
+                file=entry.file,
+                tensor=name,
+                detail={"nonfinite": stats.nonfinite_count},
+            ))
+        if role in NORM_ROLES and stats.all_zero and entry.numel:
+            findings.append(Finding(
+                "PAY002",
+                f"{entry.file}: {name} is all zeros; the norm would zero its input. "
+                "The weight was never trained or was lost in export.",
+                file=entry.file,
+                tensor=name,
+            ))
+        if role == "fc_norm" and stats.all_one and entry.numel:
+            findings.append(Finding(
+                "FCN006",
+                f"{entry.file}: {name} is exactly all ones: an identity norm, which is what "
+                "an untrained or re-initialised fc_norm looks like. Check the export.",
+                file=entry.file,
+                tensor=name,
+            ))
+    return findings
