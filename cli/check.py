@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
-from dspark.cli.options import CheckpointArg, ConfigOption, FormatOption, OutputFormat
+from dspark.cli.options import CheckpointArg, ConfigOption, EngineOption, FormatOption, OutputFormat
 from dspark.cli.render import print_json, progress_bar, render_check
 from dspark.converters.check import check_checkpoint
 
@@ -27,13 +27,23 @@ def check(
     ] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail the check too.")] = False,
     config: ConfigOption = None,
+    engine: EngineOption = None,
+    contents: Annotated[
+        bool,
+        typer.Option(
+            "--contents",
+            help="Judge only what is inside (training-time CI): a layout the engine cannot open as it is "
+            "(SRV001) is a note, not a failure. The default judges the folder as the engine will open it.",
+        ),
+    ] = False,
     output: FormatOption = OutputFormat.human,
 ) -> None:
     """Check a draft checkpoint against the serving contract (headers only unless --deep)."""
     output_format.set(output.value)
     with progress_bar(deep and output is OutputFormat.human, "scanning") as progress:
         report = check_checkpoint(
-            checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress
+            checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress,
+            engine=engine, verdict="contents" if contents else "served",
         )
     if output is OutputFormat.json:
         print_json(report.to_dict(strict=strict))

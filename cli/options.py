@@ -26,3 +26,12 @@ ConfigOption = Annotated[
     Optional[Path],
     typer.Option("--config", help="The draft's config.json, when it is not beside the weights."),
 ]
+EngineOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine",
+        metavar="NAME[@REV]",
+        help="The serving engine whose loader is the contract: tokenspeed (= tokenspeed@current), "
+        "tokenspeed@pr1031, tokenspeed@main. See `dspark families`.",
+    ),
+]

@@ -7,6 +7,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -15,8 +16,11 @@ from typing import Any, Callable, Mapping
 
 from dspark.converters.configs import read_target_facts
 from dspark.converters.inventory import Checkpoint, open_checkpoint
+from dspark.schema.engines import EngineProfile, engine_by_spec
+from dspark.schema.errors import UnsupportedFamilyError, UsageError
+from dspark.schema.families import known_families_text
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity
-from dspark.schema.rules import ResolvedDraft, check_contract, payload_findings
+from dspark.schema.rules import ResolvedDraft, ServedLayout, check_contract, layout_findings, payload_findings
 
 MANIFEST_NAME = "dspark-manifest.json"
 
@@ -46,6 +50,8 @@ class CheckReport:
     scanned_bytes: int = 0
     target: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    engine: str | None = None
+    verdict: str = "served"
 
     @property
     def errors(self) -> list[Finding]:
@@ -58,9 +64,25 @@ class CheckReport:
     def passed(self, strict: bool = False) -> bool:
         return not self.errors and not (strict and self.warnings)
 
+    def verdicts(self, strict: bool = False) -> dict[str, bool]:
+        """Both verdicts, whichever one decides the exit code: `served`
+        (the engine opens the folder as it is) and `contents` (what is
+        inside is sound; SRV001 set aside)."""
+        def fails(f: Finding) -> bool:
+            return f.severity is Severity.ERROR or (strict and f.severity is Severity.WARNING)
+
+        layout = [f for f in self.findings if f.code == "SRV001"]
+        others = [f for f in self.findings if f.code != "SRV001"]
+        contents_ok = not any(fails(f) for f in others)
+        served_ok = contents_ok and not layout
+        return {"served": served_ok, "contents": contents_ok}
+
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
         return {
             "checkpoint": self.checkpoint,
+            "engine": self.engine,
+            "verdict": self.verdict,
+            "verdicts": self.verdicts(strict),
             "format": self.format,
             "family": self.family,
             "passed": self.passed(strict),
@@ -91,20 +113,29 @@ def check_checkpoint(
     environ: Mapping[str, str] | None = None,
     config_path: Path | str | None = None,
     progress: ProgressStart | None = None,
+    engine: EngineProfile | str | None = None,
+    verdict: str = "served",
 ) -> CheckReport:
-    """Check a draft checkpoint against the contract.
+    """Check a draft checkpoint against the contract of a serving engine.
 
     `target` is the target model's folder or config.json. `deep` streams
-    every payload (NaN/Inf, zero norms, identity fc_norm). `progress`, when
-    given, is called once with the total payload bytes and returns a
+    every payload (NaN/Inf, zero norms, identity fc_norm). `engine` is a
+    profile or `NAME[@REV]` (default: TokenSpeed as deployed today).
+    `verdict` "served" (the default) judges the folder as the engine will
+    open it; "contents" judges only what is inside, for training-time CI,
+    and reports the layout the engine cannot open as a note. `progress`,
+    when given, is called once with the total payload bytes and returns a
     callable told each chunk's size.
     """
+    if verdict not in VERDICTS:
+        raise UsageError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}.")
+    profile = engine if isinstance(engine, EngineProfile) else engine_by_spec(engine)
     target_facts = read_target_facts(Path(target)) if target is not None else None
     checkpoint = open_checkpoint(path, config_path=config_path)
     environ = os.environ if environ is None else environ
 
     findings: list[Finding] = list(checkpoint.config_findings) + list(checkpoint.findings)
-    resolved = ResolvedDraft(target_checked=target_facts is not None)
+    resolved = ResolvedDraft(engine=profile.spec, target_checked=target_facts is not None)
     expected: dict = {}
     if checkpoint.config is not None:
         contract = check_contract(
@@ -113,10 +144,23 @@ def check_checkpoint(
             config_file=checkpoint.config_display,
             target=target_facts,
             environ=environ,
+            engine=profile,
+        )
+        if contract.family is None:
+            raise UnsupportedFamilyError(
+                f"{checkpoint.config_display}: model_type {checkpoint.config.get('model_type')!r} / "
+                f"architectures {checkpoint.config.get('architectures')!r}: family not supported. "
+                f"Known: {known_families_text()}.",
+                path=checkpoint.config_display,
+            )
+        findings += layout_findings(
+            served_layout(checkpoint), contract.family, contract.loader, profile,
+            checkpoint.config, checkpoint.entries,
         )
         findings += contract.findings
         resolved = contract.resolved
         expected = contract.expected
+    findings = _apply_engine_severities(findings, profile, verdict)
 
     scanned = 0
     if deep:
@@ -128,7 +172,10 @@ def check_checkpoint(
 
         findings += verify_manifest(checkpoint, hashes=verify_hashes or deep)
 
-    return _report(checkpoint, resolved, findings, deep=deep, scanned=scanned, target=target_facts)
+    report = _report(checkpoint, resolved, findings, deep=deep, scanned=scanned, target=target_facts)
+    report.engine = profile.spec
+    report.verdict = verdict
+    return report
 
 
 def _scan_payloads(checkpoint: Checkpoint, expected, progress: ProgressStart | None) -> tuple[list[Finding], int]:
@@ -155,6 +202,46 @@ def _scan_payloads(checkpoint: Checkpoint, expected, progress: ProgressStart | N
             detail={"byte_range": list(entry.byte_range) if entry.byte_range else None, **error.detail},
         ))
     return payload_findings(scanned, expected) + findings, sum(e.nbytes for e, _ in scanned)
+
+
+VERDICTS = ("served", "contents")
+
+
+def served_layout(checkpoint: Checkpoint) -> ServedLayout:
+    """Whether the engine's loader would find weights where the user
+    pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
+    are none; never `.pt`, DCP or a single file named directly
+    (model_loader/loader.py@f4d8ec6e:258-318)."""
+    source = str(checkpoint.source)
+    if checkpoint.source.is_file():
+        return ServedLayout(source, checkpoint.format, False,
+                            "the engine loads a folder, not a single file")
+    if checkpoint.format.startswith("safetensors"):
+        return ServedLayout(source, checkpoint.format, True)
+    if checkpoint.format == "pt" and all(name.endswith(".bin") for name in checkpoint.weight_files):
+        return ServedLayout(source, checkpoint.format, True)
+    why = {
+        "dcp": "a torch.distributed.checkpoint folder, which the engine does not read",
+        "pt": "a .pt state dict, which the engine never reads (only *.safetensors, else *.bin)",
+    }.get(checkpoint.format)
+    return ServedLayout(source, checkpoint.format, False, why)
+
+
+def _apply_engine_severities(findings: list[Finding], profile: EngineProfile, verdict: str) -> list[Finding]:
+    """File-level problems the engine never looks at become warnings
+    (its `severity_overrides`); under the contents verdict the layout
+    finding is a note."""
+    out = []
+    for finding in findings:
+        severity = profile.severity_overrides.get(finding.code)
+        if finding.detail.get("stray_shard"):
+            severity = None  # a file the index does not name is never opened: its tensors do not load
+        if finding.code == "SRV001" and verdict == "contents":
+            severity = "info"
+        if severity is not None and severity != finding.severity.value:
+            finding = dataclasses.replace(finding, severity=Severity(severity))
+        out.append(finding)
+    return out
 
 
 def _report(
@@ -202,7 +289,8 @@ def inspect_checkpoint(
     *,
     environ: Mapping[str, str] | None = None,
     config_path: Path | str | None = None,
+    engine: EngineProfile | str | None = None,
 ) -> CheckReport:
     """The same header-only report `check` builds, for reading rather than
     gating: `dspark inspect` renders it as a page and exits 0."""
-    return check_checkpoint(path, environ=environ, config_path=config_path)
+    return check_checkpoint(path, environ=environ, config_path=config_path, engine=engine)

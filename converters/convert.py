@@ -41,6 +41,7 @@ from dspark.converters.writer import (
 )
 from dspark.schema.dtypes import CAST_TARGETS, DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES, is_floating
 from dspark.schema.errors import CheckpointError, UsageError
+from dspark.schema.engines import DEFAULT_ENGINE
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry, has_control_characters, printable_name
@@ -475,11 +476,21 @@ def normalise_config(
             out[key] = value
             changes.append(f"{key}: {before} -> {value!r} ({why})")
 
-    if out.get("model_type") not in family.model_types:
-        put("model_type", family.model_types[0], f"the {family.name} family")
+    loader = DEFAULT_ENGINE.loader_for(family.name)
+    parseable = loader.model_types if loader is not None else family.model_types
+    if out.get("model_type") not in parseable:
+        # Pin what the new config class would otherwise default (TokenSpeed's
+        # Qwen3Config assumes head_dim 128, configs/qwen3_config.py@f4d8ec6e:173-197).
+        if family.dims.get("hd") is not None and "head_dim" not in out:
+            head_dim = family.resolve_dims(out).get("hd")
+            if head_dim is not None:
+                put("head_dim", head_dim, "explicit, so the engine's config class does not default it")
+        put("model_type", parseable[0], f"a model_type the engine's config loader parses for {family.name}")
     architectures = out.get("architectures")
-    if not (isinstance(architectures, list) and any(a in family.architectures for a in architectures)):
-        put("architectures", [family.architectures[0]], f"the {family.name} family")
+    # The engine loads the first registered entry: the family's class goes first.
+    first = next((a for a in architectures if a in family.architectures), None) if isinstance(architectures, list) else None
+    if not isinstance(architectures, list) or not architectures or architectures[0] != first:
+        put("architectures", [first or family.architectures[0]], f"the {family.name} family, first")
 
     if "fc_norm" not in out and not any(family.fc_norm_index(t.name) is not None for t in tensors):
         put("fc_norm", False, "no fc_norm weights shipped; absent means false")

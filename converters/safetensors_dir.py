@@ -196,14 +196,20 @@ def _index_consistency(
                 tensor=name,
                 detail={"shard": shard, "actual": actual[0] if actual else None},
             ))
+    named_shards = set(listed.values())
     for entry in entries:
         if entry.stored_name not in listed:
+            stray = entry.file not in named_shards
             findings.append(Finding(
                 "IDX004",
                 f"{entry.file} holds {printable_name(entry.stored_name)}, which {SAFETENSORS_INDEX} does "
-                "not list; a loader following the index never reads it. Regenerate the index.",
+                "not list; "
+                + ("the index does not name the file at all, so a loader following it never opens it."
+                   if stray else "a loader that reads whole shards loads it anyway, others skip it.")
+                + " Regenerate the index.",
                 file=entry.file,
                 tensor=entry.stored_name,
+                detail={"stray_shard": stray},
             ))
     if index_total is not None:
         # The bytes of the shards the index names; a stray file is IDX004's.

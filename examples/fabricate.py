@@ -222,7 +222,8 @@ def _int_matrix(config: dict, tensors: dict) -> None:
 
 
 def _extra_tensor(config: dict, tensors: dict) -> None:
-    tensors["layers.0.self_attn.rotary_emb.inv_freq"] = tensors["context_norm.weight"].clone()
+    # A GQA projection in an MLA draft: the K3 loader has no destination for it.
+    tensors["layers.0.self_attn.q_proj.weight"] = tensors["layers.0.self_attn.o_proj.weight"].clone()
 
 
 def _duplicate(config: dict, tensors: dict) -> None:
@@ -254,7 +255,6 @@ DEFECTS: dict[str, Defect] = {
     "mla-nope": Defect("CFG003", _set("mla_use_nope", True), description="mla_use_nope true"),
     "zero-markov-rank": Defect("CFG003", _set("markov_rank", 0), description="markov_rank 0"),
     "markov-head-type": Defect("CFG003", _set("markov_head_type", "gated"), description="unsupported Markov head"),
-    "unknown-family": Defect("CFG004", lambda c, t: (c.update(model_type="llama"), c.pop("architectures")), description="not a draft"),
     "tap-count": Defect("CFG005", _set("num_target_layers", 4), description="5 taps, 4 declared"),
     "taps-unsorted": Defect("CFG006", _set("target_layer_ids", [1, 7, 4, 9, 11]), description="taps out of order"),
     "tap-out-of-range": Defect("CFG007", lambda c, t: c.update(target_layer_ids=c["target_layer_ids"][:-1] + [c["target_num_hidden_layers"]]), description="last tap beyond the target"),
@@ -273,7 +273,7 @@ DEFECTS: dict[str, Defect] = {
     "stream-invalid": Defect("STR001", _set("aux_hidden_stream", "residual"), description="unknown stream"),
     "stream-invalid-nested": Defect("STR001", lambda c, t: c.update(dflash_config={"aux_hidden_stream": "mixture"}), description="unknown stream in dflash_config"),
     "missing-layer": Defect("INV001", _drop("layers.1."), description="layer 1 dropped"),
-    "unexpected-tensor": Defect("INV002", _extra_tensor, description="rotary inv_freq shipped"),
+    "unexpected-tensor": Defect("INV002", _extra_tensor, description="a q_proj the MLA draft has no destination for"),
     "wrong-shape": Defect("INV003", _mutate("layers.1.self_attn.o_proj.weight", _narrow), description="o_proj one row short"),
     "int-weight": Defect("INV004", _int_matrix, description="up_proj as int8"),
     "duplicate-name": Defect("INV006", _duplicate, description="final_norm with and without model."),

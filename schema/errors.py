@@ -38,6 +38,11 @@ class UsageError(DsparkError):
     no such path, not a checkpoint at all, an output that already exists."""
 
 
+class UnsupportedFamilyError(UsageError):
+    """The config names a draft family dspark does not model: not a broken
+    checkpoint, a checkpoint dspark cannot judge (exit 2)."""
+
+
 class CheckpointError(DsparkError):
     """The checkpoint itself is broken: a corrupt or inconsistent file, a
     tensor that cannot be read. Carries a finding `code` for reports."""

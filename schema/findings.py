@@ -43,7 +43,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("CFG006", E, "target_layer_ids not strictly ascending (order or duplicates)"),
     ("CFG007", E, "target layer id outside [0, target_num_hidden_layers)"),
     ("CFG008", E, "mask_token_id missing or outside [0, vocab_size)"),
-    ("CFG009", E, "draft_vocab_size differs from vocab_size"),
+    ("CFG009", W, "draft_vocab_size differs from vocab_size (the engine does not read it)"),
     # fc_norm
     ("FCN001", E, "fc_norm declared true but no fc_norm weights shipped"),
     ("FCN002", E, "fc_norm weights shipped but fc_norm not declared true"),
@@ -62,9 +62,21 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     # --target
     ("TGT001", E, "target config is unreadable or lacks a needed field"),
     ("TGT002", E, "target_hidden_size differs from the target's hidden_size"),
-    ("TGT003", E, "target_num_hidden_layers differs from the target's layer count"),
+    ("TGT003", W, "target_num_hidden_layers differs from the target's layer count (the engine never compares them)"),
     ("TGT004", E, "vocab_size differs from the target's vocab_size"),
     ("TGT005", E, "a tap is outside the target's layers"),
+    # the serving engine (--engine): how it opens, resolves and coerces
+    ("SRV001", E, "not servable as it is: the engine cannot open this layout; convert it first"),
+    ("ENG001", E, "the engine does not honour a feature the draft declares or ships"),
+    ("ENG002", E, "the engine resolves architectures to another model class"),
+    ("ENG003", W, "the engine coerces or ignores a config value"),
+    ("ENG004", I, "a launch setting the draft needs"),
+    ("FEA001", E, "a declared feature ships no weights"),
+    ("FEA002", E, "feature weights shipped but the feature is not declared"),
+    ("OVR001", E, "dflash_config overrides a top-level value with a different one"),
+    ("ROP001", E, "RoPE scaling lacks a key the engine needs"),
+    ("ROP002", W, "RoPE parameters the engine fills in or replaces silently"),
+    ("SWA001", E, "sliding-window layers without a sliding_window size"),
     # tensor inventory
     ("INV001", E, "expected tensor missing"),
     ("INV002", E, "unexpected tensor (the serving loader has no destination)"),

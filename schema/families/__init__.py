@@ -18,13 +18,20 @@ from dspark.schema.naming import strip_wrappers
 FAMILIES: tuple[DraftFamily, ...] = (K3_DSPARK, DFLASH_GQA)
 
 
+def family_for_architecture(architecture: Any) -> DraftFamily | None:
+    return next((f for f in FAMILIES if architecture in f.architectures), None)
+
+
 def family_for_config(config: Mapping[str, Any]) -> DraftFamily | None:
-    """Recognise a family by `architectures` first, then `model_type` (the
-    reference K3 config omits `architectures`)."""
+    """The family the config describes: its first architecture dspark knows,
+    else its `model_type` (the reference K3 config omits `architectures`).
+    Which class an engine actually loads is the engine's decision
+    (`EngineProfile.architectures`)."""
     architectures = config.get("architectures")
     if isinstance(architectures, list):
-        for family in FAMILIES:
-            if any(arch in family.architectures for arch in architectures):
+        for architecture in architectures:
+            family = family_for_architecture(architecture)
+            if family is not None:
                 return family
     model_type = config.get("model_type")
     for family in FAMILIES:
@@ -51,6 +58,7 @@ __all__ = [
     "TensorRule",
     "evaluate_dim",
     "family_by_name",
+    "family_for_architecture",
     "family_for_config",
     "known_families_text",
     "nested_field",

@@ -64,6 +64,24 @@ class DraftFamily:
     training_only_prefixes: tuple[str, ...] = ("t2d", "d2t")
     # training-module name prefix -> served name prefix
     renames: Mapping[str, str] = field(default_factory=dict)
+    # Where the tap ids sit: config -> (ids or None, the field they came from).
+    tap_ids: Callable[[Mapping[str, Any]], tuple[Any, str | None]] = field(default=lambda c: (None, None))
+    # The config field that must equal the number of taps, when the engine checks one.
+    tap_count_field: str | None = None
+    # The draft field the target's hidden size must equal: the width of each tap.
+    target_width_field: str = "target_hidden_size"
+    # Boolean config flags that add tensors (`fc_norm`, `norm_before_fc`):
+    # judged declared against shipped.
+    declared_features: tuple[str, ...] = ("fc_norm",)
+    # Features that follow from the config rather than a flag of their own
+    # (a Markov head for a DSpark architecture, biases for attention_bias).
+    derived_features: Callable[[Mapping[str, Any], str | None], dict[str, bool]] = field(
+        default=lambda config, architecture: {}
+    )
+    # Whether the draft has a mask token (block drafts) the engine requires.
+    needs_mask_token: bool = True
+    # Config rules of this family alone: (config, config_file) -> findings.
+    config_rules: tuple[Callable[[Mapping[str, Any], str], list], ...] = ()
 
     def served_name(self, stored_name: str) -> str:
         name = strip_wrappers(stored_name)
@@ -99,15 +117,20 @@ class DraftFamily:
                 dims[symbol] = value
         return dims
 
+    def feature_names(self) -> set[str]:
+        return {rule.when for rule in self.tensors if rule.when is not None}
+
     def expected_tensors(
-        self, dims: Mapping[str, int], features: Mapping[str, bool]
+        self, dims: Mapping[str, int], features: Mapping[str, bool] | None = None
     ) -> tuple[dict[str, ExpectedTensor], list[str]]:
         """Served name -> expected tensor, plus the names of rules that could
-        not be expanded because a dimension they need is unknown."""
+        not be expanded because a dimension they need is unknown. With
+        `features` None every feature's tensors are listed (to recognise
+        names); otherwise only those of the features that are on."""
         expected: dict[str, ExpectedTensor] = {}
         unresolved: list[str] = []
         for rule in self.tensors:
-            if rule.when is not None and not features.get(rule.when, False):
+            if rule.when is not None and features is not None and not features.get(rule.when, False):
                 continue
             try:
                 shape = tuple(evaluate_dim(expr, dims) for expr in rule.shape)
@@ -149,10 +172,13 @@ def evaluate_dim(expression: str, dims: Mapping[str, int]) -> int:
 
 
 def nested_field(config: Mapping[str, Any], name: str) -> tuple[Any, str | None]:
-    """A field that may sit in `dflash_config` (which wins) or at the top
-    level. Returns the value and the path it came from."""
+    """A field that may sit in `dflash_config` or at the top level. Returns
+    the value and the path it came from. The engine's drafter reads
+    `dflash_config.get(name) or config.name`, so a nested value wins only
+    when it is truthy: null, "" or [] fall through to the top level
+    (tokenspeed execution/drafter/dflash.py@4b9766f6:52-58, 146-162)."""
     nested = config.get("dflash_config")
-    if isinstance(nested, Mapping) and name in nested:
+    if isinstance(nested, Mapping) and nested.get(name):
         return nested[name], f"dflash_config.{name}"
     if name in config:
         return config[name], name
@@ -164,15 +190,6 @@ def tap_count(config: Mapping[str, Any]) -> Any:
         return config["num_target_layers"]
     layer_ids, _ = nested_field(config, "target_layer_ids")
     return len(layer_ids) if isinstance(layer_ids, list) else None
-
-
-def gqa_head_dim(config: Mapping[str, Any]) -> Any:
-    if "head_dim" in config:
-        return config["head_dim"]
-    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
-    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
-        return hidden // heads
-    return None
 
 
 SHARED_DIMS = {

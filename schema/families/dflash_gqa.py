@@ -1,35 +1,160 @@
-"""GQA DFlash / DSpark drafts: fc, hidden_norm, norm and q/k/v/o projections."""
+"""GQA DFlash / DSpark drafts: fc, hidden_norm, norm and q/k/v/o projections.
+
+Shapes are those TokenSpeed's `DFlashDraftModel` and `DSparkDraftModel`
+build (python/tokenspeed/runtime/models/dflash.py@f4d8ec6e:60-125, 239-296,
+378-395; models/dspark.py@f4d8ec6e:75-128): `fc` takes taps x the draft's
+own hidden_size (target_hidden_size is never read), there is no fc_norm,
+and a DSpark draft adds a Markov head.
+"""
 
 from __future__ import annotations
 
-from dspark.schema.families.base import (
-    DECODER_MLP_AND_NORMS,
-    SHARED_DIMS,
-    DraftFamily,
-    TensorRule,
-    gqa_head_dim,
-)
+from typing import Any, Mapping
+
+from dspark.schema.families.base import DECODER_MLP_AND_NORMS, SHARED_DIMS, DraftFamily, TensorRule
+from dspark.schema.findings import Finding
+
+
+def gqa_taps(config: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """`dflash_config.target_layer_ids` when non-empty, else the top level;
+    no default (models/dflash.py@f4d8ec6e:382-385)."""
+    nested = config.get("dflash_config")
+    if isinstance(nested, Mapping) and nested.get("target_layer_ids"):
+        return nested["target_layer_ids"], "dflash_config.target_layer_ids"
+    if config.get("target_layer_ids"):
+        return config["target_layer_ids"], "target_layer_ids"
+    return None, None
+
+
+def _tap_count(config: Mapping[str, Any]) -> Any:
+    ids, _ = gqa_taps(config)
+    return len(ids) if isinstance(ids, list) else 0
+
+
+def gqa_head_dim(config: Mapping[str, Any]) -> Any:
+    """`head_dim` when present; else the config class's default: 128 for
+    TokenSpeed's Qwen3Config (configs/qwen3_config.py@f4d8ec6e:173-197),
+    hidden_size // heads otherwise (models/dflash.py@f4d8ec6e:78-80)."""
+    if "head_dim" in config:
+        return config["head_dim"]
+    if config.get("model_type") == "qwen3":
+        return 128
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        return hidden // heads
+    return None
+
+
+def _markov_rank(config: Mapping[str, Any]) -> Any:
+    """`dspark_config.markov_rank`, else the top level; `dflash_config` is
+    not read (models/dspark.py@f4d8ec6e:75-85)."""
+    nested = config.get("dspark_config")
+    if isinstance(nested, Mapping) and "markov_rank" in nested:
+        return nested["markov_rank"]
+    return config.get("markov_rank")
+
+
+def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
+    return {
+        "markov_head": architecture == "DSparkDraftModel" or (architecture is None and _is_dspark(config)),
+        "attention_bias": bool(config.get("attention_bias", False)),
+    }
+
+
+def _is_dspark(config: Mapping[str, Any]) -> bool:
+    architectures = config.get("architectures")
+    first = architectures[0] if isinstance(architectures, list) and architectures else None
+    return isinstance(first, str) and (first == "DSparkDraftModel" or first.startswith("Qwen3DSparkModel"))
+
+
+def _block_size(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The drafter accepts a block_size (dflash_config's wins) only when it
+    equals --speculative-num-draft-tokens or one less
+    (execution/drafter/dflash.py@f4d8ec6e:81-97): a launch setting, said here."""
+    nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), Mapping) else {}
+    size = nested.get("block_size", config.get("block_size"))
+    if not isinstance(size, int) or isinstance(size, bool):
+        return []
+    return [Finding(
+        "ENG004",
+        f"{config_file}: block_size = {size}: launch the engine with --speculative-num-draft-tokens "
+        f"{size} or {size + 1}; any other value is refused at startup.",
+        file=config_file,
+        detail={"block_size": size, "num_draft_tokens": [size, size + 1]},
+    )]
+
+
+def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """Sliding-attention layers need config.sliding_window
+    (models/dflash.py@f4d8ec6e:542-592)."""
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list) and "sliding_attention" in layer_types and not config.get("sliding_window"):
+        return [Finding(
+            "SWA001",
+            f"{config_file}: layer_types has sliding_attention layers but sliding_window is "
+            f"{config.get('sliding_window')!r}; the engine refuses the draft. Set the window the draft "
+            "was trained with.",
+            file=config_file,
+            detail={"field": "sliding_window"},
+        )]
+    return []
+
+
+def _markov_rank_present(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """A DSpark draft needs markov_rank > 0 from dspark_config or the top
+    level (models/dspark.py@f4d8ec6e:75-85, 111-115)."""
+    if not _is_dspark(config):
+        return []
+    rank = _markov_rank(config)
+    if isinstance(rank, int) and not isinstance(rank, bool) and rank > 0:
+        return []
+    nested = config.get("dflash_config")
+    where = (" (dflash_config.markov_rank is not read)"
+             if isinstance(nested, Mapping) and "markov_rank" in nested else "")
+    return [Finding(
+        "CFG003",
+        f"{config_file}: a DSpark draft needs markov_rank > 0 at the top level or in dspark_config"
+        f"{where}; the engine refuses it. Set markov_rank.",
+        file=config_file,
+        detail={"field": "markov_rank", "validator": "required"},
+    )]
+
 
 DFLASH_GQA = DraftFamily(
     name="dflash_gqa",
     description="GQA DFlash / DSpark draft (fc, hidden_norm, norm; q/k/v/o projections)",
     model_types=("dflash", "dspark", "dflash_draft"),
-    architectures=("DFlashDraftModel", "DSparkDraftModel", "DFlashModel"),
+    architectures=("DFlashDraftModel", "DSparkDraftModel"),
     schema_file="dflash_gqa.schema.json",
-    dims={**SHARED_DIMS, "hd": gqa_head_dim},
+    dims={**SHARED_DIMS, "S": _tap_count, "hd": gqa_head_dim, "markov": _markov_rank},
     tensors=(
-        TensorRule("fc.weight", ("h", "S*th"), role="context_proj"),
+        TensorRule("fc.weight", ("h", "S*h"), role="context_proj"),
         TensorRule("hidden_norm.weight", ("h",), role="context_norm"),
         TensorRule("norm.weight", ("h",), role="norm"),
-        TensorRule("fc_norm.{i}.weight", ("th",), role="fc_norm", when="fc_norm"),
+        # Not a parameter of the engine's model: listed so that shipped
+        # fc_norm weights are recognised and refused by name.
+        TensorRule("fc_norm.{i}.weight", ("h",), role="fc_norm", when="fc_norm"),
+        TensorRule("markov_head.markov_w1.weight", ("vocab", "markov"), when="markov_head"),
+        TensorRule("markov_head.markov_w2.weight", ("vocab", "markov"), when="markov_head"),
         *DECODER_MLP_AND_NORMS,
         TensorRule("layers.{n}.self_attn.q_proj.weight", ("nh*hd", "h")),
         TensorRule("layers.{n}.self_attn.k_proj.weight", ("nkv*hd", "h")),
         TensorRule("layers.{n}.self_attn.v_proj.weight", ("nkv*hd", "h")),
         TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*hd")),
+        TensorRule("layers.{n}.self_attn.q_proj.bias", ("nh*hd",), when="attention_bias"),
+        TensorRule("layers.{n}.self_attn.k_proj.bias", ("nkv*hd",), when="attention_bias"),
+        TensorRule("layers.{n}.self_attn.v_proj.bias", ("nkv*hd",), when="attention_bias"),
+        TensorRule("layers.{n}.self_attn.o_proj.bias", ("h",), when="attention_bias"),
         TensorRule("layers.{n}.self_attn.q_norm.weight", ("hd",), role="norm"),
         TensorRule("layers.{n}.self_attn.k_norm.weight", ("hd",), role="norm"),
     ),
-    # TorchSpec's training module names the same parts like the K3 draft.
+    # TorchSpec's training module names the same parts like the K3 draft
+    # (TorchSpec torchspec/models/draft/dflash.py@6f21829); convert renames them.
     renames={"context_proj.": "fc.", "context_norm.": "hidden_norm.", "final_norm.": "norm."},
+    tap_ids=gqa_taps,
+    tap_count_field=None,
+    target_width_field="hidden_size",
+    declared_features=("fc_norm",),
+    derived_features=_derived,
+    config_rules=(_block_size, _sliding_layers, _markov_rank_present),
 )

@@ -8,6 +8,7 @@ from dspark.schema.families import nested_field
 from dspark.schema.rules.config import cross_field_findings, load_config_schema, schema_findings
 from dspark.schema.rules.contract import ContractResult, check_contract
 from dspark.schema.rules.inventory import inventory_findings
+from dspark.schema.rules.layout import ServedLayout, layout_findings
 from dspark.schema.rules.payload import NORM_ROLES, payload_findings
 from dspark.schema.rules.resolve import ResolvedDraft
 from dspark.schema.rules.stream import DEFAULT_STREAM, STREAM_ENV_VAR, STREAMS, stream_findings
@@ -20,10 +21,12 @@ __all__ = [
     "STREAM_ENV_VAR",
     "ContractResult",
     "ResolvedDraft",
+    "ServedLayout",
     "TargetFacts",
     "check_contract",
     "cross_field_findings",
     "inventory_findings",
+    "layout_findings",
     "load_config_schema",
     "nested_field",
     "payload_findings",

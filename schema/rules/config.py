@@ -46,6 +46,14 @@ def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file:
                 f"{config_file}: {path} is {error.instance!r}; it must be 'prefix' or 'attn_res' "
                 "(case-insensitive). Declare the stream the draft was trained against."
             )
+        elif leaf == "fc_norm" and path == "fc_norm":
+            code = "CFG003"
+            message = (
+                f"{config_file}: fc_norm is {error.instance!r}, not a boolean. The engine reads "
+                f"bool({error.instance!r}) = {bool(error.instance)}"
+                + (", so the string 'false' turns fc_norm ON" if error.instance == "false" else "")
+                + ". Write true or false."
+            )
         elif leaf == "mask_token_id":
             code = "CFG008"
             message = f"{config_file}: {path} is {error.instance!r}; it must be a token id >= 0."
@@ -60,27 +68,51 @@ def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file:
     return findings
 
 
-def cross_field_findings(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+def integer_fields(family: DraftFamily) -> tuple[str, ...]:
+    """Top-level fields the family's schema types as integers: those the
+    engine's config class runs int() over."""
+    properties = load_config_schema(family.schema_file).get("properties", {})
+    defs = load_config_schema(family.schema_file).get("$defs", {})
+
+    def is_integer(spec: Mapping[str, Any]) -> bool:
+        if spec.get("type") == "integer":
+            return True
+        ref = spec.get("$ref", "")
+        return ref.startswith("#/$defs/") and defs.get(ref.rsplit("/", 1)[-1], {}).get("type") == "integer"
+
+    return tuple(name for name, spec in properties.items() if isinstance(spec, Mapping) and is_integer(spec))
+
+
+def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
     findings: list[Finding] = []
-    layer_ids, layer_ids_path = nested_field(config, "target_layer_ids")
-    tap_count = config.get("num_target_layers")
-    target_layers = config.get("target_num_hidden_layers")
+    layer_ids, layer_ids_path = family.tap_ids(config)
+    tap_count = config.get(family.tap_count_field) if family.tap_count_field else None
+    target_layers = config.get("target_num_hidden_layers") if family.tap_count_field else None
     vocab = config.get("vocab_size")
 
+    if layer_ids is None and family.tap_count_field is None and family.needs_mask_token:
+        findings.append(Finding(
+            "CFG005",
+            f"{config_file}: no target_layer_ids (top level or non-empty dflash_config.target_layer_ids); "
+            "the engine derives no default and refuses the draft. List the taps the draft was trained on.",
+            file=config_file,
+            detail={"target_layer_ids": None},
+        ))
     if isinstance(layer_ids, list) and all(is_int(t) for t in layer_ids):
         if is_int(tap_count) and len(layer_ids) != tap_count:
             findings.append(Finding(
                 "CFG005",
                 f"{config_file}: {layer_ids_path} lists {len(layer_ids)} taps {layer_ids} but "
-                f"num_target_layers is {tap_count}. Make them agree.",
+                f"{family.tap_count_field} is {tap_count}. Make them agree.",
                 file=config_file,
-                detail={"target_layer_ids": layer_ids, "num_target_layers": tap_count},
+                detail={"target_layer_ids": layer_ids, family.tap_count_field: tap_count},
             ))
         if any(b <= a for a, b in zip(layer_ids, layer_ids[1:])):
             findings.append(Finding(
                 "CFG006",
                 f"{config_file}: {layer_ids_path} {layer_ids} must be strictly ascending with no "
-                "repeats (the taps are concatenated in layer order).",
+                "repeats: the engine refuses repeats and captures taps in ascending layer order, so "
+                "any other order feeds fc's column blocks the wrong layers.",
                 file=config_file,
                 detail={"target_layer_ids": layer_ids},
             ))
@@ -95,31 +127,125 @@ def cross_field_findings(config: Mapping[str, Any], config_file: str) -> list[Fi
                     detail={"outside": outside, "target_num_hidden_layers": target_layers},
                 ))
 
-    mask, mask_path = nested_field(config, "mask_token_id")
-    if mask is None:
-        findings.append(Finding(
-            "CFG008",
-            f"{config_file}: mask_token_id is missing; the draft fills its block with this token. "
-            "Set it to the id the draft was trained with.",
-            file=config_file,
-            detail={"field": "mask_token_id"},
-        ))
-    elif is_int(mask) and is_int(vocab) and mask >= vocab:
-        # (a negative id is a schema finding already; one finding per fault)
-        findings.append(Finding(
-            "CFG008",
-            f"{config_file}: {mask_path} = {mask} is outside [0, vocab_size = {vocab}).",
-            file=config_file,
-            detail={"mask_token_id": mask, "vocab_size": vocab},
-        ))
+    if family.needs_mask_token:
+        mask, mask_path = nested_field(config, "mask_token_id")
+        if mask is None:
+            findings.append(Finding(
+                "CFG008",
+                f"{config_file}: mask_token_id is missing; the draft fills its block with this token. "
+                "Set it to the id the draft was trained with.",
+                file=config_file,
+                detail={"field": "mask_token_id"},
+            ))
+        elif is_int(mask) and is_int(vocab) and mask >= vocab:
+            findings.append(Finding(
+                "CFG008",
+                f"{config_file}: {mask_path} = {mask} is outside [0, vocab_size = {vocab}).",
+                file=config_file,
+                detail={"mask_token_id": mask, "vocab_size": vocab},
+            ))
+        findings += _override_findings(config, family, config_file)
 
     draft_vocab = config.get("draft_vocab_size")
-    if is_int(draft_vocab) and is_int(vocab) and draft_vocab != vocab:
+    if "draft_vocab" not in family.dims and is_int(draft_vocab) and is_int(vocab) and draft_vocab != vocab:
         findings.append(Finding(
             "CFG009",
-            f"{config_file}: draft_vocab_size = {draft_vocab} but vocab_size = {vocab}; the draft "
-            "borrows the target's head, so they must be equal.",
+            f"{config_file}: draft_vocab_size = {draft_vocab} but vocab_size = {vocab}; a "
+            f"{family.name} draft borrows the target's head and the engine never reads "
+            "draft_vocab_size. Set it to vocab_size or drop it, so other loaders agree.",
             file=config_file,
             detail={"draft_vocab_size": draft_vocab, "vocab_size": vocab},
         ))
+    for rule in family.config_rules:
+        findings += rule(config, config_file)
+    return findings
+
+
+def _override_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
+    """The K3 model validates the top-level taps and mask token, while its
+    drafter reads `dflash_config`'s first when truthy
+    (execution/drafter/dflash.py@4b9766f6:146-162): a different nested value
+    is what is served, unvalidated."""
+    if family.tap_count_field is None:
+        return []
+    nested = config.get("dflash_config")
+    findings = []
+    if not isinstance(nested, Mapping):
+        return findings
+    for name in ("target_layer_ids", "mask_token_id"):
+        inner, outer = nested.get(name), config.get(name)
+        if inner and outer is not None and inner != outer:
+            findings.append(Finding(
+                "OVR001",
+                f"{config_file}: dflash_config.{name} = {inner!r} but {name} = {outer!r}. The engine "
+                f"validates the top-level value and serves the nested one. Make them equal.",
+                file=config_file,
+                detail={"field": name, "nested": inner, "top_level": outer},
+            ))
+    return findings
+
+
+_YARN_TYPES = ("yarn", "deepseek_yarn")
+
+
+def rope_findings(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """YaRN as the engine's rotary setup reads it: `rope_parameters`,
+    replaced wholesale by a top-level `rope_scaling`; `factor` is required,
+    `original_max_position_embeddings` is required except for lowercase
+    "yarn", where transformers fills it from max_position_embeddings
+    (configs/kimi_k3_dspark_config.py@4b9766f6:148-174;
+    layers/rotary_embedding.py@4b9766f6:1436-1437)."""
+    findings: list[Finding] = []
+    parameters = config.get("rope_parameters")
+    field_name = "rope_parameters"
+    if isinstance(config.get("rope_scaling"), Mapping):
+        if isinstance(parameters, Mapping) and parameters != config["rope_scaling"]:
+            findings.append(Finding(
+                "ROP002",
+                f"{config_file}: rope_scaling replaces rope_parameters entirely in the engine's config "
+                "loader; the keys only rope_parameters holds are lost. Keep one of them.",
+                file=config_file,
+                detail={"field": "rope_scaling"},
+            ))
+        parameters, field_name = config["rope_scaling"], "rope_scaling"
+    if not isinstance(parameters, Mapping):
+        return findings
+    rope_type = str(parameters.get("rope_type", parameters.get("type", "default")))
+    if rope_type.lower() not in _YARN_TYPES:
+        return findings
+    if "factor" not in parameters:
+        findings.append(Finding(
+            "ROP001",
+            f"{config_file}: {field_name} declares {rope_type} but has no factor; the engine's rotary "
+            "setup needs it and refuses the draft. Add the YaRN factor the draft was trained with.",
+            file=config_file,
+            detail={"field": f"{field_name}.factor"},
+        ))
+    elif not isinstance(parameters["factor"], (int, float)) or isinstance(parameters["factor"], bool):
+        findings.append(Finding(
+            "ROP001",
+            f"{config_file}: {field_name}.factor is {parameters['factor']!r}, not a number; the "
+            "engine's YaRN setup fails on it.",
+            file=config_file,
+            detail={"field": f"{field_name}.factor"},
+        ))
+    if "original_max_position_embeddings" not in parameters:
+        if rope_type == "yarn":
+            findings.append(Finding(
+                "ROP002",
+                f"{config_file}: {field_name} has no original_max_position_embeddings; the engine's "
+                f"config loader fills it from max_position_embeddings = "
+                f"{config.get('max_position_embeddings')!r}, a different YaRN than one trained on a "
+                "shorter original context. Write the value the draft was trained with.",
+                file=config_file,
+                detail={"field": f"{field_name}.original_max_position_embeddings"},
+            ))
+        else:
+            findings.append(Finding(
+                "ROP001",
+                f"{config_file}: {field_name} ({rope_type}) has no original_max_position_embeddings; the "
+                "engine's rotary setup needs it and refuses the draft.",
+                file=config_file,
+                detail={"field": f"{field_name}.original_max_position_embeddings"},
+            ))
     return findings

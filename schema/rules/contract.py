@@ -5,14 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from dspark.schema.families import DraftFamily, ExpectedTensor, family_for_config, nested_field
+from dspark.schema.engines import DEFAULT_ENGINE, EngineProfile, FamilyLoader
+from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
-from dspark.schema.rules.config import cross_field_findings, schema_findings
+from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
 from dspark.schema.rules.inventory import inventory_findings
-from dspark.schema.rules.resolve import ResolvedDraft
+from dspark.schema.rules.resolve import ResolvedDraft, resolve_family
 from dspark.schema.rules.stream import stream_findings
 from dspark.schema.rules.target import TargetFacts, target_findings
+from dspark.schema.rules.values import engine_view
 
 
 @dataclass
@@ -21,6 +23,8 @@ class ContractResult:
     resolved: ResolvedDraft
     family: DraftFamily | None
     expected: dict[str, ExpectedTensor]
+    loader: FamilyLoader | None = None
+    config: Mapping[str, Any] | None = None  # as the engine reads it
 
 
 def check_contract(
@@ -30,34 +34,42 @@ def check_contract(
     config_file: str = "config.json",
     target: TargetFacts | None = None,
     environ: Mapping[str, str] | None = None,
+    engine: EngineProfile = DEFAULT_ENGINE,
 ) -> ContractResult:
-    """Every config and inventory rule of the draft contract."""
+    """Every config and inventory rule of the draft contract, as `engine`
+    loads the draft. `family` is None when dspark knows no family the
+    config could describe (the caller says so; no rule ran)."""
     environ = {} if environ is None else environ
-    resolved = ResolvedDraft()
-    family = family_for_config(config)
+    resolved = ResolvedDraft(engine=engine.spec, target_checked=target is not None)
+    resolution = resolve_family(config, engine, config_file)
+    family, loader = resolution.family, resolution.loader
     if family is None:
-        finding = Finding(
-            "CFG004",
-            f"{config_file}: model_type {config.get('model_type')!r} / architectures "
-            f"{config.get('architectures')!r} is not a known draft family. Known: k3_dspark "
-            "(K3DSparkModel), dflash_gqa (DFlashDraftModel).",
-            file=config_file,
-            detail={"model_type": config.get("model_type"), "architectures": config.get("architectures")},
-        )
-        return ContractResult([finding], resolved, None, {})
+        return ContractResult([], resolved, None, {})
     resolved.family = family.name
-    layer_ids, _ = nested_field(config, "target_layer_ids")
-    resolved.target_layer_ids = list(layer_ids) if isinstance(layer_ids, list) else []
-    resolved.num_hidden_layers = config.get("num_hidden_layers")
-    resolved.hidden_size = config.get("hidden_size")
-    resolved.target_hidden_size = config.get("target_hidden_size", config.get("hidden_size"))
-    resolved.target_checked = target is not None
+    resolved.architecture = resolution.architecture
+    findings = list(resolution.findings)
+    view, coerced = engine_view(config, loader, integer_fields(family), config_file)
+    findings += coerced
 
-    findings = schema_findings(config, family, config_file)
-    findings += cross_field_findings(config, config_file)
-    findings += stream_findings(config, resolved, config_file, environ, target)
+    layer_ids, _ = family.tap_ids(view)
+    resolved.target_layer_ids = list(layer_ids) if isinstance(layer_ids, list) else []
+    resolved.num_hidden_layers = view.get("num_hidden_layers")
+    resolved.hidden_size = view.get("hidden_size")
+    resolved.target_hidden_size = view.get(family.target_width_field)
+    resolved.fc_norm_declared = config.get("fc_norm")
+    resolved.fc_norm = bool(config.get("fc_norm"))
+    features = {name: bool(view.get(name)) for name in family.declared_features}
+    features.update(family.derived_features(view, resolution.architecture))
+    resolved.features = dict(features)
+
+    findings += schema_findings(view, family, config_file)
+    findings += cross_field_findings(view, family, config_file)
+    findings += rope_findings(view, config_file)
+    findings += stream_findings(view, resolved, config_file, environ, target, engine=engine, loader=loader)
     if target is not None:
-        findings += target_findings(config, target)
-    inventory, expected = inventory_findings(family, config, entries, resolved, config_file)
+        findings += target_findings(view, target, family, loader)
+    inventory, expected = inventory_findings(
+        family, loader, engine, view, entries, resolved, features, config_file
+    )
     findings += inventory
-    return ContractResult(findings, resolved, family, expected)
+    return ContractResult(findings, resolved, family, expected, loader, view)

@@ -1,54 +1,124 @@
-"""Declared features against the tensors shipped for them (fc_norm)."""
+"""Declared features against the tensors shipped for them.
+
+A feature (`fc_norm`, `norm_before_fc`) is a boolean config flag that adds
+tensors (family rules with `when=feature`). The engine reads the flag with
+`bool()` and either honours it or not. Declared and shipped must agree, and
+the engine must honour what the draft needs; anything else is a draft that
+fails to load or loads and serves wrong. `fc_norm` keeps its own finding
+codes (FCN*); other features use FEA*.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from dspark.schema.dtypes import is_floating
-from dspark.schema.families import DraftFamily
+from dspark.schema.engines import EngineProfile, FamilyLoader
+from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules.common import shape_text
 
+_CODES = {
+    "fc_norm": ("FCN001", "FCN002"),
+}
+_GENERIC = ("FEA001", "FEA002")
 
-def fc_norm_findings(
+
+def feature_findings(
+    feature: str,
     family: DraftFamily,
+    loader: FamilyLoader | None,
+    engine: EngineProfile,
+    config: Mapping[str, Any],
     shipped: Mapping[str, TensorEntry],
-    fc_norm_names: set[str],
-    declared: Any,
+    expected_all: Mapping[str, ExpectedTensor],
     dims: Mapping[str, int],
     config_file: str,
 ) -> list[Finding]:
     findings: list[Finding] = []
-    taps = dims.get("S")
-    target_hidden = dims.get("th")
-    if declared is True and not fc_norm_names:
+    raw = config.get(feature)
+    declared = bool(raw)  # what the engine reads (a non-boolean is a schema finding)
+    names = sorted(n for n in shipped if _feature_of(n, family, expected_all) == feature)
+    if loader is not None and not loader.supports(feature):
+        if declared or names:
+            support = loader.features[feature]
+            findings.append(Finding(
+                "ENG001",
+                f"{engine.spec} does not honour {feature} for a {family.name} draft "
+                f"({support.when_unsupported}). This draft "
+                + ("declares it" if declared else "")
+                + (" and " if declared and names else "")
+                + (f"ships {len(names)} {feature} weight(s)" if names else "")
+                + ". Serve it on an engine that honours the feature, or retrain without it.",
+                file=config_file,
+                tensor=names[0] if names else None,
+                detail={"feature": feature, "engine": engine.spec, "declared": raw, "shipped": names,
+                        "source": support.source.cite()},
+            ))
+        return findings
+    missing_code, unexpected_code = _CODES.get(feature, _GENERIC)
+    rules = [e for e in expected_all.values() if e.rule.when == feature]
+    expected_count = len(rules)
+    engine_word = "fails to load it" if loader is not None and loader.missing == "rejects" else (
+        "serves the norm with its initial weights (ones), without a word")
+    if declared and not names:
         findings.append(Finding(
-            "FCN001",
-            f"{config_file} declares fc_norm: true but no fc_norm.{{i}}.weight tensor is shipped "
-            f"(expected {taps}). The server would fail to load, or serve identity norms. Export "
-            "the fc_norm weights, or set fc_norm: false if the draft has none.",
+            missing_code,
+            f"{config_file} declares {feature}: {raw!r} but no {feature} weight is shipped (expected "
+            f"{expected_count}); the engine {engine_word}. Export the {feature} weights, or set "
+            f"{feature}: false if the draft has none.",
             file=config_file,
-            detail={"expected_count": taps},
+            detail={"feature": feature, "expected_count": expected_count},
         ))
         return findings
-    if fc_norm_names and declared is not True:
-        state = "absent" if declared is None else f"{declared!r}"
+    if names and not declared:
+        state = "absent" if raw is None else f"{raw!r}"
+        drop = ("rejects them as unexpected" if loader is not None and loader.unexpected == "rejects"
+                else "drops them without a word")
         findings.append(Finding(
-            "FCN002",
-            f"{len(fc_norm_names)} fc_norm weights are shipped but {config_file} has fc_norm "
-            f"{state}; a server would drop them and feed context_proj unnormalised taps. "
-            "Set fc_norm: true in config.json.",
+            unexpected_code,
+            f"{len(names)} {feature} weights are shipped but {config_file} has {feature} {state}; the "
+            f"engine {drop}, and the draft is not served as it was trained. Set {feature}: true in "
+            "config.json.",
             file=config_file,
-            tensor=sorted(fc_norm_names)[0],
-            detail={"shipped": sorted(fc_norm_names), "declared": declared},
+            tensor=names[0],
+            detail={"feature": feature, "shipped": names, "declared": raw},
         ))
         return findings
-    if not fc_norm_names:
-        return findings
+    if feature == "fc_norm" and names:
+        findings += _fc_norm_shape_findings(family, shipped, names, dims, config_file, rules)
+    return findings
 
+
+def _feature_of(name: str, family: DraftFamily, expected_all: Mapping[str, ExpectedTensor]) -> str | None:
+    want = expected_all.get(name)
+    if want is not None:
+        return want.rule.when
+    if family.fc_norm_index(name) is not None or name.startswith("fc_norm."):
+        return "fc_norm"
+    return None
+
+
+def feature_tensor_names(family: DraftFamily, names, expected_all: Mapping[str, ExpectedTensor]) -> set[str]:
+    """Shipped names that belong to a declared feature (judged here, not by
+    the inventory)."""
+    return {n for n in names if _feature_of(n, family, expected_all) in family.declared_features}
+
+
+def _fc_norm_shape_findings(
+    family: DraftFamily,
+    shipped: Mapping[str, TensorEntry],
+    names: list[str],
+    dims: Mapping[str, int],
+    config_file: str,
+    rules: list[ExpectedTensor],
+) -> list[Finding]:
+    findings: list[Finding] = []
+    taps = dims.get("S")
+    width = rules[0].shape if rules else None
     indices = {}
-    for name in sorted(fc_norm_names):
+    for name in names:
         index = family.fc_norm_index(name)
         entry = shipped[name]
         if index is None or (taps is not None and index >= taps):
@@ -62,14 +132,14 @@ def fc_norm_findings(
             ))
             continue
         indices[index] = entry
-        if target_hidden is not None and entry.shape != (target_hidden,):
+        if width is not None and entry.shape != width:
             findings.append(Finding(
                 "FCN004",
-                f"{entry.file}: {name} is {shape_text(entry.shape)}; it must be "
-                f"[target_hidden_size] = [{target_hidden}].",
+                f"{entry.file}: {name} is {shape_text(entry.shape)}; the engine builds it "
+                f"{shape_text(width)} ({rules[0].rule.shape[0]}) and fails to load another shape.",
                 file=entry.file,
                 tensor=name,
-                detail={"shape": list(entry.shape), "expected": [target_hidden]},
+                detail={"shape": list(entry.shape), "expected": list(width)},
             ))
         if not is_floating(entry.dtype):
             findings.append(Finding(

@@ -1,4 +1,10 @@
-"""The tensor inventory: what is shipped against what the config implies."""
+"""The tensor inventory: what is shipped against what the engine builds.
+
+Names here are the canonical served names the readers give (wrappers
+stripped, trainer module names renamed): the contents of the checkpoint.
+Whether the engine would find them under the names actually stored is the
+layout rule's question (`layout.py`).
+"""
 
 from __future__ import annotations
 
@@ -6,31 +12,49 @@ import re
 from typing import Any, Mapping, Sequence
 
 from dspark.schema.dtypes import is_floating
-from dspark.schema.families import DraftFamily, ExpectedTensor
+from dspark.schema.engines import EngineProfile, FamilyLoader
+from dspark.schema.families import DraftFamily, ExpectedTensor, evaluate_dim
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules.common import shape_text
-from dspark.schema.rules.features import fc_norm_findings
+from dspark.schema.rules.features import feature_findings, feature_tensor_names
 from dspark.schema.rules.resolve import ResolvedDraft
+
+_UNEXPECTED = {
+    "rejects": "has no destination in a {family} draft; the serving loader rejects the draft",
+    "drops": "has no destination in a {family} draft; the engine drops it without a word, so whatever "
+    "it was trained to do is lost",
+}
+_MISSING = {
+    "rejects": "the serving loader fails on an unfilled destination",
+    "uninitialised": "the engine serves the parameter uninitialised (garbage, or ones for a norm) "
+    "without a word",
+}
 
 
 def inventory_findings(
     family: DraftFamily,
+    loader: FamilyLoader | None,
+    engine: EngineProfile,
     config: Mapping[str, Any],
     entries: Sequence[TensorEntry],
     resolved: ResolvedDraft,
+    features: Mapping[str, bool],
     config_file: str,
 ) -> tuple[list[Finding], dict[str, ExpectedTensor]]:
     """Compare what is shipped with what the config implies."""
     findings: list[Finding] = []
     dims = family.resolve_dims(config)
-    fc_norm_declared = config.get("fc_norm")
-    resolved.fc_norm_declared = fc_norm_declared
-    resolved.fc_norm = fc_norm_declared is True
-    expected, unresolved = family.expected_tensors(dims, {"fc_norm": True})
+    expected_all, unresolved = family.expected_tensors(dims, None)
+    required = {
+        name: want for name, want in expected_all.items()
+        if want.rule.when is None or features.get(want.rule.when, False)
+    }
     # Names of rules a missing dimension left unexpanded: their tensors
     # cannot be judged (the config finding says why), not "unexpected".
     unjudged = [_rule_pattern(rule) for rule in unresolved]
+    unexpected_text = _UNEXPECTED["rejects" if loader is None else loader.unexpected]
+    missing_text = _MISSING["rejects" if loader is None else loader.missing]
 
     shipped: dict[str, TensorEntry] = {}
     for entry in entries:
@@ -40,7 +64,7 @@ def inventory_findings(
                 "INV006",
                 f"{entry.file}: {printable_name(entry.stored_name)!s} and {first.file}: "
                 f"{printable_name(first.stored_name)} both load as "
-                f"{printable_name(entry.served_name)}; keep one.",
+                f"{printable_name(entry.served_name)}; the engine keeps whichever it reads last. Keep one.",
                 file=entry.file,
                 tensor=entry.served_name,
                 detail={"stored_names": [first.stored_name, entry.stored_name], "files": [first.file, entry.file]},
@@ -48,33 +72,60 @@ def inventory_findings(
             continue
         shipped[entry.served_name] = entry
 
-    fc_norm_names = {name for name in shipped if name.startswith("fc_norm.")}
-    resolved.fc_norm_shipped = len(fc_norm_names)
-    findings += fc_norm_findings(family, shipped, fc_norm_names, fc_norm_declared, dims, config_file)
-    fc_norm_expected = {name for name, e in expected.items() if e.role == "fc_norm"}
+    feature_names = feature_tensor_names(family, shipped, expected_all)
+    resolved.fc_norm_shipped = sum(1 for n in feature_names if n.startswith("fc_norm."))
+    for feature in family.declared_features:
+        findings += feature_findings(
+            feature, family, loader, engine, config, shipped, expected_all, dims, config_file
+        )
 
+    fused_groups = _fused_groups(loader, dims)
+    covered: set[str] = set()
     for name, entry in shipped.items():
-        if name in fc_norm_names:
-            continue  # judged by the fc_norm rules above
-        if family.is_skipped(name):
+        if name in feature_names:
+            continue
+        skip = loader.skip_rule(name) if loader is not None else None
+        if skip is not None or (loader is None and family.is_skipped(name)):
             findings.append(Finding(
                 "INV005",
-                f"{entry.file}: {printable_name(name)} is skipped by the serving loader "
-                f"({entry.nbytes:,} bytes shipped for nothing).",
+                f"{entry.file}: {printable_name(name)} is skipped by the serving loader"
+                + (f" ({skip.why})" if skip else "")
+                + f"; {entry.nbytes:,} bytes shipped for nothing.",
                 file=entry.file,
                 tensor=name,
-                detail={"nbytes": entry.nbytes, "dtype": entry.dtype, "shape": list(entry.shape)},
+                detail={"nbytes": entry.nbytes, "dtype": entry.dtype, "shape": list(entry.shape),
+                        "source": skip.source.cite() if skip else None},
             ))
             continue
-        want = expected.get(name)
+        group = fused_groups.get(name)
+        if group is not None:
+            parts, fused_accepted = group
+            part_shapes = [required[p].shape for p in parts if p in required]
+            if fused_accepted and len(part_shapes) == len(parts):
+                want_shape = (sum(s[0] for s in part_shapes),) + tuple(part_shapes[0][1:])
+                covered.update(parts)
+                if entry.shape != want_shape:
+                    findings.append(Finding(
+                        "INV003",
+                        f"{entry.file}: {name} is {shape_text(entry.shape)} but the engine stacks "
+                        f"{', '.join(parts)} into {shape_text(want_shape)}.",
+                        file=entry.file,
+                        tensor=name,
+                        detail={"shape": list(entry.shape), "expected": list(want_shape)},
+                    ))
+                findings += _dtype_findings(entry, name)
+                continue
+        want = expected_all.get(name)
+        if want is not None and want.rule.when is not None and not features.get(want.rule.when, False):
+            want = None  # a tensor of a derived feature that is off (biases, a DFlash Markov head)
         if want is None:
             if any(pattern.fullmatch(name) for pattern in unjudged):
                 continue
             findings.append(Finding(
                 "INV002",
                 f"{entry.file}: {printable_name(name)} (stored as {printable_name(entry.stored_name)}) "
-                f"has no destination in a {family.name} draft; the serving loader rejects it. "
-                "Remove it, or fix the config if it describes fewer layers/taps than shipped.",
+                + unexpected_text.format(family=family.name)
+                + ". Remove it, or fix the config if it describes fewer layers/taps than shipped.",
                 file=entry.file,
                 tensor=name,
                 detail={"shape": list(entry.shape), "dtype": entry.dtype},
@@ -84,8 +135,9 @@ def inventory_findings(
             if want.role == "context_proj" and len(entry.shape) == 2 and entry.shape[0] == want.shape[0]:
                 findings.append(Finding(
                     "CTX001",
-                    f"{entry.file}: {name} is {shape_text(entry.shape)}; its input width must be "
-                    f"taps x target_hidden_size = {dims.get('S')} x {dims.get('th')} = {want.shape[1]}.",
+                    f"{entry.file}: {name} is {shape_text(entry.shape)}; the engine builds its input "
+                    f"width as {want.rule.shape[1]} = {want.shape[1]} (taps = {dims.get('S')}) and fails "
+                    "to load another width.",
                     file=entry.file,
                     tensor=name,
                     detail={"shape": list(entry.shape), "expected": list(want.shape)},
@@ -99,28 +151,23 @@ def inventory_findings(
                     tensor=name,
                     detail={"shape": list(entry.shape), "expected": list(want.shape)},
                 ))
-        if not is_floating(entry.dtype):
-            findings.append(Finding(
-                "INV004",
-                f"{entry.file}: {name} has dtype {entry.dtype}; weights must be floating point.",
-                file=entry.file,
-                tensor=name,
-                detail={"dtype": entry.dtype},
-            ))
+        findings += _dtype_findings(entry, name)
 
-    for name, want in expected.items():
-        if name in shipped or name in fc_norm_expected:
+    partial_note = _partial_fused_notes(loader, dims, shipped)
+    for name, want in required.items():
+        if name in shipped or name in covered or want.rule.when in family.declared_features:
             continue
+        note = partial_note.get(name, "")
         findings.append(Finding(
             "INV001",
-            f"{name} {shape_text(want.shape)} is missing; the serving loader fails on an unfilled "
-            "destination. Re-export the checkpoint with every layer.",
+            f"{name} {shape_text(want.shape)} is missing; {missing_text}.{note} Ship it, or fix the "
+            "config if it describes more layers or taps than the draft was trained with.",
             file=None,
             tensor=name,
             detail={"expected_shape": list(want.shape)},
         ))
 
-    served_weights = [e for n, e in shipped.items() if not family.is_skipped(n)]
+    served_weights = [e for n, e in shipped.items() if not (loader.skip_rule(n) if loader else family.is_skipped(n))]
     f32 = [e for e in served_weights if e.dtype == "F32"]
     if served_weights and len(f32) == len(served_weights):
         total = sum(e.nbytes for e in f32)
@@ -130,9 +177,66 @@ def inventory_findings(
             "bfloat16. Convert with `dspark convert --dtype bfloat16` unless float32 is intended.",
             detail={"tensors": len(f32), "nbytes": total},
         ))
-    return findings, expected
+    return findings, required
+
+
+def _dtype_findings(entry: TensorEntry, name: str) -> list[Finding]:
+    if is_floating(entry.dtype):
+        return []
+    return [Finding(
+        "INV004",
+        f"{entry.file}: {name} has dtype {entry.dtype}; weights must be floating point (the engine "
+        "casts it silently).",
+        file=entry.file,
+        tensor=name,
+        detail={"dtype": entry.dtype},
+    )]
+
+
+def _layer_names(pattern: str, dims: Mapping[str, int]) -> list[str]:
+    if "{n}" not in pattern:
+        return [pattern]
+    return [pattern.replace("{n}", str(n)) for n in range(dims.get("N", 0))]
+
+
+def _fused_groups(loader: FamilyLoader | None, dims: Mapping[str, int]) -> dict[str, tuple[list[str], bool]]:
+    """Engine fused name -> (its part names, whether it loads pre-fused)."""
+    groups: dict[str, tuple[list[str], bool]] = {}
+    if loader is None:
+        return groups
+    for fused in loader.fused:
+        for n, name in enumerate(_layer_names(fused.fused, dims)):
+            parts = [p.replace("{n}", str(n)) for p in fused.parts]
+            groups[name] = (parts, fused.fused_accepted)
+    return groups
+
+
+def _partial_fused_notes(loader, dims, shipped) -> dict[str, str]:
+    """Missing parts of a fused parameter whose other part is shipped: the
+    loader marks the parameter loaded after one part and does not notice."""
+    notes: dict[str, str] = {}
+    if loader is None:
+        return notes
+    for fused in loader.fused:
+        if not fused.partial_passes:
+            continue
+        for n in range(dims.get("N", 0) if "{n}" in fused.fused else 1):
+            parts = [p.replace("{n}", str(n)) for p in fused.parts]
+            present = [p for p in parts if p in shipped]
+            if present and len(present) < len(parts):
+                for part in parts:
+                    if part not in shipped:
+                        notes[part] = (
+                            f" The engine stacks it into {fused.fused.replace('{n}', str(n))} and counts that "
+                            f"parameter loaded once {present[0]} arrives, so its rows stay uninitialised "
+                            f"without an error ({fused.source.cite()})."
+                        )
+    return notes
 
 
 def _rule_pattern(rule_name: str) -> "re.Pattern[str]":
     """`layers.{n}.mlp.up_proj.weight` -> a regex matching every layer's name."""
     return re.compile(re.escape(rule_name).replace(r"\{n\}", r"\d+").replace(r"\{i\}", r"\d+"))
+
+
+__all__ = ["inventory_findings", "evaluate_dim"]

@@ -1,9 +1,18 @@
-"""The resolved view of a draft: what the serving side will do with it."""
+"""The resolved view of a draft: what the serving engine will do with it.
+
+`resolve_family` asks the engine profile which model class it loads for the
+config (the first registered entry of `architectures`, after the draft
+worker's rewrite), then which dspark family describes that class.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
+
+from dspark.schema.engines import EngineProfile, FamilyLoader
+from dspark.schema.families import FAMILIES, DraftFamily, family_for_architecture, family_for_config
+from dspark.schema.findings import Finding
 
 
 @dataclass
@@ -12,9 +21,11 @@ class ResolvedDraft:
     and the shipped tensors tell."""
 
     family: str | None = None
+    engine: str | None = None
+    architecture: str | None = None  # the class the engine loads
     fc_norm_declared: Any = None  # the raw value; None when absent
     fc_norm_shipped: int = 0  # number of fc_norm.* tensors shipped
-    fc_norm: bool = False  # declared true
+    fc_norm: bool = False  # what the engine reads: bool(declared)
     stream: str | None = None  # effective stream; None when unresolvable
     stream_declared: str | None = None
     stream_source: str = "default"
@@ -23,6 +34,64 @@ class ResolvedDraft:
     hidden_size: int | None = None
     target_hidden_size: int | None = None
     target_checked: bool = False
+    features: dict[str, bool] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    family: DraftFamily | None
+    architecture: str | None
+    loader: FamilyLoader | None
+    findings: list[Finding]
+
+
+def resolve_family(config: Mapping[str, Any], engine: EngineProfile, config_file: str) -> Resolution:
+    """The family the engine will serve this config as, or findings saying
+    why it will not serve it. `family` is None only when dspark knows no
+    family the config could describe."""
+    # What the author meant: model_type names a family outright (k3_dspark);
+    # otherwise the first architecture dspark knows.
+    described = next((f for f in FAMILIES if config.get("model_type") in f.model_types), None)
+    described = described or family_for_config(config)
+    architecture, rewritten = engine.architectures.resolve(config.get("architectures"), config.get("model_type"))
+    cite = engine.architectures.source.cite()
+    if described is None and family_for_architecture(architecture) is None:
+        return Resolution(None, architecture, None, [])
+    if architecture is None:
+        family = described
+        finding = Finding(
+            "ENG002",
+            f"{config_file}: architectures {config.get('architectures')!r} (as the engine rewrites them: "
+            f"{rewritten!r}) name no model class {engine.spec} registers; it refuses to load the draft. "
+            f"List {', '.join(family.architectures)} first.",
+            file=config_file,
+            detail={"architectures": config.get("architectures"), "rewritten": rewritten, "source": cite},
+        )
+        return Resolution(family, None, engine.loader_for(family.name), [finding])
+    family = family_for_architecture(architecture)
+    findings: list[Finding] = []
+    if family is None:
+        findings.append(Finding(
+            "ENG002",
+            f"{config_file}: {engine.spec} loads the first registered entry of architectures "
+            f"{rewritten!r}: {architecture}, which is not a draft model. List "
+            f"{', '.join(described.architectures)} first.",
+            file=config_file,
+            detail={"architectures": config.get("architectures"), "loads": architecture, "source": cite},
+        ))
+        return Resolution(described, architecture, engine.loader_for(described.name), findings)
+    if described is not None and described is not family:
+        findings.append(Finding(
+            "ENG002",
+            f"{config_file}: {engine.spec} loads {architecture} (the first registered entry of "
+            f"{config.get('architectures')!r}) as a {family.name} draft, while the config describes a "
+            f"{described.name} draft; it is judged as the engine will load it. Put "
+            f"{described.architectures[0]} first, or drop {architecture}.",
+            file=config_file,
+            detail={"architectures": config.get("architectures"), "loads": architecture, "source": cite},
+        ))
+    loader = engine.loader_for(family.name)
+    return Resolution(family, architecture, loader, findings)

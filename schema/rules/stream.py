@@ -1,10 +1,11 @@
-"""aux_hidden_stream: which residual stream of the target each tap reads."""
+"""aux_hidden_stream: which residual stream of the target each tap reads,
+as the engine resolves it."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from dspark.schema.families import nested_field
+from dspark.schema.engines import EngineProfile, FamilyLoader
 from dspark.schema.findings import Finding
 from dspark.schema.rules.resolve import ResolvedDraft
 from dspark.schema.rules.target import TargetFacts
@@ -20,63 +21,78 @@ def stream_findings(
     config_file: str,
     environ: Mapping[str, str],
     target: TargetFacts | None,
+    *,
+    engine: EngineProfile,
+    loader: FamilyLoader | None,
 ) -> list[Finding]:
     findings: list[Finding] = []
-    declared, declared_path = nested_field(config, "aux_hidden_stream")
-    if declared is None:
-        stream, source = DEFAULT_STREAM, "default (not declared)"
-    elif isinstance(declared, str) and declared.lower() in STREAMS:
-        stream, source = declared.lower(), f"{config_file}: {declared_path}"
+    nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), Mapping) else {}
+    # The drafter reads `dflash_config.aux_hidden_stream or aux_hidden_stream`
+    # (execution/drafter/dflash.py@4b9766f6:52-58): a null or empty nested
+    # value falls through. Bad values are schema findings (STR001).
+    if nested.get("aux_hidden_stream"):
+        declared, source = nested["aux_hidden_stream"], f"{config_file}: dflash_config.aux_hidden_stream"
+    elif "aux_hidden_stream" in config:
+        declared, source = config["aux_hidden_stream"], f"{config_file}: aux_hidden_stream"
     else:
-        # The schema finding (STR001) already says what is wrong.
-        stream, source = None, f"{config_file}: {declared_path}"
+        declared, source = None, "default (not declared)"
+    if declared is None:
+        stream = DEFAULT_STREAM
+    elif isinstance(declared, str) and declared.lower() in STREAMS:
+        stream = declared.lower()
+    else:
+        stream = None
     resolved.stream_declared = stream
     resolved.stream_source = source
 
-    override = environ.get(STREAM_ENV_VAR)
-    if override is not None and override != "":
-        if override.lower() not in STREAMS:
-            findings.append(Finding(
-                "STR003",
-                f"{STREAM_ENV_VAR}={override!r} is not 'prefix' or 'attn_res'; the serving engine "
-                "would refuse to start. Unset it or fix its value.",
-                detail={"env": STREAM_ENV_VAR, "value": override},
-            ))
-        elif stream is not None and override.lower() != stream:
+    served = stream
+    support = loader.stream if loader is not None else None
+    fixed = support.fixed_stream if support is not None else DEFAULT_STREAM
+    if stream is not None and fixed is not None and stream != fixed:
+        served = fixed
+        findings.append(Finding(
+            "ENG001",
+            f"{config_file}: the draft reads the {stream} stream ({source}) but {engine.spec} captures "
+            f"only {fixed} for a {resolved.family} draft, without a word: the draft is served the "
+            "stream it was not trained on. Deploy on an engine that honours aux_hidden_stream.",
+            file=config_file,
+            detail={"feature": "aux_hidden_stream", "declared": stream, "served": fixed, "engine": engine.spec},
+        ))
+
+    for variable in engine.ignored_env_vars:
+        value = environ.get(variable)
+        if value:
             findings.append(Finding(
                 "STR004",
-                f"{STREAM_ENV_VAR}={override.lower()} overrides the checkpoint's {stream} "
-                f"({source}); fine for an A/B run, wrong for a deploy.",
-                detail={"env": STREAM_ENV_VAR, "override": override.lower(), "declared": stream},
+                f"{variable}={value!r} is set, but {engine.spec} does not read it (an earlier revision of "
+                f"the serving change did); the stream served is {served or 'unresolved'} (from {source}).",
+                detail={"env": variable, "value": value, "served": served},
             ))
-            stream, source = override.lower(), f"environment: {STREAM_ENV_VAR}"
-    resolved.stream = stream
-    resolved.stream_source = source
-
-    if stream is None:
+    resolved.stream = served
+    if served is None:
         return findings
     findings.append(Finding(
         "STR002",
-        f"aux_hidden_stream resolves to {stream} (from {source}).",
+        f"aux_hidden_stream resolves to {served} (from {source}).",
         file=config_file,
-        detail={"stream": stream, "source": source},
+        detail={"stream": served, "source": source},
     ))
-    if stream == "attn_res":
+    if served == "attn_res":
         if target is None:
             findings.append(Finding(
                 "STR005",
-                "the draft reads the attn_res stream, which only a target with a positive "
-                "attn_res_block_size can supply; pass --target to verify it.",
+                "the draft reads the attn_res stream, which only a Kimi-K3 target with AttnRes enabled "
+                "can supply; pass --target to verify it.",
                 file=config_file,
-                detail={"stream": stream},
+                detail={"stream": served},
             ))
         elif not target.can_supply_attn_res():
             findings.append(Finding(
                 "STR006",
-                f"the draft reads the attn_res stream but the target ({target.source}) has "
-                f"attn_res_block_size = {target.attn_res_block_size!r}; it can only supply "
-                "'prefix'. Deploy against an AttnRes target or retrain on the prefix stream.",
+                f"the draft reads the attn_res stream but the target ({target.source}) cannot supply it "
+                f"({target.attn_res_reason()}); the engine refuses to start. Deploy against an AttnRes "
+                "target or retrain on the prefix stream.",
                 file=target.source,
-                detail={"stream": stream, "attn_res_block_size": target.attn_res_block_size},
+                detail={"stream": served, "attn_res_block_size": target.attn_res_block_size},
             ))
     return findings

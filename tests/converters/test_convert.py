@@ -380,9 +380,10 @@ def test_a_single_file_input_works_too(tmp_path: Path) -> None:
 
 
 def test_environment_is_part_of_the_verification(source: Path, tmp_path: Path) -> None:
+    # The engine no longer reads the stream variable: convert warns, and the
+    # output is what the checkpoint declares.
     options = ConvertOptions.from_flags(dtype="bfloat16", environ={"TOKENSPEED_DFLASH_AUX_STREAM": "bogus"})
-    with pytest.raises(CheckpointError) as caught:
-        convert_checkpoint(source, tmp_path / "out", options)
-    assert caught.value.code == "STR003"
-    assert not (tmp_path / "out").exists()
+    result = convert_checkpoint(source, tmp_path / "out", options)
+    assert "STR004" in {f.code for f in result.verification.findings}
+    assert (tmp_path / "out" / "model.safetensors").is_file()
     assert os.environ.get("TOKENSPEED_DFLASH_AUX_STREAM") != "bogus"

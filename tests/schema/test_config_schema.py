@@ -80,7 +80,7 @@ def test_stream_is_case_insensitive(stream):
         pytest.param({"target_layer_ids": []}, "target_layer_ids", id="no-taps"),
         pytest.param({"target_layer_ids": [1, -4]}, "target_layer_ids.1", id="negative-tap"),
         pytest.param({"model_type": "dflash"}, "model_type", id="model_type"),
-        pytest.param({"architectures": ["DFlashDraftModel"]}, "architectures", id="architectures"),
+        pytest.param({"architectures": "K3DSparkModel"}, "architectures", id="architectures"),
     ],
 )
 def test_schema_refuses(change, field):

@@ -191,12 +191,15 @@ def test_gqa_family_is_recognised_and_derives_its_inventory():
     family = family_for_config(config)
     assert family is DFLASH_GQA
     dims = family.resolve_dims(config)
-    # head_dim derived from hidden_size / heads; taps counted from dflash_config
-    assert dims["hd"] == 16 and dims["S"] == 3 and dims["th"] == 80
+    # model_type qwen3 without head_dim: TokenSpeed's Qwen3Config assumes 128
+    assert dims["hd"] == 128 and dims["S"] == 3
+    assert DFLASH_GQA.resolve_dims(gqa_config(model_type="llama"))["hd"] == 16  # hidden // heads
+    dims = family.resolve_dims(gqa_config(head_dim=16))
     expected, unresolved = family.expected_tensors(dims, {"fc_norm": False})
     assert unresolved == []
     shapes = {name: e.shape for name, e in expected.items()}
-    assert shapes["fc.weight"] == (64, 3 * 80)
+    # fc takes taps x the draft's own hidden_size; target_hidden_size is never read
+    assert shapes["fc.weight"] == (64, 3 * 64)
     assert shapes["hidden_norm.weight"] == (64,) and shapes["norm.weight"] == (64,)
     assert shapes["layers.1.self_attn.q_proj.weight"] == (4 * 16, 64)
     assert shapes["layers.1.self_attn.k_proj.weight"] == (2 * 16, 64)
@@ -214,7 +217,7 @@ def test_gqa_explicit_head_dim_and_fc_norm():
     expected, _ = family.expected_tensors(dims, {"fc_norm": True})
     assert expected["layers.0.self_attn.q_proj.weight"].shape == (4 * 32, 64)
     assert [n for n in expected if n.startswith("fc_norm.")] == ["fc_norm.0.weight", "fc_norm.1.weight", "fc_norm.2.weight"]
-    assert expected["fc_norm.2.weight"].shape == (80,)
+    assert expected["fc_norm.2.weight"].shape == (64,)
 
 
 def test_gqa_served_names_rename_the_training_module():

@@ -1,0 +1,197 @@
+"""What a serving engine's loader does with a draft, as data.
+
+An `EngineProfile` is one engine at one revision. For each draft family it
+serves it holds a `FamilyLoader`: how the loader turns a checkpoint's
+tensor names into its parameter names, which names it skips, which
+parameters it builds fused from several tensors (and whether it also takes
+them pre-fused), what it does with a name it has no destination for and
+with a destination left empty, which declared features it honours, and
+which tap ids its target accepts. Every fact carries the `Source` it was
+read from, so `dspark families` can print the contract with its provenance
+and a reviewer can check each rule against the engine's code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a rule was read: a file of the engine's repository at a commit."""
+
+    path: str
+    lines: str
+    commit: str
+
+    def cite(self) -> str:
+        return f"{self.path}@{self.commit[:8]}:{self.lines}"
+
+
+@dataclass(frozen=True)
+class SkipRule:
+    """Names the loader skips on purpose: harmless to ship, reported as
+    INV005 with the bytes they cost. `pattern` is a regex searched in the
+    name after the loader's rewrites."""
+
+    pattern: str
+    why: str
+    source: Source
+
+    def matches(self, name: str) -> bool:
+        return re.search(self.pattern, name) is not None
+
+
+@dataclass(frozen=True)
+class FusedParameter:
+    """A parameter the engine fills from several checkpoint tensors (stacked
+    rows). `parts` are served-name patterns (with `{n}`), in row order;
+    `fused` is the engine's own name, which it may also accept pre-stacked."""
+
+    fused: str
+    parts: tuple[str, ...]
+    fused_accepted: bool
+    # True when the loader marks the parameter loaded after any one part, so
+    # a missing part leaves rows uninitialised without an error.
+    partial_passes: bool
+    source: Source
+
+
+@dataclass(frozen=True)
+class FeatureSupport:
+    """Whether the loader honours a declared feature (`fc_norm`, ...)."""
+
+    supported: bool
+    source: Source
+    # What the engine does with the declaration when it does not honour it.
+    when_unsupported: str = ""
+
+
+@dataclass(frozen=True)
+class StreamResolution:
+    """How the engine picks `aux_hidden_stream` and who validates it."""
+
+    # The drafter reads `dflash_config.aux_hidden_stream` first when truthy,
+    # else the top level.
+    nested_truthy_wins: bool
+    # Only the top-level value is validated (null and "" are refused there).
+    validates_top_level: bool
+    # The engine serves only this stream, whatever the checkpoint declares
+    # (None: it honours the declaration).
+    fixed_stream: str | None
+    source: Source
+
+
+@dataclass(frozen=True)
+class FamilyLoader:
+    """One engine revision's loader for one draft family."""
+
+    family: str
+    model_class: str
+    # model_type values the engine's config path parses into a config class
+    # this model can use.
+    model_types: tuple[str, ...]
+    # (regex, replacement) applied in order, each at most once, to a stored
+    # tensor name: the result is the name the loader looks up.
+    name_rewrites: tuple[tuple[str, str], ...]
+    skips: tuple[SkipRule, ...]
+    fused: tuple[FusedParameter, ...]
+    # "rejects": a name without a destination fails the load;
+    # "drops": the loader skips it without a word.
+    unexpected: str
+    # "rejects": a destination left empty fails the load;
+    # "uninitialised": it is served with whatever memory or ones it had.
+    missing: str
+    features: Mapping[str, FeatureSupport]
+    # Tap ids the target accepts: [low, target layers + high_offset].
+    tap_low: int
+    tap_high_offset: int
+    stream: StreamResolution | None
+    sources: Mapping[str, Source] = field(default_factory=dict)
+    # model_type -> {field: default} the engine's config class fills in.
+    config_defaults: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    # The config class runs int()/str().lower() over its fields.
+    coerces_values: bool = False
+    lowercased_fields: tuple[str, ...] = ()
+    # Fields the model never reads (a value there cannot be wrong).
+    ignored_fields: tuple[str, ...] = ()
+
+    def engine_name(self, stored_name: str) -> str:
+        name = stored_name
+        for pattern, replacement in self.name_rewrites:
+            name = re.sub(pattern, replacement, name, count=1)
+        return name
+
+    def skip_rule(self, engine_name: str) -> SkipRule | None:
+        return next((rule for rule in self.skips if rule.matches(engine_name)), None)
+
+    def supports(self, feature: str) -> bool:
+        support = self.features.get(feature)
+        return support is None or support.supported
+
+
+@dataclass(frozen=True)
+class ArchitectureResolution:
+    """How the engine picks a model class from `architectures`: the draft
+    worker may rewrite the first entry, then the first registered entry
+    wins."""
+
+    registered: frozenset[str]
+    # first-entry prefix -> replacement
+    first_entry_prefix_rewrites: tuple[tuple[str, str], ...]
+    # first-entry exact rewrites (applied when none of `keep_substrings` is in it)
+    first_entry_exact_rewrites: Mapping[str, str]
+    keep_substrings: tuple[str, ...]
+    appended_suffix: str
+    # model_type -> architectures the config class fills in when absent
+    default_architectures: Mapping[str, tuple[str, ...]]
+    source: Source
+
+    def resolve(self, architectures: object, model_type: object) -> tuple[str | None, list[str]]:
+        """The class name the engine loads (None: it refuses), and the list
+        it resolved from after its rewrites."""
+        if not architectures and isinstance(model_type, str) and model_type in self.default_architectures:
+            architectures = list(self.default_architectures[model_type])
+        if not isinstance(architectures, list) or not architectures:
+            return None, []
+        names = [a for a in architectures]
+        first = names[0]
+        if isinstance(first, str):
+            for prefix, replacement in self.first_entry_prefix_rewrites:
+                if first.startswith(prefix):
+                    first = replacement
+                    break
+            else:
+                if not any(s in first for s in self.keep_substrings):
+                    first = self.first_entry_exact_rewrites.get(first, first + self.appended_suffix)
+            names[0] = first
+        for name in names:
+            if isinstance(name, str) and name in self.registered:
+                return name, names
+        return None, names
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: str
+    revision: str
+    commit: str
+    repository: str
+    description: str
+    loaders: Mapping[str, FamilyLoader]
+    architectures: ArchitectureResolution
+    # Environment variables an earlier revision read and this one ignores.
+    ignored_env_vars: tuple[str, ...] = ()
+    # Finding code -> severity where this engine's loader makes a file-level
+    # problem harmless (it never reads the field) or worse.
+    severity_overrides: Mapping[str, str] = field(default_factory=dict)
+    severity_sources: Mapping[str, Source] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}@{self.revision}"
+
+    def loader_for(self, family: str) -> FamilyLoader | None:
+        return self.loaders.get(family)

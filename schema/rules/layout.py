@@ -1,0 +1,83 @@
+"""The served verdict's own question: will the engine open this folder as
+it is?
+
+The contents rules judge canonical names (trainer wrappers stripped,
+training-module names renamed), which is what `dspark convert` writes. The
+engine strips far less: K3 DSpark and GQA drafts lose one leading `model.`
+(models/kimi_k3_dspark.py@4b9766f6:503; models/dflash.py@f4d8ec6e:488-493),
+and it reads only top-level `*.safetensors` (or `*.bin` when there are none)
+of a folder (model_loader/loader.py@f4d8ec6e:258-294). A checkpoint whose
+contents are sound but whose layout the engine cannot open gets one error,
+SRV001, with the command that makes it servable.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from dspark.schema.engines import EngineProfile, FamilyLoader
+from dspark.schema.families import DraftFamily
+from dspark.schema.findings import Finding
+from dspark.schema.inventory import TensorEntry, printable_name
+
+_EXAMPLES = 3
+
+
+@dataclass(frozen=True)
+class ServedLayout:
+    """What the readers learned about how the checkpoint sits on disk."""
+
+    source: str  # what the user named
+    format: str
+    engine_openable: bool
+    why_not: str | None = None
+
+
+def layout_findings(
+    layout: ServedLayout,
+    family: DraftFamily,
+    loader: FamilyLoader | None,
+    engine: EngineProfile,
+    config: Mapping[str, Any] | None,
+    entries: Sequence[TensorEntry],
+) -> list[Finding]:
+    reasons: list[str] = []
+    detail: dict[str, Any] = {"format": layout.format}
+    if not layout.engine_openable:
+        reasons.append(layout.why_not or f"the engine does not read {layout.format} checkpoints")
+    if loader is not None:
+        renamed = [
+            (e.stored_name, loader.engine_name(e.stored_name), e.served_name)
+            for e in entries
+            if loader.engine_name(e.stored_name) != e.served_name
+        ]
+        if renamed:
+            shown = "; ".join(
+                f"{printable_name(stored)} (the engine looks up {printable_name(looked_up)}, the parameter "
+                f"is {printable_name(served)})"
+                for stored, looked_up, served in renamed[:_EXAMPLES]
+            )
+            more = f" and {len(renamed) - _EXAMPLES} more" if len(renamed) > _EXAMPLES else ""
+            reasons.append(f"{len(renamed)} tensor names the engine does not map to its parameters: {shown}{more}")
+            detail["renamed"] = [{"stored": s, "engine": e, "served": c} for s, e, c in renamed]
+        model_type = (config or {}).get("model_type")
+        if config is not None and model_type not in loader.model_types:
+            reasons.append(
+                f"config.json model_type {model_type!r} is not one the engine's config loader parses for "
+                f"{loader.model_class} ({', '.join(loader.model_types)})"
+            )
+            detail["model_type"] = model_type
+    if not reasons:
+        return []
+    source = layout.source
+    command = f"dspark convert {shlex.quote(source)} {shlex.quote(source.rstrip('/') + '-served')}"
+    detail["command"] = command
+    detail["reasons"] = reasons
+    return [Finding(
+        "SRV001",
+        f"not servable as it is by {engine.spec}: " + "; ".join(reasons)
+        + f". The contents are judged below as convert would write them. Run: {command}",
+        detail=detail,
+    )]

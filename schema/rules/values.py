@@ -1,0 +1,79 @@
+"""The config as the engine's config class will see it.
+
+TokenSpeed's K3 DSpark config class fills absent fields with defaults and
+runs `int()`, `float()`, `str().lower()` over what is there
+(configs/kimi_k3_dspark_config.py@4b9766f6:85-127): `"7168"` becomes 7168,
+`"VANILLA"` becomes `vanilla`. Such a draft loads, so these are warnings
+(ENG003) that say what the engine will do, and the rules after this judge
+the coerced values. A value `int()` refuses stays as it is, for the schema
+to reject.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Mapping
+
+from dspark.schema.engines import FamilyLoader
+from dspark.schema.findings import Finding
+
+_INTEGER_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def engine_view(
+    config: Mapping[str, Any],
+    loader: FamilyLoader | None,
+    integer_fields: tuple[str, ...],
+    config_file: str,
+) -> tuple[dict[str, Any], list[Finding]]:
+    """The config after the engine's defaults and coercions, and one
+    ENG003 warning listing what was filled in or coerced."""
+    view = dict(config)
+    if loader is None:
+        return view, []
+    notes: list[str] = []
+    defaults = loader.config_defaults.get(str(config.get("model_type")), {})
+    filled = [name for name in defaults if name not in view]
+    for name in filled:
+        view[name] = defaults[name]
+    if filled:
+        notes.append("absent, so the engine assumes " + ", ".join(f"{n} = {defaults[n]!r}" for n in filled))
+    if loader.coerces_values:
+        for name in integer_fields:
+            value = view.get(name)
+            coerced = _as_engine_int(value)
+            if coerced is not None and coerced is not value:
+                notes.append(f"{name} = {value!r} is read as int({value!r}) = {coerced}")
+                view[name] = coerced
+        for name in loader.lowercased_fields:
+            value = view.get(name)
+            if isinstance(value, str) and value != value.lower():
+                notes.append(f"{name} = {value!r} is read as {value.lower()!r}")
+                view[name] = value.lower()
+    for name in loader.ignored_fields:
+        # Never read, so no value there can break the load: not judged.
+        view.pop(name, None)
+    if not notes:
+        return view, []
+    return view, [Finding(
+        "ENG003",
+        f"{config_file}: the engine loads this config only by coercing or ignoring values: "
+        + "; ".join(notes) + ". Write the values the engine uses, so other loaders agree.",
+        file=config_file,
+        detail={"notes": notes, "defaults_filled": filled},
+    )]
+
+
+def _as_engine_int(value: Any) -> int | None:
+    """What `int(value)` gives where the engine would call it, for values
+    that are not already plain integers; None when it raises."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
+        return int(value)
+    return None
