@@ -71,8 +71,6 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("ENG002", E, "the engine resolves architectures to another model class"),
     ("ENG003", W, "the engine coerces or ignores a config value"),
     ("ENG004", I, "a launch setting the draft needs"),
-    ("FEA001", E, "a declared feature ships no weights"),
-    ("FEA002", E, "feature weights shipped but the feature is not declared"),
     ("OVR001", E, "dflash_config overrides a top-level value with a different one"),
     ("ROP001", E, "RoPE scaling lacks a key the engine needs"),
     ("ROP002", W, "RoPE parameters the engine fills in or replaces silently"),

@@ -4,8 +4,8 @@ A feature (`fc_norm`, `norm_before_fc`) is a boolean config flag that adds
 tensors (family rules with `when=feature`). The engine reads the flag with
 `bool()` and either honours it or not. Declared and shipped must agree, and
 the engine must honour what the draft needs; anything else is a draft that
-fails to load or loads and serves wrong. `fc_norm` keeps its own finding
-codes (FCN*); other features use FEA*.
+fails to load or loads and serves wrong. Each feature has its own pair of finding
+codes (`fc_norm`: FCN001/FCN002).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules.common import shape_text
 
+# (declared without weights, weights without declaration), per feature: a
+# family that adds a feature adds its codes here.
 _CODES = {
     "fc_norm": ("FCN001", "FCN002"),
 }
-_GENERIC = ("FEA001", "FEA002")
 
 
 def feature_findings(
@@ -57,7 +58,7 @@ def feature_findings(
                         "source": support.source.cite()},
             ))
         return findings
-    missing_code, unexpected_code = _CODES.get(feature, _GENERIC)
+    missing_code, unexpected_code = _CODES[feature]
     rules = [e for e in expected_all.values() if e.rule.when == feature]
     expected_count = len(rules)
     engine_word = "fails to load it" if loader is not None and loader.missing == "rejects" else (

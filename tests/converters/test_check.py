@@ -140,7 +140,7 @@ def test_every_finding_code_of_check_is_tested():
         "IDX001", "IDX002", "IDX003", "IDX004", "IDX005", "IDX006", "IDX007",  # test_sharded_index.py
         "PAY003",  # below
         # tests/schema/test_engine_contract.py: what the engine's loader does
-        "SRV001", "ENG001", "ENG002", "ENG003", "ENG004", "FEA001", "FEA002", "OVR001", "ROP001", "ROP002",
+        "SRV001", "ENG001", "ENG002", "ENG003", "ENG004", "OVR001", "ROP001", "ROP002",
         "SWA001",
         # Kept for their meaning, produced by no engine dspark models today:
         # an unknown family is exit 2 (UnsupportedFamilyError), and TokenSpeed

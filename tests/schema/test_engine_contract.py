@@ -1,0 +1,384 @@
+"""Verdicts the serving engine would give, one class of disagreement at a
+time. Each case is a real checkpoint (safetensors written by the
+safetensors library) and asserts what TokenSpeed's loader does with it; the
+citation beside each case is the code that decides it."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dspark.converters.check import check_checkpoint
+from dspark.examples.fabricate import SCALES, draft_config, make_tensors, tensor_shapes, write_safetensors
+from dspark.schema.engines import engine_by_spec
+from dspark.schema.errors import UnsupportedFamilyError, UsageError
+from dspark.schema.findings import Severity
+
+TINY = SCALES["tiny"]
+
+
+def write_k3(folder: Path, *, config_edit=None, tensor_edit=None, prefix: str = "", fc_norm: bool = True) -> Path:
+    config = draft_config(TINY, fc_norm=fc_norm)
+    tensors = make_tensors(tensor_shapes(TINY, fc_norm=fc_norm), dtype="bfloat16", seed=0)
+    if config_edit:
+        config_edit(config)
+    if tensor_edit:
+        tensor_edit(tensors)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    write_safetensors(folder, {prefix + name: t for name, t in tensors.items()})
+    return folder
+
+
+def errors(report) -> Counter:
+    return Counter(f.code for f in report.findings if f.severity is Severity.ERROR)
+
+
+def warnings(report) -> Counter:
+    return Counter(f.code for f in report.findings if f.severity is Severity.WARNING)
+
+
+# 1. Served layout against training output ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        pytest.param("draft_model.", id="draft_model"),
+        pytest.param("model.model.", id="model-model"),
+        pytest.param("_orig_mod.", id="compiled"),
+    ],
+)
+def test_wrapper_prefixes_the_engine_does_not_strip_are_not_servable(tmp_path, prefix):
+    # kimi_k3_dspark.py@4b9766f6:503 strips one leading "model." and nothing else.
+    draft = write_k3(tmp_path / "d", prefix=prefix)
+    report = check_checkpoint(draft)
+    assert errors(report) == Counter({"SRV001": 1})
+    [layout] = report.errors
+    assert f"dspark convert {draft} {draft}-served" in layout.message
+    assert report.verdicts() == {"served": False, "contents": True}
+    contents = check_checkpoint(draft, verdict="contents")
+    assert contents.passed(strict=True)
+    assert [f.severity for f in contents.findings if f.code == "SRV001"] == [Severity.INFO]
+
+
+def test_one_model_prefix_is_servable(tmp_path):
+    assert check_checkpoint(write_k3(tmp_path / "d", prefix="model.")).passed(strict=True)
+
+
+def test_a_folder_holding_only_a_pt_state_dict_is_not_servable(tmp_path):
+    torch = pytest.importorskip("torch")
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(draft_config(TINY)))
+    torch.save(make_tensors(tensor_shapes(TINY), dtype="bfloat16", seed=0), folder / "pytorch_model.pt")
+    report = check_checkpoint(folder)
+    # model_loader/loader.py@f4d8ec6e:258-318: *.safetensors, else *.bin; never .pt
+    assert errors(report) == Counter({"SRV001": 1})
+    assert "never reads" in report.errors[0].message
+    assert check_checkpoint(folder, verdict="contents").passed(strict=True)
+
+
+# 2. Names the engine resolves itself ----------------------------------------
+
+
+def test_rotary_inv_freq_is_skipped_by_the_loader(tmp_path):
+    def add(tensors):
+        tensors["layers.0.self_attn.rotary_emb.inv_freq"] = tensors["context_norm.weight"].clone()
+
+    report = check_checkpoint(write_k3(tmp_path / "d", tensor_edit=add))
+    assert report.passed(strict=True)
+    assert "layers.0.self_attn.rotary_emb.inv_freq" in {f.tensor for f in report.findings if f.code == "INV005"}
+
+
+def _fuse(tensors, parts, fused):
+    import torch
+
+    for n in range(TINY.num_hidden_layers):
+        stacked = [tensors.pop(p.format(n=n)) for p in parts]
+        tensors[fused.format(n=n)] = torch.cat(stacked, dim=0)
+
+
+def test_pre_fused_stacked_parameters_load(tmp_path):
+    def fuse(tensors):
+        _fuse(tensors, ("layers.{n}.mlp.gate_proj.weight", "layers.{n}.mlp.up_proj.weight"),
+              "layers.{n}.mlp.gate_up_proj.weight")
+        _fuse(tensors, ("layers.{n}.self_attn.q_a_proj.weight", "layers.{n}.self_attn.kv_a_proj_with_mqa.weight"),
+              "layers.{n}.self_attn.fused_qkv_a_proj_with_mqa.weight")
+
+    assert check_checkpoint(write_k3(tmp_path / "d", tensor_edit=fuse)).passed(strict=True)
+
+
+def test_a_pre_fused_parameter_of_the_wrong_height_is_refused(tmp_path):
+    import torch
+
+    def fuse(tensors):
+        _fuse(tensors, ("layers.{n}.mlp.gate_proj.weight", "layers.{n}.mlp.up_proj.weight"),
+              "layers.{n}.mlp.gate_up_proj.weight")
+        tensors["layers.0.mlp.gate_up_proj.weight"] = torch.zeros(3, TINY.hidden_size, dtype=torch.bfloat16)
+
+    report = check_checkpoint(write_k3(tmp_path / "d", tensor_edit=fuse))
+    assert [(f.code, f.tensor) for f in report.errors] == [("INV003", "layers.0.mlp.gate_up_proj.weight")]
+
+
+def test_half_of_a_fused_parameter_is_missing_and_the_engine_would_not_notice(tmp_path):
+    def drop(tensors):
+        del tensors["layers.1.mlp.up_proj.weight"]
+
+    report = check_checkpoint(write_k3(tmp_path / "d", tensor_edit=drop))
+    [missing] = report.errors
+    assert (missing.code, missing.tensor) == ("INV001", "layers.1.mlp.up_proj.weight")
+    assert "uninitialised without an error" in missing.message
+
+
+# 3. Architecture resolution ---------------------------------------------------
+
+
+def test_the_first_registered_architecture_wins(tmp_path):
+    def order(config):
+        config["architectures"] = ["DSparkDraftModel", "K3DSparkModel"]
+
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=order))
+    # registry.py@f4d8ec6e:75-86: served as the GQA DSpark model
+    assert report.family == "dflash_gqa"
+    assert report.resolved.architecture == "DSparkDraftModel"
+    assert "ENG002" in errors(report)
+    assert not report.passed()
+
+
+def test_absent_architectures_default_to_the_k3_model(tmp_path):
+    def drop(config):
+        config.pop("architectures")
+
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=drop))
+    assert report.passed(strict=True) and report.resolved.architecture == "K3DSparkModel"
+
+
+def test_an_unregistered_first_entry_is_rewritten_and_skipped(tmp_path):
+    def names(config):
+        config["architectures"] = ["Qwen3ForCausalLM", "K3DSparkModel"]  # -> Qwen3ForCausalLMNextN
+
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=names))
+    assert report.passed(strict=True)
+
+
+def test_an_unknown_family_is_a_usage_error_not_a_broken_checkpoint(tmp_path):
+    def llama(config):
+        config.update(model_type="llama", architectures=["LlamaForCausalLM"])
+
+    with pytest.raises(UnsupportedFamilyError) as caught:
+        check_checkpoint(write_k3(tmp_path / "d", config_edit=llama))
+    assert "family not supported" in caught.value.message and "k3_dspark" in caught.value.message
+    assert isinstance(caught.value, UsageError)
+
+
+# 4. Values the engine coerces or ignores -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param({"hidden_size": str(TINY.hidden_size)}, id="integer-string"),
+        pytest.param({"markov_head_type": "VANILLA"}, id="markov-case"),
+    ],
+)
+def test_coerced_values_load_with_a_warning(tmp_path, edit):
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(edit)))
+    assert errors(report) == Counter() and warnings(report) == Counter({"ENG003": 1})
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param({"num_key_value_heads": 0}, id="kv-heads-unused-by-mla"),
+        pytest.param({"draft_vocab_size": TINY.vocab_size - 1}, id="draft-vocab-unused"),
+    ],
+)
+def test_fields_the_k3_model_never_reads_do_not_fail_it(tmp_path, edit):
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(edit)))
+    assert report.passed()
+
+
+def test_a_string_fc_norm_is_an_error_that_says_the_engine_reads_it_as_on(tmp_path):
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(fc_norm="false")))
+    assert "turns fc_norm ON" in next(f.message for f in report.errors if f.code == "CFG003")
+
+
+# 5. Stream resolution -----------------------------------------------------------
+
+
+def test_an_empty_nested_stream_falls_through_to_the_top_level(tmp_path):
+    def nested(config):
+        config["aux_hidden_stream"] = "attn_res"
+        config["dflash_config"] = {"aux_hidden_stream": None}
+
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=nested))
+    assert report.resolved.stream == "attn_res"
+    assert report.passed()
+
+
+def test_a_null_top_level_stream_is_refused(tmp_path):
+    # configs/kimi_k3_dspark_config.py@4b9766f6:113: str(None).lower() == "none"
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(aux_hidden_stream=None)))
+    assert "STR001" in errors(report)
+
+
+def test_main_serves_only_the_prefix_stream_and_no_fc_norm(tmp_path):
+    draft = write_k3(tmp_path / "d", config_edit=lambda c: c.update(aux_hidden_stream="attn_res"))
+    main = check_checkpoint(draft, engine="tokenspeed@main")
+    assert errors(main) == Counter({"ENG001": 2})  # fc_norm and the stream
+    assert main.resolved.stream == "prefix"
+    assert check_checkpoint(draft, engine="tokenspeed@pr1031").passed()
+
+
+def test_an_unknown_engine_is_a_usage_error():
+    with pytest.raises(UsageError):
+        engine_by_spec("vllm@latest")
+
+
+# 6. Target facts -------------------------------------------------------------------
+
+
+def _target(folder: Path, **fields) -> Path:
+    config = {"model_type": "kimi_k3", "hidden_size": TINY.target_hidden_size,
+              "num_hidden_layers": TINY.target_num_hidden_layers, "vocab_size": TINY.vocab_size, **fields}
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_an_absent_attn_res_block_size_takes_the_target_default(tmp_path):
+    draft = write_k3(tmp_path / "d", config_edit=lambda c: c.update(aux_hidden_stream="attn_res"))
+    assert check_checkpoint(draft, target=_target(tmp_path / "t")).passed(strict=True)
+    refused = check_checkpoint(draft, target=_target(tmp_path / "t0", attn_res_block_size=0))
+    assert "STR006" in errors(refused)
+
+
+def test_a_layer_count_mismatch_is_a_warning_and_taps_are_checked_against_the_real_target(tmp_path):
+    draft = write_k3(tmp_path / "d")
+    report = check_checkpoint(draft, target=_target(tmp_path / "t", num_hidden_layers=TINY.target_num_hidden_layers + 4))
+    assert errors(report) == Counter() and warnings(report) == Counter({"TGT003": 1})
+    # the last tap (11) is past a 10-layer target: refused at wire time
+    report = check_checkpoint(draft, target=_target(tmp_path / "t2", num_hidden_layers=10))
+    assert "TGT005" in errors(report)
+
+
+# 7. Config the engine refuses ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rope", "code", "severity"),
+    [
+        pytest.param({"rope_type": "yarn", "original_max_position_embeddings": 4096}, "ROP001", Severity.ERROR,
+                     id="no-factor"),
+        pytest.param({"rope_type": "deepseek_yarn", "factor": 32.0}, "ROP001", Severity.ERROR,
+                     id="no-original-max"),
+        pytest.param({"rope_type": "yarn", "factor": 32.0}, "ROP002", Severity.WARNING,
+                     id="original-max-filled-in"),
+    ],
+)
+def test_yarn_without_the_keys_the_rotary_setup_needs(tmp_path, rope, code, severity):
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(rope_parameters=rope)))
+    assert [f.severity for f in report.findings if f.code == code] == [severity]
+
+
+def test_a_nested_value_that_differs_from_the_validated_one_is_an_error(tmp_path):
+    def nested(config):
+        config["dflash_config"] = {"mask_token_id": config["mask_token_id"] - 1}
+
+    assert "OVR001" in errors(check_checkpoint(write_k3(tmp_path / "d", config_edit=nested)))
+
+
+# GQA DFlash / DSpark as the engine builds them ---------------------------------------
+
+
+GQA = {
+    "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+    "vocab_size": 128, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 40960,
+    "dflash_config": {"target_layer_ids": [1, 11, 22], "mask_token_id": 127},
+}
+
+
+def write_gqa(folder: Path, config: dict, *, edit=None) -> Path:
+    import torch
+
+    from dspark.schema.families import DFLASH_GQA
+
+    features = {"markov_head": config["architectures"][0] == "DSparkDraftModel", "fc_norm": False,
+                "attention_bias": False}
+    expected, _ = DFLASH_GQA.expected_tensors(DFLASH_GQA.resolve_dims(config), features)
+    tensors = {name: torch.full(e.shape, 0.5, dtype=torch.bfloat16) for name, e in expected.items()}
+    if edit:
+        edit(tensors)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    write_safetensors(folder, tensors)
+    return folder
+
+
+def test_a_gqa_draft_that_ships_fc_norm_weights_is_refused_naming_the_engine(tmp_path):
+    import torch
+
+    def add(tensors):
+        for i in range(3):
+            tensors[f"fc_norm.{i}.weight"] = torch.ones(64, dtype=torch.bfloat16)
+
+    report = check_checkpoint(write_gqa(tmp_path / "d", GQA, edit=add))
+    [error] = report.errors
+    assert error.code == "ENG001" and "tokenspeed@current" in error.message and "dropped" in error.message
+
+
+def test_gqa_fc_is_taps_times_the_drafts_own_hidden_size(tmp_path):
+    import torch
+
+    def widen(tensors):
+        tensors["fc.weight"] = torch.zeros(64, 3 * 80, dtype=torch.bfloat16)
+
+    report = check_checkpoint(write_gqa(tmp_path / "d", dict(GQA, target_hidden_size=80), edit=widen))
+    assert [f.code for f in report.errors] == ["CTX001"]
+
+
+def test_a_dspark_gqa_draft_needs_its_markov_head(tmp_path):
+    config = dict(GQA, architectures=["DSparkDraftModel"], markov_rank=8)
+    assert check_checkpoint(write_gqa(tmp_path / "ok", config)).passed(strict=True)
+
+    def drop(tensors):
+        del tensors["markov_head.markov_w2.weight"]
+
+    report = check_checkpoint(write_gqa(tmp_path / "d", config, edit=drop))
+    [missing] = report.errors
+    assert missing.tensor == "markov_head.markov_w2.weight" and "uninitialised" in missing.message
+
+
+def test_torchspecs_model_type_is_not_parsed_by_the_engine(tmp_path):
+    report = check_checkpoint(write_gqa(tmp_path / "d", dict(GQA, model_type="dflash")))
+    assert errors(report) == Counter({"SRV001": 1})
+    assert "model_type 'dflash'" in report.errors[0].message
+
+
+def test_gqa_sliding_layers_need_a_window_and_block_size_names_the_launch_flag(tmp_path):
+    config = dict(GQA, layer_types=["sliding_attention", "full_attention"], block_size=16)
+    report = check_checkpoint(write_gqa(tmp_path / "d", config))
+    assert errors(report) == Counter({"SWA001": 1})
+    [launch] = [f for f in report.findings if f.code == "ENG004"]
+    assert "--speculative-num-draft-tokens 16 or 17" in launch.message
+
+
+def test_gqa_taps_out_of_order_are_served_wrong(tmp_path):
+    config = dict(GQA, dflash_config={"target_layer_ids": [11, 1, 22], "mask_token_id": 127})
+    assert "CFG006" in errors(check_checkpoint(write_gqa(tmp_path / "d", config)))
+
+
+def test_gqa_taps_exclude_the_targets_last_layer(tmp_path):
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(
+        {"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 23, "vocab_size": 128}))
+    report = check_checkpoint(write_gqa(tmp_path / "d", GQA), target=target)
+    # causal_lm.py@f4d8ec6e:161-167: ids in [0, N-2]; 22 is the last of 23 layers
+    [tap] = [f for f in report.errors if f.code == "TGT005"]
+    assert tap.detail["outside"] == [22]
