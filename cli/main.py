@@ -9,6 +9,7 @@ import typer
 from dspark.cli.check import check
 from dspark.cli.convert import convert
 from dspark.cli.errors import report_error
+from dspark.cli.families import families
 from dspark.cli.inspect_cmd import inspect
 from dspark.cli.smoke import smoke
 
@@ -24,6 +25,7 @@ app.command()(check)
 app.command()(inspect)
 app.command()(convert)
 app.command()(smoke)
+app.command()(families)
 
 
 @app.command()

@@ -1,0 +1,28 @@
+"""`dspark families`: the contract with the engine code behind each rule."""
+
+from __future__ import annotations
+
+import json
+import re
+
+
+def test_families_cites_a_file_and_commit_for_every_rule(dspark):
+    run = dspark("families", "--format", "json")
+    assert run.exit_code == 0
+    rows = json.loads(run.stdout)
+    assert {(r["family"], r["engine"]) for r in rows} >= {
+        ("k3_dspark", "tokenspeed@current"), ("k3_dspark", "tokenspeed@main"), ("dflash_gqa", "tokenspeed@current")}
+    cite = re.compile(r"^python/tokenspeed/\S+@[0-9a-f]{8}:")
+    for row in rows:
+        citations = [f["source"] for f in row["features"].values()] + list(row["sources"].values())
+        citations += [s["source"] for s in row["skipped"]] + [f["source"] for f in row["fused"]]
+        assert citations and all(cite.match(c) for c in citations), row["family"]
+    gqa = next(r for r in rows if r["family"] == "dflash_gqa")
+    assert gqa["features"]["fc_norm"]["honoured"] is False
+    assert gqa["unexpected_tensor"] == "drops" and gqa["missing_tensor"] == "uninitialised"
+
+
+def test_families_reads_as_a_page(dspark):
+    run = dspark("families")
+    assert run.exit_code == 0
+    assert "fc_norm: NOT honoured" in run.stdout and "k3_dspark on tokenspeed@pr1031" in run.stdout
