@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from dspark.schema.dtypes import is_floating
 from dspark.schema.engines import EngineProfile, FamilyLoader
-from dspark.schema.families import DraftFamily, ExpectedTensor, evaluate_dim
+from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules.common import shape_text
@@ -238,5 +238,3 @@ def _rule_pattern(rule_name: str) -> "re.Pattern[str]":
     """`layers.{n}.mlp.up_proj.weight` -> a regex matching every layer's name."""
     return re.compile(re.escape(rule_name).replace(r"\{n\}", r"\d+").replace(r"\{i\}", r"\d+"))
 
-
-__all__ = ["inventory_findings", "evaluate_dim"]

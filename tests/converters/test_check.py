@@ -357,8 +357,6 @@ def write_gqa(folder: Path, config: dict, *, names=lambda name: name, extra=None
     from safetensors.torch import save_file
 
     from dspark.schema.families import DFLASH_GQA
-    from dspark.schema.rules.contract import check_contract
-
     features = {"markov_head": config["architectures"][0] == "DSparkDraftModel", "fc_norm": False}
     expected, _ = DFLASH_GQA.expected_tensors(DFLASH_GQA.resolve_dims(config), features)
     tensors = {names(name): torch.ones(e.shape, dtype=torch.bfloat16) * 0.5 for name, e in expected.items()}
@@ -366,7 +364,6 @@ def write_gqa(folder: Path, config: dict, *, names=lambda name: name, extra=None
     folder.mkdir(exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
     save_file(tensors, str(folder / "model.safetensors"))
-    del check_contract
     return tensors
 
 
