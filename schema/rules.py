@@ -125,7 +125,7 @@ def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file:
             )
         elif leaf == "mask_token_id":
             code = "CFG008"
-            message = f"{config_file}: {path} is {error.instance!r}; it must be a token id >= 0."
+            message = f"{config_file}: {path} is {error.instance!r}; it must be a token id >= 0 (and below vocab_size)."
         else:
             code = "CFG003"
             where = path or "(top level)"
