@@ -17,6 +17,9 @@ from dspark.schema.inventory import printable_name
 from dspark.schema.rules import TargetFacts
 
 CONFIG_NAME = "config.json"
+# A model's config.json is a few KB (a multimodal target's, tens of KB);
+# reading more than this would only spend memory on what no model declares.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 def read_draft_config(path: Path | None, shown: str) -> tuple[dict[str, Any] | None, list[Finding]]:
@@ -29,7 +32,7 @@ def read_draft_config(path: Path | None, shown: str) -> tuple[dict[str, Any] | N
             file=shown,
         )]
     try:
-        return parse_json_object(path), []
+        return parse_json_object(path, max_bytes=MAX_CONFIG_BYTES), []
     except JsonInputError as exc:
         if exc.reason == "nonfinite":
             return None, [Finding(
@@ -65,7 +68,7 @@ def read_target_facts(target: Path) -> TargetFacts:
             hint="Pass the target model's folder (with its config.json) or the config file itself.",
         )
     try:
-        config = parse_json_object(config_path)
+        config = parse_json_object(config_path, max_bytes=MAX_CONFIG_BYTES)
     except (ValueError, OSError) as exc:
         raise UsageError(
             f"--target {printable_name(str(config_path))}: {exc}.", hint="Pass a valid target config.json."

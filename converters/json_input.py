@@ -20,7 +20,8 @@ from typing import Any
 
 class JsonInputError(ValueError):
     """Input that is not strict JSON. `reason` is machine-readable:
-    `not_utf8`, `not_json`, `duplicate_key`, `nonfinite`, `not_object`.
+    `too_large`, `not_utf8`, `not_json`, `duplicate_key`, `nonfinite`,
+    `not_object`.
     `field` is the dotted path of the offending value or key, when known."""
 
     def __init__(self, message: str, *, reason: str, field: str | None = None, literal: str | None = None) -> None:
@@ -116,9 +117,20 @@ def loads_strict(text: str) -> Any:
     return document
 
 
-def parse_json_object(path: Path) -> dict[str, Any]:
-    """Read a file that must hold one strict JSON object. Raises
-    `JsonInputError` (a ValueError) with the reason, or OSError."""
+# The most JSON read from one file, like a safetensors header's limit: an
+# index or manifest of a very large model is a few MB; a config a few KB.
+MAX_JSON_BYTES = 100 * 1024 * 1024
+
+
+def parse_json_object(path: Path, *, max_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """Read a file that must hold one strict JSON object, of at most
+    `max_bytes`. Raises `JsonInputError` (a ValueError) with the reason, or
+    OSError."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise JsonInputError(
+            f"{size:,} bytes, more than the {max_bytes:,} a file of this kind can need", reason="too_large"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
 
 from dspark.schema.dtypes import is_floating
-from dspark.schema.families import DraftFamily, ExpectedTensor, family_for_config, nested_field
+from dspark.schema.families import MAX_TAPS, DraftFamily, ExpectedTensor, family_for_config, nested_field
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import PayloadStats, TensorEntry, printable_name
 
@@ -86,6 +86,16 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _layer_ids(config: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """`target_layer_ids` and where it sits; a list longer than any draft
+    taps is reported by the schema (maxItems) and judged no further, so no
+    rule or message grows with a length the input made up."""
+    layer_ids, path = nested_field(config, "target_layer_ids")
+    if isinstance(layer_ids, list) and len(layer_ids) > MAX_TAPS:
+        return None, path
+    return layer_ids, path
+
+
 # --------------------------------------------------------------------------
 # Config rules
 
@@ -107,8 +117,33 @@ def _validator(schema_file: str):
     strict_integers = Draft202012Validator.TYPE_CHECKER.redefine(
         "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
     )
-    validator_class = validators.extend(Draft202012Validator, type_checker=strict_integers)
+    validator_class = validators.extend(
+        Draft202012Validator,
+        {keyword: _within_max_items(Draft202012Validator.VALIDATORS[keyword]) for keyword in ("items", "contains")},
+        type_checker=strict_integers,
+    )
     return validator_class(load_config_schema(schema_file))
+
+
+def _within_max_items(check):
+    """A keyword over a list's items that skips a list past its maxItems:
+    maxItems reports it, and going over every item would take time in
+    proportion to a length the input made up."""
+
+    def check_within_bound(validator, value, instance, schema):
+        if isinstance(instance, list) and len(instance) > schema.get("maxItems", len(instance)):
+            return
+        yield from check(validator, value, instance, schema)
+
+    return check_within_bound
+
+
+def _schema_message(error) -> str:
+    """jsonschema's message, which quotes the value: a list far too long is
+    counted instead of quoted, and no message runs on for pages."""
+    if error.validator == "maxItems" and isinstance(error.instance, list):
+        return f"{len(error.instance):,} items, more than the {error.validator_value} allowed"
+    return error.message if len(error.message) <= 500 else error.message[:500] + " ..."
 
 
 def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
@@ -130,7 +165,7 @@ def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file:
             code = "CFG003"
             where = path or "(top level)"
             message = (
-                f"{config_file}: {where}: {error.message}. Fix the field to match the "
+                f"{config_file}: {where}: {_schema_message(error)}. Fix the field to match the "
                 f"{family.name} config schema ({family.schema_file})."
             )
         findings.append(Finding(code, message, file=config_file, detail={"field": path, "validator": error.validator}))
@@ -139,7 +174,7 @@ def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file:
 
 def cross_field_findings(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     findings: list[Finding] = []
-    layer_ids, layer_ids_path = nested_field(config, "target_layer_ids")
+    layer_ids, layer_ids_path = _layer_ids(config)
     tap_count = config.get("num_target_layers")
     target_layers = config.get("target_num_hidden_layers")
     vocab = config.get("vocab_size")
@@ -304,7 +339,7 @@ def target_findings(config: Mapping[str, Any], target: TargetFacts) -> list[Find
                 file=target.source,
                 detail={"draft": draft_value, "target": target_value, "field": draft_field},
             ))
-    layer_ids, _ = nested_field(config, "target_layer_ids")
+    layer_ids, _ = _layer_ids(config)
     if _is_int(target.num_hidden_layers) and isinstance(layer_ids, list):
         outside = [t for t in layer_ids if _is_int(t) and not 0 <= t < target.num_hidden_layers]
         if outside:
@@ -610,7 +645,7 @@ def check_contract(
         )
         return ContractResult([finding], resolved, None, {})
     resolved.family = family.name
-    layer_ids, _ = nested_field(config, "target_layer_ids")
+    layer_ids, _ = _layer_ids(config)
     resolved.target_layer_ids = list(layer_ids) if isinstance(layer_ids, list) else []
     resolved.num_hidden_layers = config.get("num_hidden_layers")
     resolved.hidden_size = config.get("hidden_size")

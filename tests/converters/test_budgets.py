@@ -87,3 +87,33 @@ def test_100k_unexpected_tensors_give_a_small_report(tmp_path: Path) -> None:
     assert report.to_dict()["counts"]["error"] == 100_000 + 29 + 1
     [stray] = [f for f in report.findings if f.code == "INV002"]
     assert stray.detail["grouped_count"] == 100_000
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        pytest.param("target_layer_ids", list(range(10**6)), "target_layer_ids: 1,000,000 items, more than the 64 allowed", id="taps"),
+        pytest.param("architectures", ["x"] * 10**6 + ["K3DSparkModel"], "architectures: 1,000,001 items, more than the 16 allowed", id="architectures"),
+    ],
+)
+def test_a_list_a_million_long_is_counted_not_walked(tiny_draft, field, value, message) -> None:
+    draft = tiny_draft()
+    check_checkpoint(draft)
+    reconfigure(draft, **{field: value})
+    started = time.perf_counter()
+    report = check_checkpoint(draft)
+    seconds = time.perf_counter() - started
+    assert seconds < SECONDS * 2, seconds  # most of it is parsing 7 MB of JSON
+    assert len(json.dumps(report.to_dict())) < 16 * 1024
+    assert any(f.code == "CFG003" and message in f.message for f in report.findings)
+
+
+def test_a_config_larger_than_any_model_needs_is_not_read(tiny_draft) -> None:
+    draft = tiny_draft()
+    config = json.loads((draft / "config.json").read_text())
+    config["padding"] = "x" * (16 * 2**20)
+    (draft / "config.json").write_text(json.dumps(config))
+    report, seconds, peak = measured(lambda: check_checkpoint(draft))
+    [finding] = report.errors
+    assert finding.code == "CFG002" and finding.detail["reason"] == "too_large"
+    assert peak < PEAK_BYTES, peak
