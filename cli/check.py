@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide, output_format
 from dspark.cli.options import CheckpointArg, ConfigOption, EngineOption, FormatOption, OutputFormat
-from dspark.cli.render import print_json, progress_bar, render_check
+from dspark.cli.render import print_report, progress_bar, render_check
 from dspark.converters.check import check_checkpoint
 
 
@@ -45,8 +45,9 @@ def check(
             checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress,
             engine=engine, verdict="contents" if contents else "served",
         )
+    code = decide(EXIT_OK if report.passed(strict) else EXIT_CHECK_FAILED)
     if output is OutputFormat.json:
-        print_json(report.to_dict(strict=strict))
+        print_report(report.to_dict(strict=strict), code)
     else:
         render_check(report, strict=strict)
-    raise typer.Exit(EXIT_OK if report.passed(strict) else EXIT_CHECK_FAILED)
+    raise typer.Exit(code)

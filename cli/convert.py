@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide, output_format
 from dspark.cli.options import ConfigOption, FormatOption, OutputFormat
-from dspark.cli.render import escape, finding_line, human_bytes, print_json, progress_bar, render_findings, stdout
+from dspark.cli.render import escape, finding_line, human_bytes, print_report, progress_bar, render_findings, stdout
 from dspark.schema.findings import Severity
 from dspark.schema.inventory import printable_name
 
@@ -60,16 +60,19 @@ def convert(
     )
     if plan_only:
         plan = plan_conversion(src, dst, options)
+        code = decide(EXIT_CHECK_FAILED if plan.errors else EXIT_OK)
         if output is OutputFormat.json:
-            print_json(plan.to_dict())
+            print_report(plan.to_dict(), code)
         elif not quiet or plan.errors:
             render_plan(plan)
-        raise typer.Exit(EXIT_CHECK_FAILED if plan.errors else EXIT_OK)
+        raise typer.Exit(code)
 
     with progress_bar(not quiet and output is OutputFormat.human, "converting") as progress:
         report = convert_checkpoint(src, dst, options, progress=progress)
+    # convert raises rather than return a failed report: written and verified is exit 0
+    code = decide(EXIT_OK)
     if output is OutputFormat.json:
-        print_json(report.to_dict())
+        print_report(report.to_dict(), code)
     elif not quiet:
         render_report(report)
 

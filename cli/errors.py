@@ -1,7 +1,13 @@
 """The one place where errors become messages and exit codes.
 
 Exit codes: 0 ok; 1 the checkpoint fails a check; 2 bad usage or unreadable
-input; 3 an internal error (a bug). Set DSPARK_DEBUG=1 for a traceback.
+input; 3 an internal error (a bug); 130 interrupted. Set DSPARK_DEBUG=1 for
+a traceback.
+
+Every error is told on stderr; under `--format json` stdout also gets one
+document with the keys every report has (`passed`, `exit_code`,
+`findings`) plus `error`, so a program reading stdout reads one shape
+whatever happened.
 """
 
 from __future__ import annotations
@@ -11,6 +17,9 @@ import os
 import sys
 import traceback
 from contextvars import ContextVar
+from typing import Any, Sequence
+
+import typer
 
 from dspark.schema.errors import (
     CheckpointError,
@@ -19,13 +28,14 @@ from dspark.schema.errors import (
     MissingDependencyError,
     UsageError,
 )
+from dspark.schema.findings import FINDING_CODES, Finding
 from dspark.schema.inventory import printable_name
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 # Ordered: the first matching class wins, so subclasses must come before
 # their bases (CheckpointError's UnsafeInputError is a CheckpointError and
@@ -36,16 +46,44 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (MissingDependencyError, EXIT_USAGE),
     (DeviceUnavailableError, EXIT_USAGE),
     (DsparkError, EXIT_USAGE),
+    # typer's parser: an unknown flag, a bad value, a missing argument
+    (typer.TyperException, EXIT_USAGE),
     (KeyboardInterrupt, EXIT_INTERRUPTED),
 )
 
 # The command sets this once it has parsed --format, so an error is
-# reported in the format the caller asked for.
+# reported in the format the caller asked for. Before that (a usage error
+# is found while parsing) `requested_format` reads it off the command line.
 output_format: ContextVar[str] = ContextVar("output_format", default="human")
 
+# The exit code a command has decided on, set before it renders its report:
+# a reader that stops early (`dspark check ... | head -1`) closes the pipe
+# mid-render, and the run must still exit with the verdict, not as a failure.
+verdict: ContextVar[int] = ContextVar("verdict", default=EXIT_OK)
+
+
+def decide(code: int) -> int:
+    """Record a command's exit code before it renders (see `verdict`)."""
+    verdict.set(code)
+    return code
+
+
+def requested_format(args: Sequence[str]) -> str:
+    """The `--format` on a command line that may not parse."""
+    for index, arg in enumerate(args):
+        if arg == "--":
+            break
+        value = arg.partition("=")[2] if arg.startswith("--format=") else None
+        if arg == "--format" and index + 1 < len(args):
+            value = args[index + 1]
+        if value is not None:
+            return "json" if value == "json" else "human"
+    return "human"
 
 
 def exit_code_for(error: BaseException) -> int:
+    if isinstance(error, BrokenPipeError):
+        return verdict.get()
     for error_type, code in EXIT_CODES:
         if isinstance(error, error_type):
             return code
@@ -53,30 +91,68 @@ def exit_code_for(error: BaseException) -> int:
 
 
 def report_error(error: BaseException) -> int:
+    """Tell the user about `error`; return the exit code."""
     code = exit_code_for(error)
+    if isinstance(error, BrokenPipeError):
+        # The reader went away (`| head`): not a failure of the checkpoint,
+        # and nothing left to say. Python's own flush at exit would fail on
+        # the closed pipe too, so stdout now points at the null device.
+        _silence_stdout()
+        return code
     if os.environ.get("DSPARK_DEBUG"):
         traceback.print_exception(error)
-    if isinstance(error, KeyboardInterrupt):
-        message, hint = "interrupted", None
-    elif isinstance(error, DsparkError):
-        message, hint = error.message, error.hint
-    else:
-        message = f"internal error: {type(error).__name__}: {error}"
-        hint = "This is a bug in dspark. Re-run with DSPARK_DEBUG=1 and report the traceback."
+    message, hint = _message_and_hint(error)
+    _write_stderr(error, message, hint)
     if output_format.get() == "json":
-        document = {
-            "error": {
-                "type": type(error).__name__,
-                "message": message,
-                "hint": hint,
-                "file": getattr(error, "path", None),
-                "tensor": getattr(error, "tensor", None),
-                "code": getattr(error, "code", None),
-            },
-            "exit_code": code,
-        }
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
-    else:
+        _write_stdout(json.dumps(error_document(error, code, message, hint), indent=2) + "\n")
+    return code
+
+
+def _message_and_hint(error: BaseException) -> tuple[str, str | None]:
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted", None
+    if isinstance(error, DsparkError):
+        return error.message, error.hint
+    if isinstance(error, typer.TyperException):
+        context = getattr(error, "ctx", None)
+        command = context.command_path if context is not None else "dspark"
+        return error.format_message(), f"Run '{command} --help' for the options."
+    return (
+        f"internal error: {type(error).__name__}: {error}",
+        "This is a bug in dspark. Re-run with DSPARK_DEBUG=1 and report the traceback.",
+    )
+
+
+def error_document(error: BaseException, code: int, message: str, hint: str | None) -> dict[str, Any]:
+    """The JSON an error leaves on stdout: a report's keys, plus `error`. A
+    checkpoint error with a finding code lists that finding."""
+    findings = []
+    finding_code = getattr(error, "code", None)
+    if isinstance(error, CheckpointError) and finding_code in FINDING_CODES:
+        findings.append(Finding(
+            finding_code, message, file=error.path, tensor=error.tensor, detail=dict(error.detail)
+        ).to_dict())
+    return {
+        "passed": False,
+        "exit_code": code,
+        "findings": findings,
+        "error": {
+            "type": "Interrupted" if isinstance(error, KeyboardInterrupt) else type(error).__name__,
+            "message": message,
+            "hint": hint,
+            "file": getattr(error, "path", None),
+            "tensor": getattr(error, "tensor", None),
+            "code": finding_code if isinstance(finding_code, str) else None,
+        },
+    }
+
+
+def _write_stderr(error: BaseException, message: str, hint: str | None) -> None:
+    try:
+        if isinstance(error, typer.TyperException) and output_format.get() != "json":
+            # typer's own rendering: the usage line, where to get help, the error
+            error.show()
+            return
         # Paths and tensor names inside messages come from the input: escape
         # control characters so a hostile name cannot drive the terminal.
         lines = [("bold red", "error:", printable_name(message))]
@@ -92,4 +168,23 @@ def report_error(error: BaseException) -> int:
                 console.print(Text.assemble((label, style), " " + text))
         else:
             sys.stderr.write("".join(f"{label} {text}\n" for _, label, text in lines))
-    return code
+            sys.stderr.flush()
+    except OSError:
+        pass  # stderr itself is closed: the exit code is all there is left to give
+
+
+def _write_stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (a test's capture): nothing will flush into a closed pipe

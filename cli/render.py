@@ -36,8 +36,15 @@ def is_terminal(stream=None) -> bool:
 def console():
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1 here, as if the checkpoint had failed; the
+            # closed pipe goes to the one place that maps errors instead.
+            self.quiet = True
+            raise BrokenPipeError
+
     # emoji=False: a tensor named `x:fire:y` must print as it is named.
-    return Console(highlight=False, soft_wrap=True, emoji=False)
+    return _Console(highlight=False, soft_wrap=True, emoji=False)
 
 
 class _LazyConsole:
@@ -86,6 +93,12 @@ def _strict_json(value: Any) -> Any:
 
 def print_json(document: Any) -> None:
     sys.stdout.write(json.dumps(_strict_json(document), indent=2, allow_nan=False) + "\n")
+
+
+def print_report(document: dict[str, Any], exit_code: int) -> None:
+    """A command's one JSON document: its report with the exit code beside
+    `passed` and `findings`, the keys an error document has too."""
+    print_json({**document, "exit_code": exit_code})
 
 
 def human_bytes(count: int) -> str:

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, output_format
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide, output_format
 from dspark.cli.options import CheckpointArg, ConfigOption, FormatOption, OutputFormat
-from dspark.cli.render import escape, print_json, render_findings, stdout
+from dspark.cli.render import escape, print_report, render_findings, stdout
 from dspark.schema.errors import require_torch
 
 
@@ -55,11 +55,12 @@ def smoke(
         seed=seed,
         config_path=config,
     )
+    code = decide(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
     if output is OutputFormat.json:
-        print_json(report.to_dict())
+        print_report(report.to_dict(), code)
     else:
         _render(report)
-    raise typer.Exit(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
+    raise typer.Exit(code)
 
 
 def _render(report) -> None:

@@ -19,7 +19,7 @@ from dspark.converters.inventory import Checkpoint, open_checkpoint
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
-from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity
+from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, group_findings
 from dspark.schema.rules import ResolvedDraft, ServedLayout, check_contract, layout_findings, payload_findings
 
 MANIFEST_NAME = "dspark-manifest.json"
@@ -276,7 +276,8 @@ def _report(
         bytes_by_dtype=dict(sorted(by_dtype.items())),
         files=list(per_file.values()),
         skipped=skipped,
-        findings=findings,
+        # one finding per code past a few dozen: the report stays readable whatever the input
+        findings=group_findings(findings),
         deep=deep,
         scanned_bytes=scanned,
         target=target.source if target else None,
@@ -292,5 +293,6 @@ def inspect_checkpoint(
     engine: EngineProfile | str | None = None,
 ) -> CheckReport:
     """The same header-only report `check` builds, for reading rather than
-    gating: `dspark inspect` renders it as a page and exits 0."""
+    gating: `dspark inspect` renders it as a page (and exits with the same
+    verdict `check` gives)."""
     return check_checkpoint(path, environ=environ, config_path=config_path, engine=engine)

@@ -6,48 +6,20 @@ problems with a `--target` the user named are usage errors.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+# parse_json_object is the one strict JSON reader; the other readers import it from here.
+from dspark.converters.json_input import JsonInputError, parse_json_object
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import printable_name
 from dspark.schema.rules import TargetFacts
 
 CONFIG_NAME = "config.json"
-
-
-class _DuplicateKey(Exception):
-    pass
-
-
-def _reject_duplicates(pairs):
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        dup = next(k for k in keys if keys.count(k) > 1)
-        raise _DuplicateKey(dup)
-    return dict(pairs)
-
-
-def parse_json_object(path: Path) -> dict[str, Any]:
-    """Parse a JSON object, rejecting duplicate keys (which json.loads would
-    silently resolve to the last one). Raises ValueError with a reason."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 ({exc.reason})") from None
-    try:
-        value = json.loads(text, object_pairs_hook=_reject_duplicates)
-    except _DuplicateKey as dup:
-        raise ValueError(f"key {dup.args[0]!r} appears twice") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except RecursionError:
-        raise ValueError("invalid JSON: nested too deeply") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"top level is a JSON {type(value).__name__}, not an object")
-    return value
+# A model's config.json is a few KB (a multimodal target's, tens of KB);
+# reading more than this would only spend memory on what no model declares.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 def read_draft_config(path: Path | None, shown: str) -> tuple[dict[str, Any] | None, list[Finding]]:
@@ -60,8 +32,23 @@ def read_draft_config(path: Path | None, shown: str) -> tuple[dict[str, Any] | N
             file=shown,
         )]
     try:
-        return parse_json_object(path), []
-    except (ValueError, OSError) as exc:
+        return parse_json_object(path, max_bytes=MAX_CONFIG_BYTES), []
+    except JsonInputError as exc:
+        if exc.reason == "nonfinite":
+            return None, [Finding(
+                "CFG010",
+                f"{shown}: {exc}. A config value must be a finite number; Python's json.dump writes "
+                "NaN/Infinity for a float that is not. Fix the field in the draft's config.json.",
+                file=shown,
+                detail={"field": exc.field, "value": exc.literal},
+            )]
+        return None, [Finding(
+            "CFG002",
+            f"{shown}: {exc}. Fix or regenerate the draft's config.json.",
+            file=shown,
+            detail={"reason": exc.reason, **({"field": exc.field} if exc.field else {})},
+        )]
+    except OSError as exc:
         return None, [Finding(
             "CFG002",
             f"{shown}: {exc}. Fix or regenerate the draft's config.json.",
@@ -81,7 +68,7 @@ def read_target_facts(target: Path) -> TargetFacts:
             hint="Pass the target model's folder (with its config.json) or the config file itself.",
         )
     try:
-        config = parse_json_object(config_path)
+        config = parse_json_object(config_path, max_bytes=MAX_CONFIG_BYTES)
     except (ValueError, OSError) as exc:
         raise UsageError(
             f"--target {printable_name(str(config_path))}: {exc}.", hint="Pass a valid target config.json."

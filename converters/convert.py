@@ -43,7 +43,7 @@ from dspark.schema.dtypes import CAST_TARGETS, DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.engines import DEFAULT_ENGINE
 from dspark.schema.families import DraftFamily
-from dspark.schema.findings import Finding, Severity
+from dspark.schema.findings import Finding, Severity, group_findings
 from dspark.schema.inventory import TensorEntry, has_control_characters, printable_name
 from dspark.schema.rules import DEFAULT_STREAM, STREAMS, check_contract, nested_field
 
@@ -264,6 +264,9 @@ class ConvertReport:
                 "counts": {s: sum(1 for f in verified.findings if f.severity.value == s) for s in ("error", "warning", "info")},
                 "findings": [f.to_dict() for f in verified.findings],
             },
+            # every report has `findings`: here the source's notes and the output's check
+            "findings": [f.to_dict() for f in self.plan.findings if f.code.startswith("SRC")]
+            + [f.to_dict() for f in verified.findings],
         }
 
 
@@ -311,7 +314,7 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     ]
     environ = os.environ if options.environ is None else options.environ
     contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ)
-    findings = [f for f in checkpoint.findings if f.severity is not Severity.ERROR] + contract.findings
+    findings = group_findings([f for f in checkpoint.findings if f.severity is not Severity.ERROR] + contract.findings)
 
     return ConvertPlan(
         source=str(src),

@@ -7,13 +7,13 @@ the file, the tensor and the reason.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
+from dspark.converters.json_input import JsonInputError, loads_strict
 from dspark.schema.dtypes import DTYPE_ITEMSIZE
 from dspark.schema.errors import CheckpointError
 from dspark.schema.inventory import has_control_characters, printable_name
@@ -40,20 +40,6 @@ class SafetensorsHeader:
     header_bytes: int  # length of the JSON header
     payload_bytes: int
     file_bytes: int
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
-    return result
 
 
 def read_header(path: Path, display_name: str | None = None) -> SafetensorsHeader:
@@ -97,14 +83,13 @@ def read_header(path: Path, display_name: str | None = None) -> SafetensorsHeade
     except UnicodeDecodeError:
         raise corrupt("not_utf8", "header is not valid UTF-8") from None
     try:
-        header = json.loads(text, object_pairs_hook=_no_duplicates)
-    except _DuplicateKey as dup:
-        raise corrupt("duplicate_key", f"header names {printable_name(dup.key)!r} twice", dup.key) from None
-    except ValueError as exc:
-        raise corrupt("not_json", f"header is not valid JSON ({exc})") from None
-    except RecursionError:
-        # Nesting deeper than the parser's stack: no valid header nests at all.
-        raise corrupt("not_json", "header is not valid JSON (nested too deeply)") from None
+        header = loads_strict(text)
+    except JsonInputError as exc:
+        if exc.reason == "duplicate_key":
+            raise corrupt("duplicate_key", f"header names {printable_name(exc.field)!r} twice", exc.field) from None
+        if exc.reason == "nonfinite":
+            raise corrupt("nonfinite", f"header is not valid JSON ({printable_name(str(exc))})") from None
+        raise corrupt("not_json", f"header is not valid JSON ({printable_name(str(exc))})") from None
     if not isinstance(header, dict):
         raise corrupt("not_object", "header is not a JSON object")
 

@@ -355,7 +355,8 @@ def write_index(path: Path, written: Iterable[WrittenTensor]) -> None:
 
 def write_json(path: Path, document) -> None:
     """JSON with a stable layout, written exclusively and fsynced."""
-    data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    # allow_nan=False: NaN and Infinity are not JSON; no reader of the output should have to accept them
+    data = (json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
     with open(path, "xb", buffering=0) as handle:
         _write_all(handle, data)
         os.fsync(handle.fileno())

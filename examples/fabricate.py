@@ -261,6 +261,8 @@ DEFECTS: dict[str, Defect] = {
     "no-mask-token": Defect("CFG008", _unset("mask_token_id"), description="mask_token_id missing"),
     "mask-token-range": Defect("CFG008", lambda c, t: c.update(mask_token_id=c["vocab_size"]), description="mask_token_id = vocab_size"),
     "draft-vocab": Defect("CFG009", lambda c, t: c.update(draft_vocab_size=c["vocab_size"] // 2), description="draft_vocab_size differs"),
+    "config-nan": Defect("CFG010", _set("rms_norm_eps", math.nan), description="rms_norm_eps NaN (json.dump writes NaN, not JSON)"),
+    "layers-beyond-bound": Defect("CFG003", _set("num_hidden_layers", 10**12), description="num_hidden_layers 10**12"),
     "fc-norm-declared-not-shipped": Defect("FCN001", _drop("fc_norm."), description="fc_norm: true, no weights"),
     "fc-norm-shipped-not-declared": Defect("FCN002", _undeclare_fc_norm, description="weights, no fc_norm field"),
     "fc-norm-shipped-declared-false": Defect("FCN002", _set("fc_norm", False), description="weights, fc_norm: false"),
@@ -376,14 +378,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sparse", action="store_true", help="header only; payload left as a hole")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.sparse:
-        write_sparse_draft(args.out, scale=args.scale, fc_norm=args.fc_norm)
-    else:
-        write_draft(
-            args.out, scale=args.scale, fc_norm=args.fc_norm, stream=args.stream, defect=args.defect,
-            dtype=args.dtype, shards=args.shards, seed=args.seed,
-        )
+    # Exit 2 with a message, never a traceback, like dspark itself.
+    if not args.sparse and not _torch_available():
+        parser.exit(2, "error: writing weights needs PyTorch, which is not installed (the core install has no torch).\n"
+                       "hint: Install the extra: pip install 'dspark[torch]'; or pass --sparse for a header-only "
+                       "draft whose payload reads as zeros.\n")
+    try:
+        if args.sparse:
+            write_sparse_draft(args.out, scale=args.scale, fc_norm=args.fc_norm)
+        else:
+            write_draft(
+                args.out, scale=args.scale, fc_norm=args.fc_norm, stream=args.stream, defect=args.defect,
+                dtype=args.dtype, shards=args.shards, seed=args.seed,
+            )
+    except OSError as error:
+        parser.exit(2, f"error: {error.filename or args.out}: {error.strerror or error}\n")
     print(args.out)
+
+
+def _torch_available() -> bool:
+    try:
+        import torch  # noqa: F401 - tensors are made with torch and written by safetensors.torch
+    except ImportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("CFG007", E, "target layer id outside [0, target_num_hidden_layers)"),
     ("CFG008", E, "mask_token_id missing or outside [0, vocab_size)"),
     ("CFG009", W, "draft_vocab_size differs from vocab_size (the engine does not read it)"),
+    ("CFG010", E, "config.json holds NaN or Infinity, which is not JSON"),
     # fc_norm
     ("FCN001", E, "fc_norm declared true but no fc_norm weights shipped"),
     ("FCN002", E, "fc_norm weights shipped but fc_norm not declared true"),
@@ -56,7 +57,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("STR001", E, "aux_hidden_stream is not 'prefix' or 'attn_res'"),
     ("STR002", I, "resolved aux_hidden_stream and where it came from"),
     ("STR003", E, "TOKENSPEED_DFLASH_AUX_STREAM holds an invalid value"),
-    ("STR004", W, "TOKENSPEED_DFLASH_AUX_STREAM overrides the checkpoint (A/B run)"),
+    ("STR004", W, "TOKENSPEED_DFLASH_AUX_STREAM is set; the engine ignores it (the stream served is named)"),
     ("STR005", W, "attn_res stream not verified against a target"),
     ("STR006", E, "target cannot supply the attn_res stream"),
     # --target
@@ -150,7 +151,60 @@ class Finding:
 
 
 def count_by_severity(findings) -> dict[str, int]:
+    """Findings per severity; a grouped finding counts as the findings it stands for."""
     counts = {s.value: 0 for s in Severity}
     for finding in findings:
-        counts[finding.severity.value] += 1
+        counts[finding.severity.value] += finding.detail.get(GROUPED_COUNT, 1)
     return counts
+
+
+# More findings of one code than this become one finding: a checkpoint with
+# 100,000 stray tensors gets a report a person can read and a CI log can
+# hold, not 100,000 lines that all say the same thing.
+GROUP_THRESHOLD = 20
+# How many of the grouped findings' names the one finding lists.
+GROUP_EXAMPLES = 5
+# `detail` key of a grouped finding: how many findings it stands for.
+GROUPED_COUNT = "grouped_count"
+
+
+def group_findings(findings: list[Finding], *, threshold: int = GROUP_THRESHOLD) -> list[Finding]:
+    """Findings with every code that occurs more than `threshold` times
+    replaced, where its first occurrence stood, by one finding of the same
+    code and severity that gives the count, the first finding's message and
+    the first few tensor (or file) names. Order is kept otherwise."""
+    by_code: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_code.setdefault(finding.code, []).append(finding)
+    crowded = {code for code, group in by_code.items() if len(group) > threshold}
+    if not crowded:
+        return list(findings)
+    result: list[Finding] = []
+    for finding in findings:
+        if finding.code not in crowded:
+            result.append(finding)
+        elif finding is by_code[finding.code][0]:
+            result.append(_grouped(by_code[finding.code]))
+    return result
+
+
+def _grouped(group: list[Finding]) -> Finding:
+    first = group[0]
+    names = [f.tensor or f.file for f in group if (f.tensor or f.file)]
+    shown = names[:GROUP_EXAMPLES]
+    others = len(group) - len(shown)
+    title = FINDING_CODES[first.code].title
+    listed = f": {', '.join(shown)}" + (f" and {others:,} more" if others else "") if shown else ""
+    return Finding(
+        first.code,
+        f"{len(group):,} findings: {title}{listed}. The first: {first.message}",
+        file=first.file,
+        tensor=first.tensor,
+        detail={
+            GROUPED_COUNT: len(group),
+            "examples": shown,
+            "files": sorted({f.file for f in group if f.file})[:GROUP_EXAMPLES],
+            "first": first.detail,
+        },
+        severity=first.severity,
+    )

@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dspark.schema.families.base import (
+    MAX_DIMENSION,
+    MAX_LAYERS,
+    MAX_TAPS,
     DraftFamily,
     ExpectedTensor,
     TensorRule,
+    dims_within_bounds,
     evaluate_dim,
     nested_field,
 )
@@ -53,9 +57,13 @@ __all__ = [
     "DFLASH_GQA",
     "FAMILIES",
     "K3_DSPARK",
+    "MAX_DIMENSION",
+    "MAX_LAYERS",
+    "MAX_TAPS",
     "DraftFamily",
     "ExpectedTensor",
     "TensorRule",
+    "dims_within_bounds",
     "evaluate_dim",
     "family_by_name",
     "family_for_architecture",

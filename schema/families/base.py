@@ -109,13 +109,14 @@ class DraftFamily:
 
     def resolve_dims(self, config: Mapping[str, Any]) -> dict[str, int]:
         """Dimension values from a config; a dimension whose source is
-        missing or not an integer is left out (schema findings cover it)."""
+        missing, not an integer or past its bound is left out (schema
+        findings cover it)."""
         dims: dict[str, int] = {}
         for symbol, source in self.dims.items():
             value = source(config) if callable(source) else config.get(source)
             if isinstance(value, int) and not isinstance(value, bool):
                 dims[symbol] = value
-        return dims
+        return dims_within_bounds(dims)
 
     def feature_names(self) -> set[str]:
         return {rule.when for rule in self.tensors if rule.when is not None}
@@ -127,6 +128,7 @@ class DraftFamily:
         not be expanded because a dimension they need is unknown. With
         `features` None every feature's tensors are listed (to recognise
         names); otherwise only those of the features that are on."""
+        dims = dims_within_bounds(dims)
         expected: dict[str, ExpectedTensor] = {}
         unresolved: list[str] = []
         for rule in self.tensors:
@@ -144,6 +146,22 @@ class DraftFamily:
                 name = rule.name.replace("{n}", str(index)).replace("{i}", str(index))
                 expected[name] = ExpectedTensor(name, shape, rule.role, rule)
         return expected, unresolved
+
+
+# What a real model can have (the config schemas' maxima, which say why):
+# past these a count or width is a typo or an attack, and expanding the rules
+# over it (10**12 layers -> 10**12 names) would never finish. The schema
+# reports the field (CFG003); the rules that need it are left unexpanded.
+MAX_LAYERS = 1024
+MAX_TAPS = 64
+MAX_DIMENSION = 1 << 24  # the largest bound of any width, rank or vocabulary
+
+
+def dims_within_bounds(dims: Mapping[str, int]) -> dict[str, int]:
+    """`dims` without the values past their bound (`N` layers, `S` taps,
+    anything else a width): callers treat them like a missing dimension."""
+    limits = {"N": MAX_LAYERS, "S": MAX_TAPS}
+    return {symbol: value for symbol, value in dims.items() if value <= limits.get(symbol, MAX_DIMENSION)}
 
 
 # A canonical tap index only: the loader formats `fc_norm.{i}`, so

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from dspark.schema.families import DraftFamily, nested_field
 from dspark.schema.findings import Finding
-from dspark.schema.rules.common import is_int
+from dspark.schema.rules.common import bounded_taps, is_int
 
 
 @lru_cache(maxsize=None)
@@ -30,8 +30,33 @@ def _validator(schema_file: str):
     strict_integers = Draft202012Validator.TYPE_CHECKER.redefine(
         "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
     )
-    validator_class = validators.extend(Draft202012Validator, type_checker=strict_integers)
+    validator_class = validators.extend(
+        Draft202012Validator,
+        {keyword: _within_max_items(Draft202012Validator.VALIDATORS[keyword]) for keyword in ("items", "contains")},
+        type_checker=strict_integers,
+    )
     return validator_class(load_config_schema(schema_file))
+
+
+def _within_max_items(check):
+    """A keyword over a list's items that skips a list past its maxItems:
+    maxItems reports it, and going over every item would take time in
+    proportion to a length the input made up."""
+
+    def check_within_bound(validator, value, instance, schema):
+        if isinstance(instance, list) and len(instance) > schema.get("maxItems", len(instance)):
+            return
+        yield from check(validator, value, instance, schema)
+
+    return check_within_bound
+
+
+def _schema_message(error) -> str:
+    """jsonschema's message, which quotes the value: a list far too long is
+    counted instead of quoted, and no message runs on for pages."""
+    if error.validator == "maxItems" and isinstance(error.instance, list):
+        return f"{len(error.instance):,} items, more than the {error.validator_value} allowed"
+    return error.message if len(error.message) <= 500 else error.message[:500] + " ..."
 
 
 def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
@@ -56,12 +81,12 @@ def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file:
             )
         elif leaf == "mask_token_id":
             code = "CFG008"
-            message = f"{config_file}: {path} is {error.instance!r}; it must be a token id >= 0."
+            message = f"{config_file}: {path} is {error.instance!r}; it must be a token id >= 0 (and below vocab_size)."
         else:
             code = "CFG003"
             where = path or "(top level)"
             message = (
-                f"{config_file}: {where}: {error.message}. Fix the field to match the "
+                f"{config_file}: {where}: {_schema_message(error)}. Fix the field to match the "
                 f"{family.name} config schema ({family.schema_file})."
             )
         findings.append(Finding(code, message, file=config_file, detail={"field": path, "validator": error.validator}))
@@ -85,7 +110,7 @@ def integer_fields(family: DraftFamily) -> tuple[str, ...]:
 
 def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
     findings: list[Finding] = []
-    layer_ids, layer_ids_path = family.tap_ids(config)
+    layer_ids, layer_ids_path = bounded_taps(family, config)
     tap_count = config.get(family.tap_count_field) if family.tap_count_field else None
     target_layers = config.get("target_num_hidden_layers") if family.tap_count_field else None
     vocab = config.get("vocab_size")

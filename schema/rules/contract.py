@@ -9,6 +9,7 @@ from dspark.schema.engines import DEFAULT_ENGINE, EngineProfile, FamilyLoader
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
+from dspark.schema.rules.common import bounded_taps
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
 from dspark.schema.rules.inventory import inventory_findings
 from dspark.schema.rules.resolve import ResolvedDraft, resolve_family
@@ -51,7 +52,7 @@ def check_contract(
     view, coerced = engine_view(config, loader, integer_fields(family), config_file)
     findings += coerced
 
-    layer_ids, _ = family.tap_ids(view)
+    layer_ids, _ = bounded_taps(family, view)
     resolved.target_layer_ids = list(layer_ids) if isinstance(layer_ids, list) else []
     resolved.num_hidden_layers = view.get("num_hidden_layers")
     resolved.hidden_size = view.get("hidden_size")

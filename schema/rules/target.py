@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from dspark.schema.engines import FamilyLoader
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding
-from dspark.schema.rules.common import is_int
+from dspark.schema.rules.common import bounded_taps, is_int
 
 # The Kimi-K3 target's config classes: their `attn_res_block_size` defaults
 # to 12 when absent, and only the K3 model implements the AttnRes capture
@@ -105,7 +105,7 @@ def target_findings(
                 file=target.source,
                 detail={"draft": draft_value, "target": target_value, "field": draft_field},
             ))
-    layer_ids, _ = family.tap_ids(config)
+    layer_ids, _ = bounded_taps(family, config)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:
         low, high = loader.tap_low, target.num_hidden_layers + loader.tap_high_offset
         outside = [t for t in layer_ids if is_int(t) and not low <= t <= high]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from dspark.cli.errors import EXIT_OK, EXIT_USAGE
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
 
 SHARDED_PAGE = """\
        checkpoint  draft
@@ -66,7 +66,8 @@ def test_the_page_of_a_float32_draft_without_fc_norm(dspark, tiny_draft):
 def test_inspect_reads_a_broken_draft_and_points_to_check(dspark, tiny_draft):
     tiny_draft(defect="fc-norm-shipped-declared-false")
     run = dspark("inspect", "draft")
-    assert run.exit_code == EXIT_OK
+    # the page is printed in full, and the exit code is check's verdict
+    assert run.exit_code == EXIT_CHECK_FAILED
     text = page(run)
     assert "          fc_norm  off (5 weights shipped)" in text
     assert text.endswith("1 error(s), 0 warning(s): run dspark check draft for the findings.\n")

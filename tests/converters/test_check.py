@@ -302,8 +302,12 @@ def test_an_empty_weight_file_checks_nothing_and_fails(tiny_draft):
     save_file({}, str(draft / "model.safetensors"))
     report = check_checkpoint(draft)
     assert report.tensor_count == 0
-    # every tensor the config implies; the fc_norm weights by their own rule
-    assert codes(report) == Counter({"INV001": 29, "FCN001": 1})
+    # every tensor the config implies (29, grouped into one finding that
+    # counts them); the fc_norm weights by their own rule
+    assert codes(report) == Counter({"INV001": 1, "FCN001": 1})
+    [missing] = [f for f in report.findings if f.code == "INV001"]
+    assert missing.detail["grouped_count"] == 29
+    assert report.to_dict()["counts"]["error"] == 30
 
 
 # --------------------------------------------------------------------------

@@ -101,6 +101,7 @@ CORRUPTIONS: dict[str, Callable[[Path], None]] = {
     "not_utf8": lambda p: rewrite_text(p, b'{"a\xff\xfe": 1}'),
     "duplicate_key": lambda p: rewrite_text(p, _entries_text(p, "b.weight")),
     "not_json": lambda p: rewrite_text(p, b'{"a.weight": {"dtype": "F32",'),
+    "nonfinite": lambda p: rewrite_text(p, b'{"a.weight": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 4]}}'),
     "not_object": lambda p: rewrite_text(p, b"[1, 2, 3]"),
     "bad_metadata": lambda p: rewrite(p, lambda h: h.update({"__metadata__": {"format": 1}})),
     "control_character": lambda p: write_real(p, {"evil\x1b[2Jname": np.zeros(2, dtype=np.float32)}),
@@ -185,7 +186,7 @@ def test_hostile_json_is_not_json_or_not_an_entry(tmp_path, text):
     rewrite_text(path, text)
     with pytest.raises(CheckpointError) as caught:
         read_header(path)
-    assert caught.value.detail["reason"] in {"not_json", "not_object", "bad_entry"}
+    assert caught.value.detail["reason"] in {"not_json", "not_object", "bad_entry", "nonfinite"}
 
 
 @pytest.mark.parametrize(
