@@ -101,15 +101,20 @@ class _TensorProperties(MetadataRecord):
             super().__setstate__(state)
 
 
-def _record_class(kind: str) -> type[MetadataRecord]:
-    return type(kind, (MetadataRecord,), {"kind": kind})
+def _record_class(kind: str, **defaults: Any) -> type[MetadataRecord]:
+    return type(kind, (MetadataRecord,), {"kind": kind, **defaults})
 
 
+# Field defaults matter: torch leaves a field out of the pickled state when
+# it holds its default (MetadataIndex.offset for a non-tensor entry,
+# _StorageInfo.transform_descriptors without extensions).
 METADATA_RECORDS: dict[str, type[MetadataRecord]] = {
     "TensorProperties": _TensorProperties,
+    "Metadata": _record_class("Metadata", planner_data=None, storage_data=None, storage_meta=None, version=None),
+    "MetadataIndex": _record_class("MetadataIndex", offset=None, index=None),
+    "_StorageInfo": _record_class("_StorageInfo", transform_descriptors=None),
     **{kind: _record_class(kind) for kind in (
-        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata", "MetadataIndex",
-        "StorageMeta", "_StorageInfo",
+        "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata", "StorageMeta",
     )},
 }
 
@@ -510,8 +515,7 @@ class DcpReader:
         word = np.dtype(_UNSIGNED[saved.itemsize])
         if saved.is_contiguous:
             values = np.empty(saved.shape, dtype=word)
-            start, end = saved.byte_range
-            _pread_into(self.root / chunk.file, memoryview(values.reshape(-1).view(np.uint8)), start)
+            _pread_into(self.root / chunk.file, memoryview(values.reshape(-1).view(np.uint8)), saved.byte_range[0])
             return values
         storage = np.empty(saved.storage_bytes // saved.itemsize, dtype=word)
         _pread_into(self.root / chunk.file, memoryview(storage.view(np.uint8)), saved.data_start)

@@ -175,6 +175,23 @@ def test_run_iter_and_model_folders_are_all_accepted(tmp_path: Path, tensors: di
         assert not picked
 
 
+def test_metadata_reads_as_torch_reads_it(run: Path) -> None:
+    """The allow-list unpickler rebuilds torch's records as plain ones;
+    every field dspark uses must come out as torch's own reader has it."""
+    model = run / "iter_3" / "model"
+    ours, theirs = read_dcp_metadata(model / ".metadata"), torch_metadata(model)
+    assert list(ours.state_dict_metadata) == list(theirs.state_dict_metadata)
+    for fqn, want in theirs.state_dict_metadata.items():
+        got = ours.state_dict_metadata[fqn]
+        assert got.kind == type(want).__name__
+        if got.kind == "TensorStorageMetadata":
+            assert got.size == tuple(want.size) and got.properties.dtype.name == str(want.properties.dtype)[6:]
+            assert [(c.offsets, c.sizes) for c in got.chunks] == [(tuple(c.offsets), tuple(c.sizes)) for c in want.chunks]
+    stored = {(i.fqn, i.offset): (r.relative_path, r.offset, r.length) for i, r in ours.storage_data.items()}
+    assert stored == {(i.fqn, tuple(i.offset) if i.offset is not None else None): (r.relative_path, r.offset, r.length)
+                      for i, r in theirs.storage_data.items()}
+
+
 def test_a_folder_without_dcp_metadata_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError):
