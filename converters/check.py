@@ -138,6 +138,7 @@ def check_checkpoint(
     resolved = ResolvedDraft(engine=profile.spec, target_checked=target_facts is not None)
     expected: dict = {}
     if checkpoint.config is not None:
+        layout = served_layout(checkpoint)
         contract = check_contract(
             checkpoint.config,
             checkpoint.entries,
@@ -145,6 +146,7 @@ def check_checkpoint(
             target=target_facts,
             environ=environ,
             engine=profile,
+            training_output=not layout.engine_openable,
         )
         if contract.family is None:
             raise UnsupportedFamilyError(
@@ -154,7 +156,7 @@ def check_checkpoint(
                 path=checkpoint.config_display,
             )
         findings += layout_findings(
-            served_layout(checkpoint), contract.family, contract.loader, profile,
+            layout, contract.family, contract.loader, profile,
             checkpoint.config, checkpoint.entries,
         )
         findings += contract.findings

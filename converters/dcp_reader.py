@@ -1,56 +1,164 @@
-"""torch.distributed.checkpoint (DCP) folders, as TorchSpec's FSDP training
-writes them: `iter_N/model/` with `.metadata` and `*.distcp` files.
+"""torch.distributed.checkpoint (DCP) folders, as TorchSpec's trainer writes
+them: `<run>/checkpoints/iter_NNNNNNN/model/` with `.metadata` and
+`__<rank>_<n>.distcp` files, every weight keyed
+`model_state.model.draft_model.<name>`.
 
-`.metadata` is a pickle. It is read with `DcpMetadataUnpickler`, which
-resolves only the checkpoint-metadata classes on an allow-list (torch's DCP
-metadata dataclasses, `torch.Size`, dtypes and layouts, the filesystem
-storage-info record, paths); any other global, a code payload included, is
-refused with `UnsafeInputError` before anything runs. Each tensor chunk in a
-`.distcp` file is a `torch.save` blob at a recorded byte range, loaded with
-`torch.load(weights_only=True)` straight from that range; a tensor split
-into several chunks (FSDP) is assembled from them.
+Read without torch, at the speed of a safetensors file:
 
-Only the draft's keys are read (`draft_model.`, else the `model.` sub-dict,
-else everything that is not optimizer or trainer state); the rest is left
-behind and reported (SRC002).
+* `.metadata` is a pickle. `DcpMetadataUnpickler` resolves only the
+  checkpoint-metadata classes on an allow-list (torch's DCP metadata
+  dataclasses, `torch.Size`, dtype/layout names, the filesystem storage
+  record, paths) and rebuilds each as a plain local record; any other
+  global, a code payload included, is refused with `UnsafeInputError`
+  before anything runs. Nothing of torch is imported or called.
+* Each tensor chunk in a `.distcp` file is a `torch.save` zip archive at
+  the byte range the metadata records. `torch_save_blob` finds the chunk's
+  values inside it (zip directory, local header, the tiny `data.pkl`
+  through its own allow-list) and they are streamed by `pread` straight
+  from the file, in bounded chunks, like a safetensors payload. A tensor
+  that FSDP split by rows streams chunk after chunk; one split otherwise
+  is assembled in memory first.
+
+Only the draft's keys are read (those under a `draft_model.` segment, else
+the `model_state.` / `model.` sub-dict, else everything that is not
+optimizer or trainer state); the rest is left behind and reported (SRC002).
+`t2d`/`d2t` stay in the inventory: they are the draft's vocabulary maps.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
-import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from dspark.converters.inventory import Checkpoint, is_plain_file_name, load_config_for, served_name_for
-from dspark.converters.pt_reader import left_behind_finding, refused_as_unsafe, tensor_byte_chunks, torch_dtype_code
-from dspark.schema.dtypes import TORCH_DTYPE_NAMES
-from dspark.schema.errors import CheckpointError, MissingDependencyError, UnsafeInputError, UsageError, require_torch
+from dspark.converters.inventory import (
+    Checkpoint,
+    find_config_upwards,
+    is_plain_file_name,
+    load_config_for,
+    served_name_for,
+)
+from dspark.converters.pt_reader import left_behind_finding
+from dspark.converters.safetensors_io import iter_range_chunks
+from dspark.converters.torch_save_blob import SavedTensor, locate_saved_tensor
+from dspark.converters.torchspec_run import DCP_METADATA, draft_config_from_run, locate_dcp
+from dspark.schema.dtypes import DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES
+from dspark.schema.errors import CheckpointError, UnsafeInputError
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
-METADATA_FILE = ".metadata"
-DRAFT_PREFIXES = ("draft_model.", "model.")
-NON_MODEL_PREFIXES = ("optimizer.", "optim.", "scheduler.", "lr_scheduler.", "rng", "trainer_state.", "extra_state.")
+METADATA_FILE = DCP_METADATA
+# Entries that are trainer state, never draft weights. TorchSpec saves the
+# optimizer and scheduler into folders of their own under the keys
+# `optim_state` and `lr_scheduler_state`
+# (lightseekorg/TorchSpec torchspec/training/checkpoint.py@6f21829:306-316),
+# but a single-folder save may hold them beside the model.
+NON_MODEL_PREFIXES = (
+    "optim_state.", "optimizer.", "optim.", "lr_scheduler_state.", "lr_scheduler.", "scheduler.", "rng",
+    "trainer_state.", "extra_state.",
+)
+# Sub-dicts that hold the model when no key has a `draft_model.` segment.
+MODEL_PREFIXES = ("model_state.", "model.")
 
 _DCP_METADATA = "torch.distributed.checkpoint.metadata"
 _DCP_FILESYSTEM = "torch.distributed.checkpoint.filesystem"
+_DTYPE_CODES = {name: code for code, name in TORCH_DTYPE_NAMES.items()}
 
-# module -> names the metadata pickle may refer to. Everything here only
-# builds plain records when called; none can reach the file system, the
-# process or the interpreter.
-ALLOWED_GLOBALS: dict[str, frozenset[str]] = {
-    _DCP_METADATA: frozenset({
-        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
-        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING",
-    }),
-    _DCP_FILESYSTEM: frozenset({"_StorageInfo"}),
-    "torch.serialization": frozenset({"_get_layout"}),
-    "pathlib": frozenset({"PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath", "Path"}),
-    "collections": frozenset({"OrderedDict"}),
+
+# --------------------------------------------------------------------------
+# .metadata, rebuilt as plain records
+
+
+class MetadataRecord:
+    """One of DCP's metadata dataclasses, rebuilt as plain attributes:
+    pickle creates it empty (NEWOBJ) and fills it from its state (BUILD).
+    `kind` is the torch class name it stands for."""
+
+    kind = ""
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, tuple) and len(state) == 2 and all(isinstance(s, (dict, type(None))) for s in state):
+            state = {**(state[0] or {}), **(state[1] or {})}  # (__dict__, __slots__) state
+        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+            raise TypeError(f"{self.kind} state is a {type(state).__name__}, not a field mapping")
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"{self.kind}({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
+
+
+class _TensorProperties(MetadataRecord):
+    kind = "TensorProperties"
+
+    def __setstate__(self, state: Any) -> None:
+        # torch pickles TensorProperties as a 5-tuple (its __getstate__)
+        if isinstance(state, tuple) and len(state) == 5:
+            self.dtype, self.layout, self.requires_grad, self.memory_format, self.pin_memory = state
+        else:
+            super().__setstate__(state)
+
+
+def _record_class(kind: str, **defaults: Any) -> type[MetadataRecord]:
+    return type(kind, (MetadataRecord,), {"kind": kind, **defaults})
+
+
+# Field defaults matter: torch leaves a field out of the pickled state when
+# it holds its default (MetadataIndex.offset for a non-tensor entry,
+# _StorageInfo.transform_descriptors without extensions).
+METADATA_RECORDS: dict[str, type[MetadataRecord]] = {
+    "TensorProperties": _TensorProperties,
+    "Metadata": _record_class("Metadata", planner_data=None, storage_data=None, storage_meta=None, version=None),
+    "MetadataIndex": _record_class("MetadataIndex", offset=None, index=None),
+    "_StorageInfo": _record_class("_StorageInfo", transform_descriptors=None),
+    **{kind: _record_class(kind) for kind in (
+        "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata", "StorageMeta",
+    )},
+}
+
+
+@dataclass(frozen=True)
+class TorchName:
+    """A `torch.<name>` global in the pickle (a dtype, layout or memory
+    format). Inert: it is a name, never called."""
+
+    name: str
+
+
+def _torch_size(values: Any) -> tuple[int, ...]:
+    return tuple(values)
+
+
+def _layout_name(name: Any) -> str:
+    return str(name)
+
+
+def _memory_format_code(value: Any) -> tuple[str, Any]:
+    return ("memory_format", value)
+
+
+def _path_text(*parts: Any) -> str:
+    return "/".join(str(p) for p in parts)
+
+
+# module -> name -> what it becomes. Everything here only builds plain
+# records when called; none can reach the file system, the process or the
+# interpreter.
+ALLOWED_GLOBALS: dict[str, dict[str, Any]] = {
+    _DCP_METADATA: {
+        **{kind: METADATA_RECORDS[kind] for kind in (
+            "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+            "TensorProperties", "MetadataIndex", "StorageMeta",
+        )},
+        "_MEM_FORMAT_ENCODING": _memory_format_code,
+    },
+    _DCP_FILESYSTEM: {"_StorageInfo": METADATA_RECORDS["_StorageInfo"]},
+    "torch.serialization": {"_get_layout": _layout_name},
+    "torch": {"Size": _torch_size},
+    "pathlib": {name: _path_text for name in ("PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath", "Path")},
+    "collections": {"OrderedDict": OrderedDict},
 }
 
 
@@ -62,14 +170,11 @@ class DcpMetadataUnpickler(pickle.Unpickler):
         self.shown = shown
 
     def find_class(self, module: str, name: str) -> Any:
-        if name in ALLOWED_GLOBALS.get(module, ()):
-            return super().find_class(module, name)
-        if module == "torch":
-            import torch
-
-            value = getattr(torch, name, None) if not name.startswith("_") else None
-            if name == "Size" or isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
-                return torch.Size if name == "Size" else value
+        allowed = ALLOWED_GLOBALS.get(module, {})
+        if name in allowed:
+            return allowed[name]
+        if module == "torch" and name.isidentifier() and not name.startswith("_") and name.islower():
+            return TorchName(name)  # torch.bfloat16, torch.strided, torch.contiguous_format
         raise UnsafeInputError(
             f"{self.shown}: refusing to unpickle: it refers to {printable_name(module)}.{printable_name(name)}, "
             "which is not part of DCP checkpoint metadata. A .metadata file that needs it may carry "
@@ -88,16 +193,13 @@ class DcpMetadataUnpickler(pickle.Unpickler):
         )
 
 
-def read_dcp_metadata(path: Path, shown: str | None = None) -> Any:
+def _is_record(value: Any, kind: str) -> bool:
+    return isinstance(value, MetadataRecord) and value.kind == kind
+
+
+def read_dcp_metadata(path: Path, shown: str | None = None) -> MetadataRecord:
     """Parse `.metadata` with the restricted unpickler and check its shape."""
     shown = shown or str(path)
-    try:
-        from torch.distributed.checkpoint.metadata import Metadata
-    except ImportError as exc:
-        raise MissingDependencyError(
-            f"{shown}: reading a DCP checkpoint needs a torch build with torch.distributed.",
-            hint="Install a standard PyTorch wheel: pip install 'dspark[torch]'.",
-        ) from exc
     try:
         with open(path, "rb") as handle:
             metadata = DcpMetadataUnpickler(handle, shown=shown).load()
@@ -105,8 +207,9 @@ def read_dcp_metadata(path: Path, shown: str | None = None) -> Any:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure to parse is a corrupt file
         raise _corrupt(shown, f"not a readable DCP metadata pickle ({type(exc).__name__}: {exc})") from None
-    if not isinstance(metadata, Metadata):
-        raise _corrupt(shown, f"holds a {type(metadata).__name__}, not DCP checkpoint Metadata")
+    if not _is_record(metadata, "Metadata"):
+        kind = metadata.kind if isinstance(metadata, MetadataRecord) else type(metadata).__name__
+        raise _corrupt(shown, f"holds a {kind}, not DCP checkpoint Metadata")
     if not isinstance(getattr(metadata, "state_dict_metadata", None), dict) or not isinstance(
         getattr(metadata, "storage_data", None), dict
     ):
@@ -125,46 +228,32 @@ def _corrupt(shown: str, reason: str, tensor: str | None = None) -> CheckpointEr
 
 
 def _malformed(shown: str, error: Exception, tensor: str | None = None) -> CheckpointError:
-    # The allow-listed classes unpickle with whatever fields the file gives
-    # them; a record of the wrong type shows up as one of these errors.
+    # The allow-listed records take whatever fields the file gives them; a
+    # record of the wrong type shows up as one of these errors.
     where = f"{printable_name(tensor)}: " if tensor else ""
     return _corrupt(shown, f"{where}malformed metadata record ({type(error).__name__}: {error})", tensor)
 
 
-# --------------------------------------------------------------------------
-# Locating the model folder
+def _ints(values: Any) -> tuple[int, ...]:
+    result = tuple(values)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in result):
+        raise ValueError(f"{values!r:.60} is not a sequence of integers")
+    return result
 
 
-def _iteration(folder: Path) -> int | None:
-    match = re.fullmatch(r"iter_(\d+)", folder.name)
-    return int(match.group(1)) if match else None
-
-
-def locate_model_dir(path: Path) -> tuple[Path, Finding | None]:
-    """Accept the `model/` folder, an `iter_N/` folder, or a run folder
-    holding `iter_*` (the highest N is read, and a finding says so)."""
-    if (path / METADATA_FILE).is_file():
-        return path, None
-    if (path / "model" / METADATA_FILE).is_file():
-        return path / "model", None
-    iterations = sorted(
-        (n, p) for p in path.iterdir() if (n := _iteration(p)) is not None and (p / "model" / METADATA_FILE).is_file()
-    )
-    if not iterations:
-        raise UsageError(
-            f"{path}: no DCP checkpoint here (no .metadata, model/.metadata or iter_N/model/.metadata).",
-            hint="Pass the training run's iter_N folder or its model/ folder.",
+def _dtype_code(dtype: Any, *, file: str, tensor: str) -> str:
+    name = dtype.name if isinstance(dtype, TorchName) else None
+    code = _DTYPE_CODES.get(name) if name else None
+    if code is None:
+        raise CheckpointError(
+            f"{file}: {printable_name(tensor)} has dtype {f'torch.{name}' if name else repr(dtype)}, which a "
+            "safetensors checkpoint cannot hold.",
+            code="SRC004",
+            path=file,
+            tensor=tensor,
+            hint="Convert that tensor to a real floating-point dtype before exporting.",
         )
-    _, newest = iterations[-1]
-    names = ", ".join(p.name for _, p in iterations[-5:])
-    note = Finding(
-        "SRC001",
-        f"{path} is a training run with {len(iterations)} checkpoints ({names}); reading the newest, "
-        f"{newest.name}/model. Pass an iter_N folder to read another.",
-        file=f"{newest.name}/model",
-        detail={"iterations": [p.name for _, p in iterations], "picked": newest.name},
-    )
-    return newest / "model", note
+    return code
 
 
 # --------------------------------------------------------------------------
@@ -173,8 +262,8 @@ def locate_model_dir(path: Path) -> tuple[Path, Finding | None]:
 
 @dataclass(frozen=True)
 class DcpChunk:
-    """One stored piece of a tensor: where it sits in the tensor and in which
-    file, at which byte range, its `torch.save` blob lies."""
+    """One stored piece of a tensor: where it sits in the tensor, and in
+    which file, at which byte range, its `torch.save` archive lies."""
 
     offsets: tuple[int, ...]
     sizes: tuple[int, ...]
@@ -182,9 +271,27 @@ class DcpChunk:
     start: int
     length: int
 
+    @property
+    def numel(self) -> int:
+        count = 1
+        for size in self.sizes:
+            count *= size
+        return count
+
+
+def _has_draft_segment(fqn: str) -> bool:
+    return fqn.startswith("draft_model.") or ".draft_model." in fqn
+
 
 def _draft_keys(fqns: list[str]) -> list[str]:
-    for prefix in DRAFT_PREFIXES:
+    # TorchSpec's wrapper keeps the draft as its `draft_model` attribute, so
+    # its weights are keyed `model_state.model.draft_model.<name>`; its own
+    # exporters keep what follows `draft_model.`
+    # (lightseekorg/TorchSpec tools/convert_to_hf.py@6f21829:222-247).
+    chosen = [k for k in fqns if _has_draft_segment(k)]
+    if chosen:
+        return chosen
+    for prefix in MODEL_PREFIXES:
         chosen = [k for k in fqns if k.startswith(prefix)]
         if chosen:
             return chosen
@@ -192,11 +299,12 @@ def _draft_keys(fqns: list[str]) -> list[str]:
 
 
 def _chunks_for(fqn: str, tensor_md: Any, storage: dict, root: Path, file_sizes: dict, shown: str) -> tuple[DcpChunk, ...]:
-    size = tuple(int(d) for d in tensor_md.size)
+    size = _ints(tensor_md.size)
     chunks: list[DcpChunk] = []
     for chunk_md in tensor_md.chunks:
-        offsets = tuple(int(d) for d in chunk_md.offsets)
-        sizes = tuple(int(d) for d in chunk_md.sizes)
+        if not _is_record(chunk_md, "ChunkStorageMetadata"):
+            raise TypeError(f"a chunk is a {type(chunk_md).__name__}")
+        offsets, sizes = _ints(chunk_md.offsets), _ints(chunk_md.sizes)
         if len(offsets) != len(size) or len(sizes) != len(size) or any(
             o < 0 or s < 0 or o + s > d for o, s, d in zip(offsets, sizes, size)
         ):
@@ -205,6 +313,8 @@ def _chunks_for(fqn: str, tensor_md: Any, storage: dict, root: Path, file_sizes:
         info = storage.get((fqn, offsets))
         if info is None:
             raise _corrupt(shown, f"{printable_name(fqn)}: chunk at {list(offsets)} has no storage entry", fqn)
+        if not _is_record(info, "_StorageInfo"):
+            raise TypeError(f"a storage record is a {type(info).__name__}")
         relative, start, length = info.relative_path, info.offset, info.length
         if not is_plain_file_name(relative):
             raise _corrupt(shown, f"{printable_name(fqn)}: storage file {printable_name(str(relative))!r} is not a "
@@ -228,55 +338,46 @@ def _chunks_for(fqn: str, tensor_md: Any, storage: dict, root: Path, file_sizes:
 
 def _check_tiling(fqn: str, size: tuple[int, ...], chunks: list[DcpChunk], shown: str) -> None:
     """The chunks must cover the tensor exactly once."""
-    def numel(shape) -> int:
-        count = 1
-        for d in shape:
-            count *= d
-        return count
-
-    nonempty = [c for c in chunks if numel(c.sizes)]
+    numel = 1
+    for d in size:
+        numel *= d
+    nonempty = [c for c in chunks if c.numel]
     overlap = any(
         all(a.offsets[i] < b.offsets[i] + b.sizes[i] and b.offsets[i] < a.offsets[i] + a.sizes[i] for i in range(len(size)))
         for n, a in enumerate(nonempty) for b in nonempty[n + 1:]
     )
-    if overlap or sum(numel(c.sizes) for c in nonempty) != numel(size) or (numel(size) and not nonempty):
+    if overlap or sum(c.numel for c in nonempty) != numel or (numel and not nonempty):
         raise _corrupt(shown, f"{printable_name(fqn)}: its {len(chunks)} chunks do not cover the tensor "
                               f"{list(size)} exactly once", fqn)
 
 
 def open_dcp(path: Path, *, config_path: Path | None = None) -> Checkpoint:
-    """Open a DCP checkpoint: metadata only, no tensor loaded."""
-    require_torch("Reading a DCP checkpoint")
-    model_dir, note = locate_model_dir(path)
+    """Open a DCP checkpoint: metadata only, no tensor read, no torch."""
+    location = locate_dcp(path)
+    model_dir = location.model_dir
     shown = METADATA_FILE if model_dir == path else str(model_dir.relative_to(path) / METADATA_FILE)
     metadata = read_dcp_metadata(model_dir / METADATA_FILE, shown)
-
-    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     try:
         storage: dict[tuple[str, tuple[int, ...]], Any] = {}
         for index, info in metadata.storage_data.items():
+            if not _is_record(index, "MetadataIndex") or not isinstance(index.fqn, str):
+                raise TypeError(f"a storage key is a {type(index).__name__}")
             offset = getattr(index, "offset", None)
-            storage[(index.fqn, tuple(int(d) for d in offset) if offset is not None else ())] = info
+            storage[(index.fqn, _ints(offset) if offset is not None else ())] = info
     except (AttributeError, TypeError, ValueError) as exc:
         raise _malformed(shown, exc) from None
 
-    # The draft's config sits beside the weights, or up the tree as far as
-    # the folder above the one the user named, and at least up to the
-    # training run that holds iter_N/.
-    levels = len(model_dir.relative_to(path).parts) + 1
-    if _iteration(model_dir.parent) is not None:
-        levels = max(levels, 2)
-    config, config_file, config_findings, family = load_config_for(model_dir, config_path, search_parents=levels)
+    config, config_file, config_findings, family, config_source = _draft_config(path, location, config_path)
 
-    fqns = list(metadata.state_dict_metadata)
+    fqns = [k for k in metadata.state_dict_metadata if isinstance(k, str)]
     draft = set(_draft_keys(fqns))
     entries: list[TensorEntry] = []
     left_behind: list[str] = []
     file_sizes: dict[str, int | None] = {}
     for fqn in fqns:
         tensor_md = metadata.state_dict_metadata[fqn]
-        if fqn not in draft or not isinstance(tensor_md, TensorStorageMetadata):
+        if fqn not in draft or not _is_record(tensor_md, "TensorStorageMetadata"):
             left_behind.append(fqn)
             continue
         try:
@@ -284,18 +385,21 @@ def open_dcp(path: Path, *, config_path: Path | None = None) -> Checkpoint:
             entries.append(TensorEntry(
                 served_name=served_name_for(family, fqn),
                 stored_name=fqn,
-                dtype=torch_dtype_code(tensor_md.properties.dtype, file=shown, tensor=fqn),
-                shape=tuple(int(d) for d in tensor_md.size),
+                dtype=_dtype_code(tensor_md.properties.dtype, file=shown, tensor=fqn),
+                shape=_ints(tensor_md.size),
                 file=chunks[0].file if chunks else "",
                 locator=chunks,
             ))
         except (AttributeError, TypeError, ValueError) as exc:
             raise _malformed(shown, exc, fqn) from None
 
-    findings: list[Finding] = [note] if note else []
+    findings: list[Finding] = [location.note] if location.note else []
     if left_behind:
         findings.append(left_behind_finding(left_behind, shown))
     weight_files = sorted({c.file for e in entries for c in e.locator})
+    details: dict[str, Any] = {"dcp_model_dir": str(model_dir), "left_behind": len(left_behind)}
+    if config_source:
+        details["config_from"] = config_source
     return Checkpoint(
         source=path,
         root=model_dir,
@@ -308,98 +412,151 @@ def open_dcp(path: Path, *, config_path: Path | None = None) -> Checkpoint:
         config_path=config_file,
         config_findings=config_findings,
         family=family,
-        metadata={"dcp_model_dir": str(model_dir), "left_behind": len(left_behind)},
+        metadata=details,
     )
+
+
+def _draft_config(path: Path, location, explicit: Path | None):
+    """`--config`, else a config.json beside the weights or up the tree (to
+    the folder above the one the user named, and at least to the training
+    run's folder), else the file the run's config.yaml names under
+    `model.draft_model_config`: TorchSpec copies no config.json into its
+    runs (lightseekorg/TorchSpec torchspec/config/train_config.py@6f21829:86,233-244)."""
+    model_dir = location.model_dir
+    levels = len(model_dir.relative_to(path).parts) + 1
+    if location.run_root is not None:
+        levels = max(levels, len(model_dir.relative_to(location.run_root).parts))
+    missing_note = None
+    source = None
+    if explicit is None and location.run_root is not None and find_config_upwards(model_dir, levels) is None:
+        named = draft_config_from_run(location.run_root)
+        if named.path is not None:
+            explicit, source = named.path, "config.yaml: model.draft_model_config"
+        else:
+            missing_note = f"The training run's config.yaml was looked at too: {named.problem}."
+    config, config_file, findings, family = load_config_for(
+        model_dir, explicit, search_parents=levels, missing_note=missing_note
+    )
+    return config, config_file, findings, family, source
 
 
 # --------------------------------------------------------------------------
 # Payloads
 
 
-class _FileRange(io.RawIOBase):
-    """A read-only, seekable window [start, start + length) of a file, so
-    `torch.load` reads one blob in place: no copy of the rest of the file,
-    and `readinto` straight into the tensor's storage."""
-
-    def __init__(self, fd: int, start: int, length: int) -> None:
-        super().__init__()
-        self._fd, self._start, self._length, self._position = fd, start, length, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._position
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._length}[whence]
-        self._position = max(0, base + offset)
-        return self._position
-
-    def readinto(self, buffer) -> int:
-        want = min(len(buffer), self._length - self._position)
-        if want <= 0:
-            return 0
-        got = os.preadv(self._fd, [memoryview(buffer).cast("B")[:want]], self._start + self._position)
-        self._position += got
-        return got
+_UNSIGNED = {1: "u1", 2: "<u2", 4: "<u4", 8: "<u8"}  # numpy views of any dtype, bits untouched
 
 
 class DcpReader:
-    """Loads one tensor at a time; `entry.locator` holds its chunks."""
+    """Streams a tensor's values from its chunks' `torch.save` archives;
+    `entry.locator` holds the chunks. Every call opens its own files and
+    buffers, so `--deep` may read several tensors at once."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-
-    def load(self, entry: TensorEntry) -> Any:
-        import torch
-
-        chunks: tuple[DcpChunk, ...] = entry.locator
-        dtype = getattr(torch, TORCH_DTYPE_NAMES[entry.dtype])
-        whole = len(chunks) == 1 and chunks[0].sizes == entry.shape
-        result = None if whole else torch.empty(entry.shape, dtype=dtype)
-        for chunk in chunks:
-            part = self._load_chunk(entry, chunk, dtype, torch)
-            if whole:
-                return part
-            if part.numel():
-                region = tuple(slice(o, o + s) for o, s in zip(chunk.offsets, chunk.sizes))
-                result[region].copy_(part)
-            del part
-        return result
-
-    def _load_chunk(self, entry: TensorEntry, chunk: DcpChunk, dtype: Any, torch: Any) -> Any:
-        shown = f"{chunk.file} [{chunk.start:,}, {chunk.start + chunk.length:,})"
-        with open(self.root / chunk.file, "rb", buffering=0) as handle:
-            window = _FileRange(handle.fileno(), chunk.start, chunk.length)
-            try:
-                part = torch.load(window, map_location="cpu", weights_only=True)
-            except pickle.UnpicklingError as exc:
-                if not refused_as_unsafe(exc):
-                    raise _corrupt(shown, f"{entry.stored_name}: chunk is not a readable torch.save blob", entry.stored_name) from None
-                raise UnsafeInputError(
-                    f"{shown}: refusing to load {printable_name(entry.stored_name)}: the blob needs more than "
-                    "weights-only loading allows; nothing from it was run.",
-                    code="SRC003",
-                    path=chunk.file,
-                    tensor=entry.stored_name,
-                    hint="Only read checkpoints from a source you trust.",
-                ) from None
-            except Exception as exc:  # noqa: BLE001 - any other failure is a corrupt blob
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                raise _corrupt(shown, f"{printable_name(entry.stored_name)}: chunk is not a readable torch.save "
-                                      f"blob ({first})", entry.stored_name) from None
-        if not isinstance(part, torch.Tensor) or part.dtype != dtype or tuple(part.shape) != chunk.sizes:
-            got = f"{part.dtype}{list(part.shape)}" if isinstance(part, torch.Tensor) else type(part).__name__
-            raise _corrupt(shown, f"{printable_name(entry.stored_name)}: chunk holds {got}, the metadata says "
-                                  f"{dtype}{list(chunk.sizes)}", entry.stored_name)
-        return part
 
     def read_raw(self, entry: TensorEntry) -> bytes:
         return b"".join(bytes(chunk) for chunk in self.iter_chunks(entry, 1 << 30))
 
     def iter_chunks(self, entry: TensorEntry, chunk_bytes: int) -> Iterator[memoryview]:
-        return tensor_byte_chunks(self.load(entry), chunk_bytes)
+        chunks: tuple[DcpChunk, ...] = entry.locator
+        runs = _row_major_runs(chunks, entry.shape)
+        if runs is not None:
+            return self._stream(entry, runs, chunk_bytes)
+        return self._assembled(entry, chunk_bytes)
+
+    def locate(self, entry: TensorEntry, chunk: DcpChunk) -> SavedTensor:
+        """Where one chunk's values sit in its `.distcp` file, checked
+        against what the metadata says of it."""
+        shown = f"{chunk.file} [{chunk.start:,}, {chunk.start + chunk.length:,})"
+        with open(self.root / chunk.file, "rb", buffering=0) as handle:
+            saved = locate_saved_tensor(handle.fileno(), chunk.start, chunk.length, shown=shown, tensor=entry.stored_name)
+        if saved.dtype != entry.dtype or saved.shape != chunk.sizes:
+            raise _corrupt(shown, f"{printable_name(entry.stored_name)}: chunk holds "
+                                  f"{TORCH_DTYPE_NAMES.get(saved.dtype, saved.dtype)}{list(saved.shape)}, the metadata "
+                                  f"says {TORCH_DTYPE_NAMES.get(entry.dtype, entry.dtype)}{list(chunk.sizes)}",
+                           entry.stored_name)
+        return saved
+
+    def _stream(self, entry: TensorEntry, runs: list[DcpChunk], chunk_bytes: int) -> Iterator[memoryview]:
+        # Chunks are whole rows of the tensor, in order: the tensor's bytes
+        # are the chunks' bytes one after the other, each read in place.
+        itemsize = DTYPE_ITEMSIZE[entry.dtype]
+        chunk_bytes = max(itemsize, chunk_bytes - chunk_bytes % itemsize)
+        for chunk in runs:
+            saved = self.locate(entry, chunk)
+            if saved.is_contiguous:
+                start, end = saved.byte_range
+                yield from iter_range_chunks(self.root / chunk.file, start, end, chunk_bytes)
+            else:
+                flat = memoryview(self._values(chunk, saved)).cast("B")
+                for position in range(0, len(flat), chunk_bytes):
+                    yield flat[position:position + chunk_bytes]
+
+    def _assembled(self, entry: TensorEntry, chunk_bytes: int) -> Iterator[memoryview]:
+        # Split along a later axis (FSDP Shard(1), tensor parallel): the
+        # tensor is put together in memory, then handed out.
+        import numpy as np
+
+        whole = np.empty(entry.shape, dtype=_UNSIGNED[DTYPE_ITEMSIZE[entry.dtype]])
+        for chunk in entry.locator:
+            if chunk.numel:
+                region = tuple(slice(o, o + s) for o, s in zip(chunk.offsets, chunk.sizes))
+                whole[region] = self._values(chunk, self.locate(entry, chunk))
+        flat = memoryview(whole.reshape(-1).view(np.uint8))
+        for position in range(0, len(flat), chunk_bytes):
+            yield flat[position:position + chunk_bytes]
+
+    def _values(self, chunk: DcpChunk, saved: SavedTensor):
+        """One chunk's values as a C-ordered numpy array of unsigned
+        integers of the dtype's width (the bits, not the numbers)."""
+        import numpy as np
+
+        word = np.dtype(_UNSIGNED[saved.itemsize])
+        if saved.is_contiguous:
+            values = np.empty(saved.shape, dtype=word)
+            _pread_into(self.root / chunk.file, memoryview(values.reshape(-1).view(np.uint8)), saved.byte_range[0])
+            return values
+        storage = np.empty(saved.storage_bytes // saved.itemsize, dtype=word)
+        _pread_into(self.root / chunk.file, memoryview(storage.view(np.uint8)), saved.data_start)
+        strided = np.lib.stride_tricks.as_strided(
+            storage[saved.storage_offset:], shape=saved.shape,
+            strides=tuple(s * saved.itemsize for s in saved.stride), writeable=False,
+        )
+        return np.ascontiguousarray(strided)
+
+
+def _row_major_runs(chunks: tuple[DcpChunk, ...], shape: tuple[int, ...]) -> list[DcpChunk] | None:
+    """The non-empty chunks in storage order when each is one run of the
+    tensor's C-ordered elements (whole trailing rows), else None."""
+    starts: list[tuple[int, DcpChunk]] = []
+    for chunk in chunks:
+        if not chunk.numel:
+            continue
+        first = next((i for i, s in enumerate(chunk.sizes) if s != 1), len(shape))
+        if any(chunk.sizes[i] != shape[i] for i in range(first + 1, len(shape))):
+            return None
+        start, stride = 0, 1
+        for axis in reversed(range(len(shape))):
+            start += chunk.offsets[axis] * stride
+            stride *= shape[axis]
+        starts.append((start, chunk))
+    return [chunk for _, chunk in sorted(starts, key=lambda pair: pair[0])]
+
+
+def _pread_into(path: Path, target: memoryview, offset: int) -> None:
+    with open(path, "rb", buffering=0) as handle:
+        filled = 0
+        while filled < len(target):
+            got = os.preadv(handle.fileno(), [target[filled:]], offset + filled)
+            if got <= 0:
+                raise CheckpointError(
+                    f"{path}: file ended at byte {offset + filled:,} while reading a tensor chunk.",
+                    code="SRC004",
+                    path=str(path),
+                    hint="The DCP checkpoint is incomplete or damaged; copy it again from the training run.",
+                )
+            filled += got
+
+
+__all__ = ["DcpChunk", "DcpMetadataUnpickler", "DcpReader", "MetadataRecord", "open_dcp", "read_dcp_metadata"]

@@ -8,11 +8,12 @@ Every format's reader has the same verbs (`read_raw`, `iter_chunks`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterator, Protocol
 
 from dspark.converters.configs import CONFIG_NAME, read_draft_config
+from dspark.converters.torchspec_run import holds_dcp
 from dspark.schema.errors import UsageError
 from dspark.schema.families import DraftFamily, family_for_config, strip_wrappers
 from dspark.schema.findings import Finding
@@ -108,9 +109,7 @@ def detect_format(path: Path) -> str:
         return "safetensors-sharded"
     if any(path.glob("*.safetensors")):
         return "safetensors"
-    if (path / ".metadata").is_file() or (path / "model" / ".metadata").is_file():
-        return "dcp"
-    if any((p / "model" / ".metadata").is_file() for p in path.glob("iter_*")):
+    if holds_dcp(path):
         return "dcp"
     try:
         pts = sorted(p for p in path.iterdir() if p.suffix in TORCH_SUFFIXES and p.is_file())
@@ -122,8 +121,8 @@ def detect_format(path: Path) -> str:
     if len(pts) == 1:
         return "pt"
     raise UsageError(
-        f"{printable_name(str(path))}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP .metadata "
-        "or single .pt file in it.",
+        f"{printable_name(str(path))}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP .metadata, "
+        "training run (checkpoints/iter_N/) or single .pt file in it.",
         hint="Pass the folder that holds the draft's weights and config.json.",
     )
 
@@ -145,25 +144,33 @@ def open_checkpoint(path: Path | str, *, config_path: Path | str | None = None) 
     return open_pt(path, config_path=Path(config_path) if config_path else None)
 
 
+def find_config_upwards(root: Path, levels: int) -> Path | None:
+    """`config.json` beside the weights, else in up to `levels` folders above."""
+    folder = root
+    for _ in range(levels + 1):
+        if (folder / CONFIG_NAME).is_file():
+            return folder / CONFIG_NAME
+        folder = folder.parent
+    return None
+
+
 def load_config_for(
-    root: Path, explicit: Path | None, *, search_parents: int = 0
+    root: Path, explicit: Path | None, *, search_parents: int = 0, missing_note: str | None = None
 ) -> tuple[dict[str, Any] | None, Path | None, list[Finding], DraftFamily | None]:
     """Find and read the draft config: `explicit`, else beside the weights,
-    else (training outputs) up to `search_parents` folders above."""
+    else (training outputs) up to `search_parents` folders above.
+    `missing_note` is added to the finding when there is none: what the
+    reader knows about where this format keeps (or does not keep) it."""
     if explicit is not None:
         if not explicit.is_file():
             raise UsageError(f"--config {printable_name(str(explicit))}: no such file.", hint="Pass the draft's config.json.")
         candidate: Path | None = explicit
     else:
-        candidate = None
-        folder = root
-        for _ in range(search_parents + 1):
-            if (folder / CONFIG_NAME).is_file():
-                candidate = folder / CONFIG_NAME
-                break
-            folder = folder.parent
+        candidate = find_config_upwards(root, search_parents)
     shown = _display(candidate, root) if candidate else _display(root / CONFIG_NAME, root)
     config, findings = read_draft_config(candidate, shown)
+    if missing_note and candidate is None:
+        findings = [replace(f, message=f"{f.message} {missing_note}") if f.code == "CFG001" else f for f in findings]
     family = family_for_config(config) if config else None
     return config, candidate, findings, family
 

@@ -33,6 +33,13 @@ from dspark.schema.inventory import TensorEntry, printable_name
 NESTED_STATE_DICT_KEYS = ("draft_model", "state_dict", "model", "module")
 _MAX_NESTING = 4
 
+# TorchSpec's DFlash exporter writes one .pt and no config
+# (lightseekorg/TorchSpec scripts/tools/extract_dflash_checkpoint.py@6f21829:47,97).
+PT_HAS_NO_CONFIG = (
+    "A .pt state dict carries no config of its own (TorchSpec's extract_dflash_checkpoint.py writes none): "
+    "pass --config with the draft config the run was trained with."
+)
+
 _TORCH_NAME_TO_CODE = {name: code for code, name in TORCH_DTYPE_NAMES.items()}
 
 
@@ -279,7 +286,9 @@ def open_pt(path: Path, *, config_path: Path | None = None) -> Checkpoint:
     tensors, nested_under, left_behind = find_state_dict(obj, torch, shown)
     for name, tensor in tensors.items():
         require_dense(tensor, file=shown, name=name)
-    config, config_file, config_findings, family = load_config_for(root, config_path, search_parents=1)
+    config, config_file, config_findings, family = load_config_for(
+        root, config_path, search_parents=1, missing_note=PT_HAS_NO_CONFIG
+    )
 
     entries = [
         TensorEntry(

@@ -36,10 +36,14 @@ def check_contract(
     target: TargetFacts | None = None,
     environ: Mapping[str, str] | None = None,
     engine: EngineProfile = DEFAULT_ENGINE,
+    training_output: bool = False,
 ) -> ContractResult:
     """Every config and inventory rule of the draft contract, as `engine`
     loads the draft. `family` is None when dspark knows no family the
-    config could describe (the caller says so; no rule ran)."""
+    config could describe (the caller says so; no rule ran).
+    `training_output`: the checkpoint is in a layout the engine cannot open
+    (a DCP run, a .pt), so training-only entries convert leaves behind are
+    notes, not tensors without a destination."""
     environ = {} if environ is None else environ
     resolved = ResolvedDraft(engine=engine.spec, target_checked=target is not None)
     resolution = resolve_family(config, engine, config_file)
@@ -70,7 +74,8 @@ def check_contract(
     if target is not None:
         findings += target_findings(view, target, family, loader)
     inventory, expected = inventory_findings(
-        family, loader, engine, view, entries, resolved, features, config_file
+        family, loader, engine, view, entries, resolved, features, config_file,
+        training_output=training_output,
     )
     findings += inventory
     return ContractResult(findings, resolved, family, expected, loader, view)

@@ -41,6 +41,8 @@ def inventory_findings(
     resolved: ResolvedDraft,
     features: Mapping[str, bool],
     config_file: str,
+    *,
+    training_output: bool = False,
 ) -> tuple[list[Finding], dict[str, ExpectedTensor]]:
     """Compare what is shipped with what the config implies."""
     findings: list[Finding] = []
@@ -95,6 +97,15 @@ def inventory_findings(
                 tensor=name,
                 detail={"nbytes": entry.nbytes, "dtype": entry.dtype, "shape": list(entry.shape),
                         "source": skip.source.cite() if skip else None},
+            ))
+            continue
+        if training_output and family.is_training_only(name):
+            findings.append(Finding(
+                "SRC002",
+                f"{entry.file}: {printable_name(name)} is training-only; dspark convert leaves it behind.",
+                file=entry.file,
+                tensor=name,
+                detail={"nbytes": entry.nbytes},
             ))
             continue
         group = fused_groups.get(name)

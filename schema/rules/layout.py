@@ -47,7 +47,8 @@ def layout_findings(
     detail: dict[str, Any] = {"format": layout.format}
     if not layout.engine_openable:
         reasons.append(layout.why_not or f"the engine does not read {layout.format} checkpoints")
-    if loader is not None:
+    if loader is not None and layout.engine_openable:
+        # Names matter only once the engine can open the files at all.
         renamed = [
             (e.stored_name, loader.engine_name(e.stored_name), e.served_name)
             for e in entries
@@ -61,7 +62,9 @@ def layout_findings(
             )
             more = f" and {len(renamed) - _EXAMPLES} more" if len(renamed) > _EXAMPLES else ""
             reasons.append(f"{len(renamed)} tensor names the engine does not map to its parameters: {shown}{more}")
-            detail["renamed"] = [{"stored": s, "engine": e, "served": c} for s, e, c in renamed]
+            detail["renamed_count"] = len(renamed)
+            detail["renamed"] = [{"stored": s, "engine": e, "served": c} for s, e, c in renamed[:20]]
+    if loader is not None:
         model_type = (config or {}).get("model_type")
         if config is not None and model_type not in loader.model_types:
             reasons.append(

@@ -169,17 +169,28 @@ def test_a_pt_state_dict_converts(tmp_path: Path) -> None:
 _HIDE_TORCH = "import sys\nsys.modules['torch'] = None  # as if the torch extra were not installed"
 
 
-@pytest.mark.parametrize("kind", ["pt", "dcp"])
-def test_torch_inputs_without_torch_exit_2_naming_the_extra(tmp_path: Path, kind: str) -> None:
-    if kind == "pt":
-        path = _write_pt(tmp_path / "ckpt", {"w": torch.ones(2)})
-    else:
-        path = tmp_path / "iter_1" / "model"
-        path.mkdir(parents=True)
-        (path / ".metadata").write_bytes(b"not read without torch")
+def test_a_pt_input_without_torch_exits_2_naming_the_extra(tmp_path: Path) -> None:
+    path = _write_pt(tmp_path / "ckpt", {"w": torch.ones(2)})
     result = dspark("convert", str(path), str(tmp_path / "out"), prelude=_HIDE_TORCH)
     assert result.returncode == 2, result.stderr
     assert "dspark[torch]" in result.stderr and "PyTorch" in result.stderr
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_a_dcp_input_converts_and_checks_without_torch(tmp_path: Path) -> None:
+    """DCP metadata and tensor chunks are read in place: torch saves the
+    folder here, but the dspark processes run with torch hidden."""
+    import torch.distributed.checkpoint as dcp
+
+    tensors = make_tensors(tensor_shapes(SCALES["tiny"]), dtype="bfloat16")
+    model = tmp_path / "run" / "checkpoints" / "iter_0000002" / "model"
+    model.mkdir(parents=True)
+    dcp.save({"model_state": {"model": {"draft_model": tensors}}}, checkpoint_id=str(model), no_dist=True)
+    (model.parent / "config.json").write_text(json.dumps(draft_config(SCALES["tiny"])))
+    result = dspark("convert", str(tmp_path / "run"), str(tmp_path / "out"), prelude=_HIDE_TORCH)
+    assert result.returncode == 0, result.stderr
+    result = dspark("check", str(tmp_path / "run"), "--deep", "--contents", prelude=_HIDE_TORCH)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_safetensors_input_converts_without_torch(source: Path, tmp_path: Path) -> None:

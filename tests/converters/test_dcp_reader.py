@@ -3,6 +3,7 @@ with the restricted metadata unpickler."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -48,6 +49,12 @@ def write_dcp(model_dir: Path, tensors: dict, *, with_extras: bool = True) -> Pa
     return model_dir
 
 
+def torch_metadata(model: Path):
+    """The metadata as torch itself reads it (a full unpickle: fine for
+    files this test wrote), to change and write back with pickle.dumps."""
+    return dcp.FileSystemReader(str(model)).read_metadata()
+
+
 def write_config(folder: Path, **changes) -> Path:
     config = draft_config(SCALES["tiny"])
     config.update(changes)
@@ -91,6 +98,62 @@ def test_every_tensor_reads_back_exactly(run: Path, tensors: dict) -> None:
         assert checkpoint.reader.read_raw(entry) == source.contiguous().view(torch.uint8).numpy().tobytes(), entry.served_name
 
 
+def torch_load_chunk(model: Path, chunk) -> "torch.Tensor":
+    """What torch.load makes of one chunk's byte range (torch's own DCP
+    reader does exactly this)."""
+    with open(model / chunk.file, "rb") as handle:
+        handle.seek(chunk.start)
+        return torch.load(io.BytesIO(handle.read(chunk.length)), weights_only=True)
+
+
+def raw(tensor) -> bytes:
+    return tensor.contiguous().view(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+
+
+MIXED = {
+    "bf16": torch.randn(5, 6, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16),
+    "fp32": torch.randn(4, 3, 2, generator=torch.Generator().manual_seed(2)),
+    "int64": torch.arange(-9, 30, dtype=torch.int64),
+    "bool": torch.arange(11) % 3 == 0,
+    "fp16-scalar": torch.tensor(2.5, dtype=torch.float16),
+    "fp8": torch.linspace(-3, 3, 16).to(torch.float8_e4m3fn),
+    "empty": torch.zeros(0, 4, dtype=torch.bfloat16),
+    "transposed": torch.arange(24, dtype=torch.float32).reshape(4, 6).t(),
+}
+
+
+def test_bytes_read_in_place_equal_torch_load(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    dcp.save({"model_state": {"model": {"draft_model": dict(MIXED)}}}, checkpoint_id=str(model), no_dist=True)
+    checkpoint = open_checkpoint(model)
+    assert {e.served_name for e in checkpoint.entries} == set(MIXED)
+    for entry in checkpoint.entries:
+        want = MIXED[entry.served_name]
+        chunks = [torch_load_chunk(model, c) for c in entry.locator if c.numel]
+        by_torch = b"".join(raw(c) for c in chunks)
+        assert checkpoint.reader.read_raw(entry) == by_torch == raw(want), entry.served_name
+    # the transposed tensor is stored with its strides: read, then put in C order
+    assert not checkpoint.reader.locate(checkpoint.entry("transposed"), checkpoint.entry("transposed").locator[0]).is_contiguous
+
+
+def test_bytes_equal_what_torch_dcp_load_gives(tmp_path: Path, tensors: dict) -> None:
+    model = write_dcp(tmp_path / "model", tensors)
+    checkpoint = open_checkpoint(model)
+    loaded = {f"draft_model.{n}": torch.empty_like(t) for n, t in tensors.items()}
+    dcp.load(loaded, checkpoint_id=str(model), no_dist=True)
+    for entry in checkpoint.entries:
+        assert checkpoint.reader.read_raw(entry) == raw(loaded[entry.stored_name]), entry.served_name
+
+
+def test_chunks_stream_in_bounded_pieces(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    dcp.save({"w": torch.arange(1000, dtype=torch.int64)}, checkpoint_id=str(model), no_dist=True)
+    checkpoint = open_checkpoint(model)
+    pieces = [bytes(p) for p in checkpoint.reader.iter_chunks(checkpoint.entries[0], 4096)]
+    assert [len(p) for p in pieces] == [4096, 3904]
+    assert b"".join(pieces) == raw(torch.arange(1000, dtype=torch.int64))
+
+
 @pytest.mark.parametrize("given", ["run", "iter_10", "model"])
 def test_run_iter_and_model_folders_are_all_accepted(tmp_path: Path, tensors: dict, given: str) -> None:
     run = tmp_path / "run"
@@ -110,6 +173,23 @@ def test_run_iter_and_model_folders_are_all_accepted(tmp_path: Path, tensors: di
         assert picked and "iter_10" in picked[0].message and picked[0].detail["iterations"] == ["iter_2", "iter_9", "iter_10"]
     else:
         assert not picked
+
+
+def test_metadata_reads_as_torch_reads_it(run: Path) -> None:
+    """The allow-list unpickler rebuilds torch's records as plain ones;
+    every field dspark uses must come out as torch's own reader has it."""
+    model = run / "iter_3" / "model"
+    ours, theirs = read_dcp_metadata(model / ".metadata"), torch_metadata(model)
+    assert list(ours.state_dict_metadata) == list(theirs.state_dict_metadata)
+    for fqn, want in theirs.state_dict_metadata.items():
+        got = ours.state_dict_metadata[fqn]
+        assert got.kind == type(want).__name__
+        if got.kind == "TensorStorageMetadata":
+            assert got.size == tuple(want.size) and got.properties.dtype.name == str(want.properties.dtype)[6:]
+            assert [(c.offsets, c.sizes) for c in got.chunks] == [(tuple(c.offsets), tuple(c.sizes)) for c in want.chunks]
+    stored = {(i.fqn, i.offset): (r.relative_path, r.offset, r.length) for i, r in ours.storage_data.items()}
+    assert stored == {(i.fqn, tuple(i.offset) if i.offset is not None else None): (r.relative_path, r.offset, r.length)
+                      for i, r in theirs.storage_data.items()}
 
 
 def test_a_folder_without_dcp_metadata_is_a_usage_error(tmp_path: Path) -> None:
@@ -155,7 +235,7 @@ def test_metadata_with_a_code_payload_is_refused_and_never_runs(
         metadata_file.write_bytes(pickle.dumps(payload(marker)))
     else:
         # A genuine Metadata object with the payload hidden in one field.
-        metadata = read_dcp_metadata(metadata_file)
+        metadata = torch_metadata(metadata_file.parent)
         metadata.storage_meta = payload(marker)
         metadata_file.write_bytes(pickle.dumps(metadata))
     with pytest.raises(UnsafeInputError) as caught:
@@ -168,7 +248,7 @@ def test_metadata_with_a_code_payload_is_refused_and_never_runs(
 def test_a_tensor_blob_with_a_code_payload_is_refused_and_never_runs(run: Path, tmp_path: Path) -> None:
     marker = tmp_path / "PAYLOAD_RAN"
     model = run / "iter_3" / "model"
-    metadata = read_dcp_metadata(model / ".metadata")
+    metadata = torch_metadata(model)
     # Append a torch.save'd payload to the data file and point one tensor at it.
     evil = tmp_path / "evil.pt"
     torch.save({"x": _Shell(marker)}, evil)
@@ -189,7 +269,7 @@ def test_a_tensor_blob_with_a_code_payload_is_refused_and_never_runs(run: Path, 
 
 
 def _rewrite_storage(model: Path, fqn: str, **changes) -> None:
-    metadata = read_dcp_metadata(model / ".metadata")
+    metadata = torch_metadata(model)
     for index, info in metadata.storage_data.items():
         if index.fqn == fqn:
             for key, value in changes.items():
@@ -258,7 +338,7 @@ def _a_tensor_size_is_text(metadata) -> None:
 )
 def test_malformed_metadata_records_are_a_checkpoint_error(run: Path, mutate) -> None:
     model = run / "iter_3" / "model"
-    metadata = read_dcp_metadata(model / ".metadata")
+    metadata = torch_metadata(model)
     mutate(metadata)
     (model / ".metadata").write_bytes(pickle.dumps(metadata))
     with pytest.raises(CheckpointError) as caught:
@@ -285,7 +365,7 @@ _TWO_RANKS = textwrap.dedent('''
         tensors = torch.load(source, weights_only=True)
         state = {}
         for name, tensor in tensors.items():
-            if tensor.dim() == 2 and name.startswith("context_proj"):
+            if tensor.dim() == 2 and name.startswith(("context_proj", "layers.0.self_attn.kv_b_proj")):
                 placement = Shard(1)
             elif tensor.dim() == 2 or name == "d2t":
                 placement = Shard(0)
@@ -304,7 +384,15 @@ _TWO_RANKS = textwrap.dedent('''
 SPLIT_SAMPLE = (
     "context_proj.weight", "layers.0.mlp.up_proj.weight", "markov_head.markov_w1.weight",
     "confidence_head.proj.weight", "final_norm.weight", "d2t", "t2d",
+    "layers.0.self_attn.kv_b_proj.weight", "layers.1.self_attn.q_a_proj.weight",
 )
+# saved in bf16, as TorchSpec's trainer saves the draft: one split by
+# columns (assembled), one by rows (streamed)
+BF16_IN_SAMPLE = ("layers.0.self_attn.kv_b_proj.weight", "layers.1.self_attn.q_a_proj.weight")
+
+
+def split_sample(tensors: dict) -> dict:
+    return {n: tensors[n].to(torch.bfloat16) if n in BF16_IN_SAMPLE else tensors[n] for n in SPLIT_SAMPLE}
 
 
 @pytest.fixture(scope="module")
@@ -312,7 +400,7 @@ def sharded(tmp_path_factory: pytest.TempPathFactory, tensors: dict) -> Path:
     folder = tmp_path_factory.mktemp("sharded")
     source = folder / "source.pt"
     # A few tensors of each kind: every placement costs collectives.
-    torch.save({n: tensors[n] for n in SPLIT_SAMPLE}, source)
+    torch.save(split_sample(tensors), source)
     script = folder / "two_ranks.py"
     script.write_text(_TWO_RANKS)
     model = folder / "iter_1" / "model"
@@ -327,18 +415,31 @@ def sharded(tmp_path_factory: pytest.TempPathFactory, tensors: dict) -> Path:
 
 
 def test_tensors_split_across_ranks_are_assembled(sharded: Path, tensors: dict) -> None:
+    from dspark.converters.dcp_reader import _row_major_runs
+
     checkpoint = open_checkpoint(sharded)
+    model = sharded / "model"
     assert checkpoint.weight_files == ["__0_0.distcp", "__1_0.distcp"]
     assert {e.served_name for e in checkpoint.entries} == set(SPLIT_SAMPLE)
     split = {e.served_name for e in checkpoint.entries if len(e.locator) > 1}
     # confidence_head.proj.weight has one row for two ranks: one chunk is empty
     assert split == {
         "context_proj.weight", "layers.0.mlp.up_proj.weight", "markov_head.markov_w1.weight", "d2t",
-        "confidence_head.proj.weight",
+        "confidence_head.proj.weight", "layers.0.self_attn.kv_b_proj.weight", "layers.1.self_attn.q_a_proj.weight",
     }
+    # split by rows: streamed chunk after chunk; by columns: assembled
+    streamed = {e.served_name for e in checkpoint.entries if _row_major_runs(e.locator, e.shape) is not None}
+    assert "layers.1.self_attn.q_a_proj.weight" in streamed and "d2t" in streamed
+    assert not {"context_proj.weight", "layers.0.self_attn.kv_b_proj.weight"} & streamed
+    expected = split_sample(tensors)
     for entry in checkpoint.entries:
-        want = tensors[entry.served_name].contiguous().view(torch.uint8).numpy().tobytes()
-        assert checkpoint.reader.read_raw(entry) == want, entry.served_name
+        assert checkpoint.reader.read_raw(entry) == raw(expected[entry.served_name]), entry.served_name
+        for chunk in entry.locator:
+            if chunk.numel:  # each chunk in place equals torch.load of its blob
+                saved = checkpoint.reader.locate(entry, chunk)
+                start, end = saved.byte_range
+                with open(model / chunk.file, "rb") as handle:
+                    assert os.pread(handle.fileno(), end - start, start) == raw(torch_load_chunk(model, chunk))
 
 
 def test_detect_format_sees_all_three_dcp_layouts(run: Path) -> None:

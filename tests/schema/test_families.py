@@ -35,7 +35,17 @@ from dspark.schema.families import (
             id="checkpoint-and-compile-infix",
         ),
         pytest.param("_fsdp_wrapped_module.draft_model.norm.weight", "norm.weight", id="fsdp-leading"),
+        pytest.param(
+            "model_state.model.draft_model.context_proj.weight", "context_proj.weight", id="torchspec-dcp",
+        ),
+        pytest.param("model_state.model.draft_model.d2t", "d2t", id="torchspec-vocab-map"),
+        pytest.param("module._orig_mod.draft_model.final_norm.weight", "final_norm.weight", id="ddp-compiled"),
+        pytest.param(
+            "_checkpoint_wrapped_module.layers.1.mlp.down_proj.weight", "layers.1.mlp.down_proj.weight",
+            id="checkpoint-leading",
+        ),
         pytest.param("markov_head.markov_w1.weight", "markov_head.markov_w1.weight", id="no-wrapper"),
+        pytest.param("model_statex.weight", "model_statex.weight", id="not-a-segment"),
         pytest.param("mymodel.x.weight", "mymodel.x.weight", id="not-a-wrapper"),
     ],
 )

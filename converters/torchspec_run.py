@@ -1,0 +1,329 @@
+"""TorchSpec training runs on disk: which DCP folder to read, and where the
+draft's config is.
+
+A TorchSpec run's output folder holds (lightseekorg/TorchSpec, read at
+6f21829):
+
+    <output_dir>/config.yaml                      the resolved training config
+    <output_dir>/checkpoints/latest_checkpointed_iteration.txt
+    <output_dir>/checkpoints/best_checkpointed_iteration.txt   (with eval)
+    <output_dir>/checkpoints/iter_NNNNNNN/model/  .metadata + __<rank>_<n>.distcp
+    <output_dir>/checkpoints/iter_NNNNNNN/{optimizer,lr_scheduler}/, rng.pt, meta.json
+
+The draft's `config.json` is not copied into the run: `config.yaml` only
+records its path, under `model.draft_model_config`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from dspark.schema.errors import UsageError
+from dspark.schema.findings import Finding
+from dspark.schema.inventory import printable_name
+
+DCP_METADATA = ".metadata"
+# `checkpoint_dir = <output_dir>/checkpoints`
+# (lightseekorg/TorchSpec torchspec/config/train_config.py@6f21829:329-331).
+CHECKPOINTS_FOLDER = "checkpoints"
+# Written after every save as the bare integer step id, no zero padding;
+# TorchSpec's own loader rebuilds `iter_{n:07d}` from it
+# (torchspec/training/checkpoint.py@6f21829:133-141,336-337).
+LATEST_MARKER = "latest_checkpointed_iteration.txt"
+# Written when eval improves; its iteration may have been rotated away
+# (torchspec/controller/eval.py@6f21829:89-94, torchspec/controller/loop.py@6f21829:80-109).
+BEST_MARKER = "best_checkpointed_iteration.txt"
+# `_save_config_snapshot` (torchspec/config/train_config.py@6f21829:233-244).
+RUN_CONFIG = "config.yaml"
+DRAFT_CONFIG_KEY = ("model", "draft_model_config")  # ModelConfig.draft_model_config, train_config.py@6f21829:86
+
+_ITERATION = re.compile(r"iter_(\d+)")
+
+
+def iteration_number(folder: Path) -> int | None:
+    match = _ITERATION.fullmatch(folder.name)
+    return int(match.group(1)) if match else None
+
+
+def _iterations(folder: Path) -> dict[int, Path]:
+    """`iter_N` folders under `folder` that hold a DCP `model/`, by N."""
+    found: dict[int, Path] = {}
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return found
+    for child in children:
+        number = iteration_number(child)
+        if number is not None and (child / "model" / DCP_METADATA).is_file():
+            # `iter_0002001` and `iter_2001` both name 2001: keep the padded one TorchSpec writes
+            if number not in found or child.name == f"iter_{number:07d}":
+                found[number] = child
+    return found
+
+
+def holds_dcp(path: Path) -> bool:
+    """Whether `path` is a DCP folder, an `iter_N/` folder, a folder of
+    `iter_N/` folders, or a TorchSpec run folder (file names only)."""
+    if (path / DCP_METADATA).is_file() or (path / "model" / DCP_METADATA).is_file():
+        return True
+    checkpoints = path / CHECKPOINTS_FOLDER
+    if (checkpoints / LATEST_MARKER).is_file() or any((p / "model" / DCP_METADATA).is_file() for p in checkpoints.glob("iter_*")):
+        return True
+    return any((p / "model" / DCP_METADATA).is_file() for p in path.glob("iter_*"))
+
+
+@dataclass(frozen=True)
+class DcpLocation:
+    """The DCP folder to read and what the user's path told about it."""
+
+    model_dir: Path
+    # The training run's output folder (holding config.yaml and
+    # checkpoints/), or the folder holding iter_N/ when there is no
+    # checkpoints/ level; None for a bare DCP folder.
+    run_root: Path | None
+    note: Finding | None  # SRC001 when an iteration was picked for the user
+
+
+def locate_dcp(path: Path) -> DcpLocation:
+    """Accept a DCP `model/` folder, an `iter_N/` folder, a folder of
+    `iter_N/` folders (TorchSpec's `checkpoints/`) or a run's output folder
+    holding `checkpoints/`. From several iterations the one
+    `latest_checkpointed_iteration.txt` names is read, else the highest N;
+    a SRC001 note says which and why."""
+    if (path / DCP_METADATA).is_file():
+        return DcpLocation(path, _run_root_of(path), None)
+    if (path / "model" / DCP_METADATA).is_file():
+        return DcpLocation(path / "model", _run_root_of(path / "model"), None)
+    checkpoints = path / CHECKPOINTS_FOLDER if (path / CHECKPOINTS_FOLDER).is_dir() else path
+    iterations = _iterations(checkpoints)
+    if not iterations:
+        where = (f"{checkpoints} holds no iter_N/model/{DCP_METADATA}" if checkpoints != path
+                 else f"no {DCP_METADATA}, model/{DCP_METADATA} or iter_N/model/{DCP_METADATA}")
+        raise UsageError(
+            f"{printable_name(str(path))}: no DCP checkpoint here ({where}).",
+            hint="Pass the training run's output folder (holding checkpoints/), an iter_N folder or its model/ "
+            "folder.",
+        )
+    picked, how, detail = _pick_iteration(checkpoints, iterations)
+    listed = ", ".join(iterations[n].name for n in sorted(iterations)[-5:])
+    more = f"{len(iterations) - 5} more and " if len(iterations) > 5 else ""
+    shown_model = picked.relative_to(path) / "model"
+    note = Finding(
+        "SRC001",
+        f"{printable_name(str(path))} is a training run with {len(iterations)} checkpoint"
+        f"{'s' if len(iterations) != 1 else ''} ({more}{listed}); reading {shown_model}, {how}. "
+        "Pass an iter_N folder to read another.",
+        file=str(shown_model),
+        detail={"iterations": [iterations[n].name for n in sorted(iterations)], "picked": picked.name, **detail},
+    )
+    return DcpLocation(picked / "model", _run_root_of(picked / "model"), note)
+
+
+def _read_marker(path: Path) -> tuple[int | None, str | None]:
+    """The integer in a TorchSpec marker file, or why there is none."""
+    if not path.is_file():
+        return None, None
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"{path.name} cannot be read ({exc})"
+    if not text.isdigit() or not text.isascii():
+        return None, f"{path.name} holds {text[:40]!r}, not an iteration number"
+    return int(text), None
+
+
+def _pick_iteration(checkpoints: Path, iterations: dict[int, Path]) -> tuple[Path, str, dict]:
+    newest = max(iterations)
+    latest, problem = _read_marker(checkpoints / LATEST_MARKER)
+    detail: dict = {"latest_marker": latest}
+    best, _ = _read_marker(checkpoints / BEST_MARKER)
+    if best is not None:
+        detail["best_marker"] = best
+    if latest is not None and latest in iterations:
+        how = f"the one {LATEST_MARKER} names"
+        if latest != newest:
+            how += f" (a higher {iterations[newest].name} is also here)"
+        picked = iterations[latest]
+    else:
+        if problem:
+            reason = problem
+        elif latest is not None:
+            reason = f"{LATEST_MARKER} names {latest}, which is not here"
+        else:
+            reason = f"there is no {LATEST_MARKER}"
+        how = f"the highest iteration ({reason})"
+        picked = iterations[newest]
+    if best is not None and best in iterations and iterations[best] != picked:
+        how += f"; the best by eval is {iterations[best].name}"
+    return picked, how, detail
+
+
+def _run_root_of(model_dir: Path) -> Path | None:
+    """The run's output folder above a DCP `model/` folder: `iter_N/`'s
+    parent, or the folder above `checkpoints/`."""
+    if iteration_number(model_dir.parent) is None:
+        return None
+    holder = model_dir.parent.parent
+    return holder.parent if holder.name == CHECKPOINTS_FOLDER else holder
+
+
+# --------------------------------------------------------------------------
+# The draft config named in config.yaml
+
+
+@dataclass(frozen=True)
+class RunDraftConfig:
+    """What the run's config.yaml says about the draft config: a file that
+    exists, or why none can be used (`problem`, a sentence for the user)."""
+
+    path: Path | None
+    problem: str | None
+
+
+def draft_config_from_run(run_root: Path, *, cwd: Path | None = None) -> RunDraftConfig:
+    """Follow `model.draft_model_config` in `run_root/config.yaml`. A
+    relative path is tried against the run folder, then the current folder
+    (TorchSpec resolves it against its working folder at training time)."""
+    config_yaml = run_root / RUN_CONFIG
+    shown = printable_name(str(config_yaml))
+    if not config_yaml.is_file():
+        return RunDraftConfig(None, f"there is no {RUN_CONFIG} in the training run ({shown}) to name it")
+    try:
+        text = config_yaml.read_text(encoding="utf-8")
+        value = read_yaml_key(text, *DRAFT_CONFIG_KEY)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return RunDraftConfig(None, f"{shown} could not be parsed for {'.'.join(DRAFT_CONFIG_KEY)} ({exc})")
+    if value is None:
+        return RunDraftConfig(None, f"{shown} sets no {'.'.join(DRAFT_CONFIG_KEY)}: TorchSpec then generates the "
+                                    "draft config from the target model at training time and never saves it")
+    named = Path(value).expanduser()
+    candidates = [named] if named.is_absolute() else [run_root / named, (cwd or Path.cwd()) / named]
+    for candidate in candidates:
+        if candidate.is_file():
+            return RunDraftConfig(candidate, None)
+    return RunDraftConfig(None, f"{shown} names {printable_name(value)} as {'.'.join(DRAFT_CONFIG_KEY)}, which is not "
+                                "found" + ("" if named.is_absolute() else " relative to the run folder or the current folder"))
+
+
+def read_yaml_key(text: str, section: str, key: str) -> str | None:
+    """The scalar at `section.key` of a YAML document written as OmegaConf
+    writes one (block style, two-level mappings, plain or quoted scalars).
+
+    A line reader for this one key, so dspark needs no YAML library. It
+    refuses (ValueError) anything it cannot read with certainty rather
+    than guess: tabs in indentation, a flow-style or duplicated section or
+    key, block or multi-line scalars, anchors, aliases and tags. Returns
+    None for null, `~` or an empty value; raises ValueError when the key
+    is absent."""
+    section_seen = False
+    in_section = False
+    child_indent: int | None = None
+    found: str | None = None
+    found_at: int | None = None
+    value_open = False  # the line after the key's, until a line at or above its level
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or stripped in ("---", "..."):
+            continue
+        if "\t" in line[: len(line) - len(line.lstrip())]:
+            raise ValueError(f"line {number} is indented with a tab")
+        indent = len(line) - len(line.lstrip(" "))
+        if value_open:
+            if indent > child_indent:
+                raise ValueError(f"{section}.{key} continues on line {number}: a multi-line or nested value")
+            value_open = False
+        if indent == 0:
+            name, value = _split_mapping_line(stripped, number)
+            in_section = name == section
+            if in_section:
+                if section_seen:
+                    raise ValueError(f"{section} appears twice (line {number})")
+                section_seen = True
+                if value and not value.startswith("#"):
+                    raise ValueError(f"{section} is written in flow style on line {number}")
+            continue
+        if not in_section:
+            continue
+        if child_indent is None:
+            child_indent = indent
+        if indent < child_indent:
+            raise ValueError(f"line {number} is indented less than the {section} section's keys")
+        if indent > child_indent:
+            continue  # deeper levels of another key
+        name, value = _split_mapping_line(stripped, number)
+        if name == key:
+            if found_at is not None:
+                raise ValueError(f"{section}.{key} appears twice (line {number})")
+            found, found_at, value_open = value, number, True
+    if found_at is None:
+        if not section_seen:
+            raise ValueError(f"there is no {section} section")
+        raise ValueError(f"there is no {section}.{key}")
+    return _scalar(found, found_at)
+
+
+_MAPPING_LINE = re.compile(r"""(?P<name>[A-Za-z_][\w.-]*)\s*:(?:\s+(?P<value>.*))?$""")
+
+
+def _split_mapping_line(stripped: str, number: int) -> tuple[str, str]:
+    match = _MAPPING_LINE.match(stripped)
+    if not match:
+        if stripped.startswith(("- ", "-")):
+            return "-", stripped  # a list item: no key of interest
+        raise ValueError(f"line {number} is not a 'key: value' line")
+    return match.group("name"), (match.group("value") or "").strip()
+
+
+def _scalar(value: str, number: int) -> str | None:
+    if value.startswith("'"):
+        end = _closing_single_quote(value)
+        if end is None or _rest_is_comment(value[end + 1:]) is False:
+            raise ValueError(f"line {number}: an unterminated or multi-line quoted value")
+        return value[1:end].replace("''", "'")
+    if value.startswith('"'):
+        end = _closing_double_quote(value)
+        if end is None or _rest_is_comment(value[end + 1:]) is False:
+            raise ValueError(f"line {number}: an unterminated or multi-line quoted value")
+        try:
+            return json.loads(value[: end + 1])
+        except json.JSONDecodeError:
+            raise ValueError(f"line {number}: a double-quoted value with escapes dspark does not read") from None
+    comment = re.search(r"\s#", value)
+    plain = (value[: comment.start()] if comment else value).strip()
+    if plain in ("", "~", "null", "Null", "NULL"):
+        return None
+    if plain[0] in "&*!|>[{@`%":
+        raise ValueError(f"line {number}: a YAML {plain[0]!r} value (anchor, alias, tag, block or flow) is not read")
+    return plain
+
+
+def _closing_single_quote(value: str) -> int | None:
+    position = 1
+    while position < len(value):
+        if value[position] == "'":
+            if value[position + 1:position + 2] == "'":
+                position += 2
+                continue
+            return position
+        position += 1
+    return None
+
+
+def _closing_double_quote(value: str) -> int | None:
+    position = 1
+    while position < len(value):
+        if value[position] == "\\":
+            position += 2
+            continue
+        if value[position] == '"':
+            return position
+        position += 1
+    return None
+
+
+def _rest_is_comment(rest: str) -> bool:
+    rest = rest.strip()
+    return not rest or rest.startswith("#")
