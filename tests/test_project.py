@@ -45,6 +45,15 @@ def test_ci_runs_the_readme_test_command():
     assert " && ".join(ci_lines[-3:]) == test_command
 
 
+def test_the_readme_ci_command_reads_every_value():
+    """A header-only gate cannot see NaN, Inf or lost weights: every gate
+    command the README gives reads the payloads."""
+    gates = [c for c in _fenced_commands(README) if c.startswith("dspark check") and "--strict" in c]
+    assert gates
+    for command in gates:
+        assert "--deep" in command.split() or "--verify" in command.split(), command
+
+
 def test_readme_first_command_runs_the_bundled_example():
     first = _fenced_commands(README)[0]
     assert "dspark check examples/tiny-k3-dspark" in first
