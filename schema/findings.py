@@ -96,6 +96,8 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("MAN004", I, "manifest verified"),
     ("MAN005", E, "--verify without a dspark-manifest.json: nothing to verify against"),
     ("MAN006", E, "weight file in the folder that the manifest does not list"),
+    # `dspark convert`: values it refuses to write
+    ("CNV001", E, "the cast to the output dtype turns finite values into Inf"),
     # training outputs read by `dspark convert` (DCP folders, .pt state dicts)
     ("SRC001", I, "training run folder: the newest iteration was read"),
     ("SRC002", I, "entries that are not draft weights (optimizer state, counters) left behind"),
