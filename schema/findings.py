@@ -111,6 +111,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("SMK005", W, "folded incremental path outside tolerance"),
     ("SMK006", W, "the Triton kernel did not run; the torch reference computed the norm"),
     ("SMK007", I, "GPU timings of the norm and the whole projection"),
+    ("SMK008", E, "projection weights or output are all zeros: nothing to compare"),
 )
 
 
