@@ -134,7 +134,8 @@ def render_report(report: ConvertReport) -> None:
         f"renamed {len(plan.renames)}, dropped {len(plan.dropped)}"
         + (f" ({', '.join(sorted({d.reason for d in plan.dropped}))})" if plan.dropped else ""),
         f"config.json: {len(plan.config_changes)} change(s)",
-        f"verified: dspark check passes; dspark-manifest.json written ({report.seconds:.2f} s)",
+        f"verified: every value written was read (no NaN/Inf, no all-zero weights) and dspark check passes; "
+        f"dspark-manifest.json written ({report.seconds:.2f} s)",
     ]
     for line in lines:
         stdout.print(f"  {escape(line)}")

@@ -167,7 +167,7 @@ def render_check(report: CheckReport, *, strict: bool) -> None:
     rows = _summary_rows(report)
     if report.target:
         rows.append(("target", report.target))
-    if report.deep:
+    if report.payloads_read:
         rows.append(("payload scanned", human_bytes(report.scanned_bytes)))
     lines: list[list[Segment]] = [[("dim", f"{key:>18}"), (None, " " + printable_name(value))] for key, value in rows]
     lines.append([])

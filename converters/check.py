@@ -1,8 +1,9 @@
 """`check_checkpoint` and `inspect_checkpoint`: the library behind
 `dspark check` and `dspark inspect`, callable from Python.
 
-Header-only unless `deep=True`. Never imports torch for a safetensors
-checkpoint.
+Header-only unless `deep=True` or `verify_hashes=True`; a header-only
+report says so (PAY005, `payloads_read: false`). Never imports torch for a
+safetensors checkpoint.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from dspark.converters.configs import read_target_facts
+from dspark.converters.holes import hole_findings
 from dspark.converters.inventory import Checkpoint, open_checkpoint
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, group_findings
 from dspark.schema.rules import ResolvedDraft, ServedLayout, check_contract, layout_findings, payload_findings
+from dspark.schema.inventory import PayloadStats
 
 MANIFEST_NAME = "dspark-manifest.json"
 
@@ -48,6 +51,7 @@ class CheckReport:
     findings: list[Finding]
     deep: bool = False
     scanned_bytes: int = 0
+    payloads_read: bool = False  # every payload was read and judged (--deep, --verify, convert)
     target: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     engine: str | None = None
@@ -88,6 +92,7 @@ class CheckReport:
             "passed": self.passed(strict),
             "strict": strict,
             "deep": self.deep,
+            "payloads_read": self.payloads_read,
             "target": self.target,
             "resolved": self.resolved.to_dict(),
             "tensor_count": self.tensor_count,
@@ -115,17 +120,22 @@ def check_checkpoint(
     progress: ProgressStart | None = None,
     engine: EngineProfile | str | None = None,
     verdict: str = "served",
+    payload_stats: Mapping[str, PayloadStats] | None = None,
 ) -> CheckReport:
     """Check a draft checkpoint against the contract of a serving engine.
 
     `target` is the target model's folder or config.json. `deep` streams
-    every payload (NaN/Inf, zero norms, identity fc_norm). `engine` is a
-    profile or `NAME[@REV]` (default: TokenSpeed as deployed today).
-    `verdict` "served" (the default) judges the folder as the engine will
-    open it; "contents" judges only what is inside, for training-time CI,
-    and reports the layout the engine cannot open as a note. `progress`,
-    when given, is called once with the total payload bytes and returns a
-    callable told each chunk's size.
+    every payload (NaN/Inf, zero norms and matrices, identity fc_norm) and,
+    with a manifest, hashes it from the same read. `verify_hashes` does the
+    same read and fails without a manifest. `engine` is a profile or
+    `NAME[@REV]` (default: TokenSpeed as deployed today). `verdict`
+    "served" (the default) judges the folder as the engine will open it;
+    "contents" judges only what is inside, for training-time CI, and reports
+    the layout the engine cannot open as a note. `progress`, when given, is
+    called once with the total payload bytes and returns a callable told
+    each chunk's size. `payload_stats` (stored name -> stats) are the
+    statistics of these very payloads, gathered by a caller that wrote
+    them (convert): they are judged instead of reading the files again.
     """
     if verdict not in VERDICTS:
         raise UsageError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}.")
@@ -164,31 +174,67 @@ def check_checkpoint(
         expected = contract.expected
     findings = _apply_engine_severities(findings, profile, verdict)
 
-    scanned = 0
-    if deep:
-        findings_from_scan, scanned = _scan_payloads(checkpoint, expected, progress)
+    has_manifest = (checkpoint.root / MANIFEST_NAME).is_file()
+    read_payloads = deep or verify_hashes
+    scanned, digests = 0, None
+    if payload_stats is not None:
+        pairs = [(e, payload_stats[e.stored_name]) for e in checkpoint.entries if e.stored_name in payload_stats]
+        findings += payload_findings(pairs, expected)
+        scanned = sum(e.nbytes for e, _ in pairs)
+    elif read_payloads:
+        findings_from_scan, scanned, digests = _scan_payloads(checkpoint, expected, progress, digest=has_manifest)
         findings += findings_from_scan
+    else:
+        findings.append(_not_read_finding())
+    findings += hole_findings(checkpoint.root, checkpoint.entries)
 
-    if (checkpoint.root / MANIFEST_NAME).is_file():
+    if has_manifest:
         from dspark.converters.manifest import verify_manifest
 
-        findings += verify_manifest(checkpoint, hashes=verify_hashes or deep)
+        findings += verify_manifest(checkpoint, hashes=read_payloads, digests=digests)
+    elif verify_hashes:
+        findings.append(_no_manifest_finding(checkpoint))
 
     report = _report(checkpoint, resolved, findings, deep=deep, scanned=scanned, target=target_facts)
     report.engine = profile.spec
     report.verdict = verdict
+    report.payloads_read = payload_stats is not None or read_payloads
     return report
 
 
-def _scan_payloads(checkpoint: Checkpoint, expected, progress: ProgressStart | None) -> tuple[list[Finding], int]:
-    """Payload findings, and the bytes actually scanned. A tensor that
-    cannot be read is a finding (PAY003); the others are still scanned."""
+def _not_read_finding() -> Finding:
+    return Finding(
+        "PAY005",
+        "payloads not read: header-only check (config, names, shapes, dtypes, file layout); NaN/Inf and "
+        "all-zero weights are not looked for. Run with --deep to read every value.",
+        detail={"payloads_read": False},
+    )
+
+
+def _no_manifest_finding(checkpoint: Checkpoint) -> Finding:
+    return Finding(
+        "MAN005",
+        f"--verify: {checkpoint.source} has no {MANIFEST_NAME}, so its bytes cannot be verified (a deleted "
+        "manifest looks the same as none). Re-convert with `dspark convert`, which writes one; to check "
+        "the values without hashes, use --deep instead of --verify.",
+        file=MANIFEST_NAME,
+    )
+
+
+def _scan_payloads(
+    checkpoint: Checkpoint, expected, progress: ProgressStart | None, *, digest: bool
+) -> tuple[list[Finding], int, dict[str, str | None] | None]:
+    """Payload findings, the bytes actually scanned and, with `digest`,
+    each payload's sha256 by stored name (None where it could not be
+    read), all from one read. A tensor that cannot be read is a finding
+    (PAY003); the others are still scanned."""
     from dspark.converters.payload_scan import scan_payloads
 
     advance = progress(checkpoint.total_bytes()) if progress else None
-    scans = scan_payloads(checkpoint.reader, checkpoint.entries, progress=advance)
+    scans = scan_payloads(checkpoint.reader, checkpoint.entries, progress=advance, digest=digest)
     findings: list[Finding] = []
     scanned = []
+    digests = {scan.entry.stored_name: scan.sha256 for scan in scans} if digest else None
     for scan in scans:
         if scan.error is None:
             scanned.append((scan.entry, scan.stats))
@@ -203,7 +249,7 @@ def _scan_payloads(checkpoint: Checkpoint, expected, progress: ProgressStart | N
             tensor=entry.served_name,
             detail={"byte_range": list(entry.byte_range) if entry.byte_range else None, **error.detail},
         ))
-    return payload_findings(scanned, expected) + findings, sum(e.nbytes for e, _ in scanned)
+    return payload_findings(scanned, expected) + findings, sum(e.nbytes for e, _ in scanned), digests
 
 
 VERDICTS = ("served", "contents")

@@ -26,7 +26,7 @@ from dspark.converters.casting import CASTABLE, ChunkCaster, output_dtype
 from dspark.converters.check import CheckReport, check_checkpoint
 from dspark.converters.configs import CONFIG_NAME
 from dspark.converters.inventory import Checkpoint, detect_format, open_checkpoint
-from dspark.converters.manifest import MANIFEST_NAME, build_manifest, sha256_of_file
+from dspark.converters.manifest import MANIFEST_NAME, build_manifest, sha256_of_file, written_by_convert
 from dspark.converters.writer import (
     CHUNKS_IN_FLIGHT,
     INDEX_FILE,
@@ -44,8 +44,8 @@ from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.engines import DEFAULT_ENGINE
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding, Severity, group_findings
-from dspark.schema.inventory import TensorEntry, has_control_characters, printable_name
-from dspark.schema.rules import DEFAULT_STREAM, STREAMS, check_contract, nested_field
+from dspark.schema.inventory import PayloadStats, TensorEntry, has_control_characters, printable_name
+from dspark.schema.rules import DEFAULT_STREAM, STREAMS, check_contract, nested_field, payload_findings
 
 DEFAULT_MAX_SHARD_SIZE = "5GB"
 # Small enough for the read buffer, the cast's scratch and the output ring to
@@ -164,6 +164,8 @@ class ConvertPlan:
     findings: list[Finding]  # the source's notes + the contract on the planned output
     replaces_existing: bool
     checkpoint: Checkpoint = field(repr=False, compare=False, default=None)
+    # served name -> what the contract expects of it (roles for the value checks)
+    expected: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @property
     def errors(self) -> list[Finding]:
@@ -331,6 +333,7 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
         findings=findings,
         replaces_existing=replaces,
         checkpoint=checkpoint,
+        expected=contract.expected,
     )
 
 
@@ -369,22 +372,45 @@ def _check_paths(src: Path, dst: Path, *, force: bool) -> bool:
         )
     if exists and not dst.is_dir():
         raise UsageError(f"{shown_dst} exists and is not a folder; refusing to replace it.", hint="Pick another destination.")
-    if exists and not _holds_a_checkpoint_or_nothing(dst):
-        # --force replaces a previous conversion; a mistyped path must not
-        # cost someone an unrelated folder.
-        raise UsageError(
-            f"{shown_dst} is a folder that holds no checkpoint (no config.json, {MANIFEST_NAME} or "
-            "*.safetensors); --force only replaces an earlier checkpoint or an empty folder.",
-            hint="Check the destination path; remove that folder yourself if you really mean to replace it.",
-        )
+    if exists:
+        _refuse_to_replace_others_work(dst)
     if dst.parent.exists() and not dst.parent.is_dir():
         raise UsageError(f"{printable_name(str(dst.parent))} is not a folder.", hint="Pick another destination.")
     return exists
 
 
-def _holds_a_checkpoint_or_nothing(folder: Path) -> bool:
-    names = {entry.name for entry in folder.iterdir()}
-    return not names or bool(names & {CONFIG_NAME, MANIFEST_NAME}) or any(n.endswith(".safetensors") for n in names)
+# How many of the entries --force would lose a refusal names.
+SHOWN_ENTRIES = 5
+
+
+def _refuse_to_replace_others_work(dst: Path) -> None:
+    """--force replaces only what convert itself wrote (a folder whose
+    manifest accounts for every entry in it) or an empty folder. Anything
+    else -- a target model's folder, a git checkout, notes, a draft someone
+    copied in by hand -- may be the only copy of someone's work: refuse,
+    naming what would be lost."""
+    shown = printable_name(str(dst))
+    try:
+        has_manifest, unaccounted = written_by_convert(dst)
+    except (ValueError, OSError) as error:
+        raise UsageError(
+            f"{shown} has a {MANIFEST_NAME} that cannot be read ({error}); --force cannot tell that "
+            "dspark wrote this folder, so it will not replace it.",
+            hint="Check the destination path; remove that folder yourself if you really mean to replace it.",
+        ) from None
+    if not unaccounted:
+        return
+    listed = ", ".join(unaccounted[:SHOWN_ENTRIES])
+    if len(unaccounted) > SHOWN_ENTRIES:
+        listed += f" and {len(unaccounted) - SHOWN_ENTRIES} more"
+    why = (f"holds {len(unaccounted)} entr{'y' if len(unaccounted) == 1 else 'ies'} its {MANIFEST_NAME} does not list"
+           if has_manifest else f"was not written by dspark convert (no {MANIFEST_NAME})")
+    raise UsageError(
+        f"{shown} {why}; --force would delete {listed}. --force only replaces a folder that "
+        "dspark convert wrote, or an empty one.",
+        hint="Check the destination path, or convert into a new folder; remove that folder yourself "
+        "if you really mean to replace it.",
+    )
 
 
 def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
@@ -418,7 +444,7 @@ def _error_from_findings(errors: list[Finding], template: str, *, hint: str) -> 
     """One error for a list of error findings: the first five in the message
     (`{listed}` in `template`), all of them in `detail`, the first one's
     code, file and tensor on the error."""
-    listed = "; ".join(f"{f.code} {f.message}" for f in errors[:5])
+    listed = "; ".join(f"{f.code} {f.message.rstrip('.')}" for f in errors[:5])
     if len(errors) > 5:
         listed += f" (and {len(errors) - 5} more)"
     return CheckpointError(
@@ -593,9 +619,15 @@ def _execute(plan: ConvertPlan, progress: ProgressStart | None) -> ConvertReport
 
 
 def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart | None) -> tuple[dict[str, int], CheckReport]:
+    from dspark.converters.payload_scan import payload_scanner
+
     reader = plan.checkpoint.reader
     advance = progress(plan.bytes_in) if progress else None
     by_name = {t.name: t for t in plan.tensors}
+    # What every written payload holds (NaN/Inf, all zeros, all ones),
+    # scanned on the output chunk while it is still in cache: the values
+    # written are judged, so a cast that overflows is caught too.
+    written_stats: dict[str, PayloadStats] = {}
 
     # The writer may still hold CHUNKS_IN_FLIGHT chunks when it asks for
     # the next, so the cast fills a ring of one more output buffers: no
@@ -609,17 +641,29 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
         nonlocal turn
         tensor = by_name[planned.name]
         src, dst = tensor.source.dtype, tensor.dtype
+        scanner = payload_scanner(dst)
         for chunk in reader.iter_chunks(tensor.source, CHUNK_BYTES):
             # Readers reuse their buffers too, so even an uncast chunk is
             # copied into the ring.
-            yield cast.cast_into(chunk, src, dst, ring[turn])
+            out = cast.cast_into(chunk, src, dst, ring[turn])
+            scanner.update(out)
+            yield out
             turn = (turn + 1) % len(ring)
             if advance is not None:
                 advance(len(chunk))
+        written_stats[planned.name] = scanner.stats()
 
     written = []
     for shard in plan.shards:
         written += write_shard(folder / shard.file, shard, source)
+    refusals = payload_refusals(plan, written_stats)
+    if refusals:
+        raise _error_from_findings(
+            refusals,
+            f"{plan.source}: convert refuses to write values a server cannot use: {{listed}}. "
+            f"Nothing was written to {plan.destination}.",
+            hint=_refusal_hint(refusals),
+        )
     write_json(folder / CONFIG_NAME, plan.config)
     if len(plan.shards) > 1:
         write_index(folder / INDEX_FILE, written)
@@ -636,7 +680,7 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
     _fsync_dir(folder)
 
     environ = os.environ if plan.options.environ is None else plan.options.environ
-    verification = check_checkpoint(folder, environ=environ)
+    verification = check_checkpoint(folder, environ=environ, payload_stats=written_stats)
     if verification.errors:
         raise _error_from_findings(
             verification.errors,
@@ -646,6 +690,57 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
         )
     names = [p.name for p in folder.iterdir()]
     return {name: (folder / name).stat().st_size for name in sorted(names)}, verification
+
+
+def payload_refusals(plan: ConvertPlan, written_stats: Mapping[str, PayloadStats]) -> list[Finding]:
+    """The error findings on the values convert wrote, named by the input
+    file and the output tensor name: NaN/Inf already in the input (PAY001),
+    values the cast turned into Inf (CNV001), all-zero norms and matrices
+    (PAY002, PAY004). (Warnings such as FCN006 come with the verification.)"""
+    from dspark.converters.payload_scan import scan_chunks
+
+    judged: list[tuple[TensorEntry, PayloadStats]] = []
+    findings: list[Finding] = []
+    for tensor in plan.tensors:
+        stats = written_stats[tensor.name]
+        from_input = stats.nonfinite_count
+        if from_input and tensor.cast:
+            # Rare: read this one tensor's input again to tell the input's
+            # NaN/Inf from the cast's overflow.
+            source_stats = scan_chunks(
+                tensor.source.dtype, plan.checkpoint.reader.iter_chunks(tensor.source, CHUNK_BYTES)
+            )
+            from_input = source_stats.nonfinite_count
+            made = stats.nonfinite_count - from_input
+            if made > 0:
+                findings.append(Finding(
+                    "CNV001",
+                    f"{tensor.source.file}: {printable_name(tensor.name)}: the cast "
+                    f"{tensor.source.dtype} -> {tensor.dtype} turns {made:,} finite value(s) into Inf "
+                    f"(they exceed {TORCH_DTYPE_NAMES[tensor.dtype]}'s range).",
+                    file=tensor.source.file,
+                    tensor=tensor.name,
+                    detail={"made_nonfinite": made, "source_dtype": tensor.source.dtype, "dtype": tensor.dtype},
+                ))
+        entry = TensorEntry(tensor.name, tensor.source.stored_name, tensor.dtype, tensor.source.shape, tensor.source.file)
+        judged.append((entry, PayloadStats(from_input, stats.all_zero, stats.all_one)))
+    findings += payload_findings(judged, plan.expected)
+    return [f for f in findings if f.severity is Severity.ERROR]
+
+
+def _refusal_hint(refusals: list[Finding]) -> str:
+    codes = {f.code for f in refusals}
+    hints = []
+    overflowing = {f.detail["dtype"] for f in refusals if f.code == "CNV001"}
+    if "F16" in overflowing:
+        hints.append("use --dtype bfloat16 (float32's range) or --dtype keep instead of float16")
+    elif overflowing:
+        hints.append("use --dtype keep: these values sit at the very top of float32's range, which "
+                     "also says the training run is in trouble")
+    if codes - {"CNV001"}:
+        hints.append("the input holds NaN/Inf or lost weights: re-export it from a good training step")
+    text = "; ".join(hints)
+    return text[0].upper() + text[1:] + ". `dspark check --deep SRC` lists every bad tensor."
 
 
 def _output_chunk_bytes(tensor: TensorPlan) -> int:
@@ -676,6 +771,9 @@ def _move_into_place(temporary: Path, destination: Path, *, replace: bool) -> No
         os.rename(temporary, destination)
         _fsync_dir(destination.parent)
         return
+    if destination.is_dir() and not destination.is_symlink():
+        # Again, now: files may have been put there while converting.
+        _refuse_to_replace_others_work(destination)
     old = destination.parent / f".{destination.name}{OLD_MARK}{os.getpid()}"
     os.rename(destination, old)
     try:

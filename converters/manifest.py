@@ -3,8 +3,13 @@
 The manifest records every tensor's file, dtype, shape, absolute byte range
 and sha256, each file's size, the config's sha256, the dspark version and
 the source format. `verify_manifest` compares a checkpoint with it: names,
-files, dtypes, shapes, byte ranges and sizes always (headers only), payload
-hashes when asked (`dspark check --deep` or `--verify`).
+files, dtypes, shapes, byte ranges and sizes, and weight files the manifest
+does not list, always (headers only); payload hashes when asked
+(`dspark check --deep` or `--verify`).
+
+A folder convert wrote holds exactly the files the manifest lists, plus
+`config.json`, the manifest itself and, for several shards, the index
+(`written_by_convert`); `convert --force` replaces nothing else.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ from dspark.schema.inventory import TensorEntry, printable_name
 MANIFEST_NAME = "dspark-manifest.json"
 MANIFEST_VERSION = 1
 HASH_CHUNK_BYTES = 8 * 1024 * 1024
+INDEX_NAME = "model.safetensors.index.json"
+# Files a serving loader could read as weights: one in the folder that the
+# manifest does not list changes what is served (MAN006).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp", ".index.json")
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -114,15 +123,58 @@ def _parse(document: dict[str, Any]) -> tuple[list[WrittenTensor], dict[str, int
     return tensors, files, config
 
 
-def verify_manifest(checkpoint, *, hashes: bool) -> list[Finding]:
-    """Compare `checkpoint` (an opened `Checkpoint`) with its manifest."""
+def read_manifest(folder: Path) -> tuple[list[WrittenTensor], dict[str, int], dict[str, Any]]:
+    """The tensors, files and config record of `folder`'s manifest; raises
+    ValueError (invalid) or OSError (unreadable)."""
+    return _parse(parse_json_object(folder / MANIFEST_NAME))
+
+
+def companion_names(files: dict[str, int], config: dict[str, Any]) -> set[str]:
+    """The names convert writes beside the weight files it lists."""
+    names = {MANIFEST_NAME, config.get("file") or "config.json"}
+    if len(files) > 1:
+        names.add(INDEX_NAME)
+    return names
+
+
+def written_by_convert(folder: Path) -> tuple[bool, list[str]]:
+    """Whether `folder` holds a manifest, and the entries in it that the
+    manifest does not account for (sorted; folders get a trailing `/`).
+    A folder convert wrote has a manifest and nothing unaccounted for.
+    Raises ValueError/OSError for a manifest that cannot be read."""
+    entries = sorted(folder.iterdir(), key=lambda p: p.name)
+    if not (folder / MANIFEST_NAME).is_file():
+        return False, [_entry_label(p) for p in entries]
+    _, files, config = read_manifest(folder)
+    accounted = set(files) | companion_names(files, config)
+    unaccounted = [
+        _entry_label(p) for p in entries
+        if p.name not in accounted or p.is_symlink() or not p.is_file()
+    ]
+    return True, unaccounted
+
+
+def _entry_label(path: Path) -> str:
+    name = printable_name(path.name)
+    return name + "/" if path.is_dir() and not path.is_symlink() else name
+
+
+def verify_manifest(checkpoint, *, hashes: bool, digests: dict[str, str | None] | None = None) -> list[Finding]:
+    """Compare `checkpoint` (an opened `Checkpoint`) with its manifest.
+
+    `digests` (stored name -> sha256, or None for a payload that could not
+    be read and is reported elsewhere) are hashes the caller computed while
+    reading the payloads for another reason (`check --deep`); without them,
+    `hashes=True` reads every payload here."""
     root: Path = checkpoint.root
     try:
-        tensors, files, config = _parse(parse_json_object(root / MANIFEST_NAME))
+        tensors, files, config = read_manifest(root)
     except (ValueError, OSError) as exc:
         return [Finding(
             "MAN001",
-            f"{MANIFEST_NAME}: {exc}. Regenerate it with `dspark convert`, or delete it.",
+            f"{MANIFEST_NAME}: {exc}. Without a valid manifest the files cannot be verified: re-convert "
+            "the source with `dspark convert` (which writes a new one), or restore the folder from the "
+            "copy it came from.",
             file=MANIFEST_NAME,
         )]
 
@@ -147,6 +199,23 @@ def verify_manifest(checkpoint, *, hashes: bool) -> list[Finding]:
                 file=name, actual=path.stat().st_size, expected=size,
             )
 
+    accounted = set(files) | companion_names(files, config)
+    unlisted_weights, other_files = [], []
+    for path in sorted(root.iterdir(), key=lambda p: p.name):
+        if path.name in accounted:
+            continue
+        if path.name.endswith(WEIGHT_SUFFIXES):
+            unlisted_weights.append(path.name)
+        elif not path.name.startswith("."):  # .git, .gitattributes: not the checkpoint's
+            other_files.append(path.name)
+    for name in unlisted_weights:
+        findings.append(Finding(
+            "MAN006",
+            f"{printable_name(name)} is in the folder but not listed in {MANIFEST_NAME}; a loader may read "
+            "it as weights, so the folder is no longer what `dspark convert` wrote. Remove it, or re-convert.",
+            file=name,
+        ))
+
     shipped: dict[str, TensorEntry] = {e.stored_name: e for e in checkpoint.entries}
     listed = {t.name: t for t in tensors}
     for name, want in listed.items():
@@ -169,24 +238,28 @@ def verify_manifest(checkpoint, *, hashes: bool) -> list[Finding]:
                 tensor=name, file=entry.file, fields=sorted(changed),
             )
     for name, entry in shipped.items():
-        if name not in listed:
+        if name not in listed and entry.file not in unlisted_weights:  # (MAN006 names the whole file)
             differs(f"{entry.file}: {printable_name(name)} is stored but not listed in {MANIFEST_NAME}",
                     tensor=name, file=entry.file)
 
     checked_hashes = 0
     if hashes and not findings:
-        findings += _hash_findings(checkpoint, listed, shipped, config)
+        findings += _hash_findings(checkpoint, listed, shipped, config, digests)
         checked_hashes = len(listed)
 
     if not findings:
         what = "names, files, dtypes, shapes, byte ranges and sizes"
         if hashes:
             what += f", and {checked_hashes} payload hashes"
+        others = ""
+        if other_files:
+            shown = ", ".join(printable_name(n) for n in other_files[:5]) + (", ..." if len(other_files) > 5 else "")
+            others = f" {len(other_files)} other file(s) not listed and not weights: {shown}."
         findings.append(Finding(
             "MAN004",
-            f"{MANIFEST_NAME}: {len(listed)} tensors match ({what}).",
+            f"{MANIFEST_NAME}: {len(listed)} tensors match ({what}).{others}",
             file=MANIFEST_NAME,
-            detail={"tensors": len(listed), "hashes": hashes},
+            detail={"tensors": len(listed), "hashes": hashes, "other_files": other_files},
         ))
     return findings
 
@@ -199,7 +272,7 @@ def sha256_of_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _hash_findings(checkpoint, listed: dict, shipped: dict, config: dict) -> list[Finding]:
+def _hash_findings(checkpoint, listed: dict, shipped: dict, config: dict, digests: dict | None) -> list[Finding]:
     from dspark.schema.errors import CheckpointError
 
     findings: list[Finding] = []
@@ -220,20 +293,26 @@ def _hash_findings(checkpoint, listed: dict, shipped: dict, config: dict) -> lis
             ))
     for name, want in listed.items():
         entry = shipped[name]
-        digest = hashlib.sha256()
-        try:
-            for chunk in checkpoint.reader.iter_chunks(entry, HASH_CHUNK_BYTES):
-                digest.update(chunk)
-        except CheckpointError as error:
-            findings.append(Finding(error.code, error.message, file=entry.file, tensor=name))
-            continue
-        if digest.hexdigest() != want.sha256:
+        if digests is not None:
+            actual = digests.get(name)
+            if actual is None:
+                continue  # unreadable: the scan reported it
+        else:
+            digest = hashlib.sha256()
+            try:
+                for chunk in checkpoint.reader.iter_chunks(entry, HASH_CHUNK_BYTES):
+                    digest.update(chunk)
+            except CheckpointError as error:
+                findings.append(Finding(error.code, error.message, file=entry.file, tensor=name))
+                continue
+            actual = digest.hexdigest()
+        if actual != want.sha256:
             findings.append(Finding(
                 "MAN003",
                 f"{entry.file}: {printable_name(name)} does not hash to the value in {MANIFEST_NAME}; "
                 "its bytes changed after conversion (corruption or an edit). Re-convert or re-copy it.",
                 file=entry.file,
                 tensor=name,
-                detail={"expected": want.sha256, "actual": digest.hexdigest()},
+                detail={"expected": want.sha256, "actual": actual},
             ))
     return findings

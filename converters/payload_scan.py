@@ -16,6 +16,7 @@ spread over a few threads (numpy and pread release the GIL).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from dataclasses import dataclass
@@ -118,7 +119,10 @@ class _IntScan:
         return PayloadStats(nonfinite_count=0, all_zero=self.all_zero, all_one=self.all_one)
 
 
-def _scanner(dtype: str):
+def payload_scanner(dtype: str) -> _FloatScan | _IntScan:
+    """A scanner for one tensor of `dtype`: feed it the payload with
+    `update(chunk)` (element-aligned chunks, in order), then read `stats()`.
+    `dspark convert` uses one per tensor on the bytes it writes."""
     if dtype in _FLOAT_BITS:
         return _FloatScan(_FLOAT_BITS[dtype])
     return _IntScan(_INT_VIEWS[dtype])
@@ -127,7 +131,7 @@ def _scanner(dtype: str):
 def scan_chunks(dtype: str, chunks: Iterable[memoryview]) -> PayloadStats:
     """Statistics of one tensor's payload, handed over in element-aligned
     chunks (little-endian, C order)."""
-    scanner = _scanner(dtype)
+    scanner = payload_scanner(dtype)
     for chunk in chunks:
         scanner.update(chunk)
     return scanner.stats()
@@ -135,11 +139,13 @@ def scan_chunks(dtype: str, chunks: Iterable[memoryview]) -> PayloadStats:
 
 @dataclass(frozen=True)
 class PayloadScan:
-    """One tensor's scan: `stats`, or the `error` that stopped its read."""
+    """One tensor's scan: `stats` (and the payload's `sha256` when asked
+    for), or the `error` that stopped its read."""
 
     entry: TensorEntry
     stats: PayloadStats | None
     error: CheckpointError | None = None
+    sha256: str | None = None
 
 
 def default_workers() -> int:
@@ -157,11 +163,14 @@ def scan_payloads(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
+    digest: bool = False,
 ) -> list[PayloadScan]:
     """Stream every entry's payload once and return one `PayloadScan` per
     entry, in entry order. A tensor whose payload cannot be read gets its
     `error` and the scan goes on with the others. `progress(n)` is told
-    each chunk's byte count (from one thread at a time).
+    each chunk's byte count (from one thread at a time). With `digest`,
+    each payload's sha256 is computed from the same chunks (one read
+    serves both the manifest's hashes and the value checks).
 
     The reader's `iter_chunks` is called from up to `workers` threads at
     once, one tensor per call.
@@ -178,12 +187,15 @@ def scan_payloads(
     failures: list[BaseException] = []
 
     def scan_one(entry: TensorEntry) -> PayloadScan:
-        scanner = _scanner(entry.dtype)
+        scanner = payload_scanner(entry.dtype)
+        hasher = hashlib.sha256() if digest else None
         try:
             for chunk in reader.iter_chunks(entry, chunk_bytes):
                 if stop.is_set():
                     break
                 scanner.update(chunk)
+                if hasher is not None:
+                    hasher.update(chunk)
                 if progress is not None:
                     with progress_lock:
                         progress(len(chunk))
@@ -197,7 +209,7 @@ def scan_payloads(
                 tensor=entry.served_name,
                 hint="Check that the file is still there and readable.",
             ))
-        return PayloadScan(entry, scanner.stats())
+        return PayloadScan(entry, scanner.stats(), sha256=hasher.hexdigest() if hasher is not None else None)
 
     def work() -> None:
         try:

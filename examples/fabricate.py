@@ -283,6 +283,8 @@ DEFECTS: dict[str, Defect] = {
     "nan": Defect("PAY001", _mutate("layers.0.mlp.down_proj.weight", _poke("x", math.nan)), deep=True, description="one NaN"),
     "inf": Defect("PAY001", _mutate("context_proj.weight", _poke("x", math.inf)), deep=True, description="one Inf"),
     "zero-norm": Defect("PAY002", _mutate("final_norm.weight", _fill(0.0)), deep=True, description="final_norm all zeros"),
+    "zero-matrix": Defect("PAY004", _mutate("layers.1.mlp.gate_proj.weight", _fill(0.0)), deep=True, description="gate_proj all zeros"),
+    "zero-context-proj": Defect("PAY004", _mutate("context_proj.weight", _fill(0.0)), deep=True, description="context_proj all zeros"),
 }
 
 

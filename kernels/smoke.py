@@ -83,6 +83,8 @@ class PathCheck:
 
     @property
     def within_tolerance(self) -> bool:
+        # rel_rms_error is relative to the reference's scale and infinite
+        # for an all-zero reference: zeros never match zeros.
         return not self.nonfinite and self.stats.rel_rms_error <= self.tolerance
 
 
@@ -124,6 +126,11 @@ class ProjectionSmokeResult:
     folded: PathCheck
     nonfinite_weights: tuple[str, ...]
     timings: ProjectionTimings | None
+    #: projection weights whose every value is zero (a lost or untrained tensor)
+    zero_weights: tuple[str, ...] = ()
+    #: the fp32 reference output is all zeros: the weights compute nothing,
+    #: so there is nothing to compare the kernel with
+    zero_output: bool = False
 
     @property
     def nonfinite_output(self) -> bool:
@@ -140,6 +147,8 @@ class ProjectionSmokeResult:
         """The fused and folded paths agree with the reference; all is finite."""
         return (
             not self.nonfinite_weights
+            and not self.zero_weights
+            and not self.zero_output
             and self.fused.within_tolerance
             and self.folded.within_tolerance
         )
@@ -265,6 +274,7 @@ def smoke_projection(
     nonfinite_weights = tuple(
         sorted(name for name, t in weights.items() if t.is_floating_point() and not bool(torch.isfinite(t).all()))
     )
+    zero_weights = tuple(sorted(name for name, t in weights.items() if t.numel() and not bool(t.any())))
 
     if taps is None:
         x = synthetic_taps(tokens, num_segments, target_hidden, seed=seed, dtype=dtype, device=device)
@@ -331,6 +341,8 @@ def smoke_projection(
         folded=checks["folded"],
         nonfinite_weights=nonfinite_weights,
         timings=timings,
+        zero_weights=zero_weights,
+        zero_output=not bool(expected.any()),
     )
 
 

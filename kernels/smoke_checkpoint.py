@@ -76,6 +76,8 @@ class SmokeReport:
             "kernel_fallback_reason": r.kernel_fallback_reason,
             "paths": {"fused": path(r.fused), "incremental": path(r.incremental), "folded": path(r.folded)},
             "nonfinite_weights": list(r.nonfinite_weights),
+            "zero_weights": list(r.zero_weights),
+            "zero_output": r.zero_output,
             "timings": timings,
             "findings": [f.to_dict() for f in self.findings],
         }
@@ -286,7 +288,18 @@ def smoke_findings(result: ProjectionSmokeResult) -> list[Finding]:
             tensor=result.nonfinite_weights[0] if result.nonfinite_weights else None,
             detail={"nonfinite_weights": list(result.nonfinite_weights)},
         ))
-    if not fused.within_tolerance and not fused.nonfinite:
+    if result.zero_weights or result.zero_output:
+        what = [f"{name} is all zeros" for name in result.zero_weights]
+        if result.zero_output:
+            what.append("the fp32 reference output is all zeros")
+        findings.append(Finding(
+            "SMK008",
+            f"{'; '.join(what)}: the projection computes nothing, and zeros agreeing with zeros "
+            "prove nothing. The weights were lost in export or never trained; do not deploy this draft.",
+            tensor=result.zero_weights[0] if result.zero_weights else None,
+            detail={"zero_weights": list(result.zero_weights), "zero_output": result.zero_output},
+        ))
+    if not fused.within_tolerance and not fused.nonfinite and not result.zero_output:
         findings.append(Finding(
             "SMK002",
             f"the fused projection is off the fp32 reference by relative RMS {fused.rel_rms_error:.3e} "

@@ -42,7 +42,10 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 class ErrorStats:
     """How far ``actual`` is from ``expected`` (computed in fp64).
 
-    ``max_ulp`` is set for fp16/bf16 pairs of the same dtype, ``max_rel_error``
+    ``rel_rms_error`` is ``||a - e|| / ||e||``, relative to the reference's
+    scale: infinite when ``expected`` is all zeros, whatever ``actual`` is.
+    ``cosine_similarity`` is 0 when either side is all zeros. ``max_ulp`` is
+    set for fp16/bf16 pairs of the same dtype, ``max_rel_error``
     (elementwise ``|a - e| / |e|``) otherwise.
     """
 
@@ -82,11 +85,11 @@ def error_stats(actual: torch.Tensor, expected: torch.Tensor) -> ErrorStats:
     diff = (a - e).abs()
     e_norm = e.norm().item()
     a_norm = a.norm().item()
-    rel_rms = diff.norm().item() / e_norm if e_norm > 0 else (0.0 if a_norm == 0 else float("inf"))
-    if a_norm > 0 and e_norm > 0:
-        cosine = (a @ e).item() / (a_norm * e_norm)
-    else:
-        cosine = 1.0 if a_norm == e_norm else 0.0
+    # An error relative to a reference of no scale is undefined, and two
+    # zero vectors point nowhere: zeros against zeros must never read as a
+    # match (a lost weight gives exactly that), so both count as the worst.
+    rel_rms = diff.norm().item() / e_norm if e_norm > 0 else float("inf")
+    cosine = (a @ e).item() / (a_norm * e_norm) if a_norm > 0 and e_norm > 0 else 0.0
     max_ulp = max_rel = None
     if actual.dtype == expected.dtype and actual.dtype in _HALF_DTYPES:
         max_ulp = int(ulp_distance(actual.detach().cpu(), expected.detach().cpu()).max())

@@ -93,15 +93,22 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("IDX005", E, "tensor present in more than one shard"),
     ("IDX006", E, "index total_size differs from the tensor bytes"),
     ("IDX007", E, "shard name is not a plain file name inside the checkpoint"),
-    # payloads (--deep)
+    # payloads: read by --deep, --verify and convert; PAY005/PAY006 are header-only
     ("PAY001", E, "tensor holds NaN or Inf"),
     ("PAY002", E, "norm weight is all zeros"),
     ("PAY003", E, "tensor payload could not be read"),
+    ("PAY004", E, "weight matrix is all zeros"),
+    ("PAY005", I, "payloads not read: header-only check; run with --deep"),
+    ("PAY006", W, "weight file is mostly a hole on disk (sparse): its payload was never written"),
     # dspark-manifest.json
     ("MAN001", E, "dspark-manifest.json is not valid"),
     ("MAN002", E, "tensor differs from the manifest (name, file, dtype, shape or bytes)"),
     ("MAN003", E, "tensor payload hash differs from the manifest"),
     ("MAN004", I, "manifest verified"),
+    ("MAN005", E, "--verify without a dspark-manifest.json: nothing to verify against"),
+    ("MAN006", E, "weight file in the folder that the manifest does not list"),
+    # `dspark convert`: values it refuses to write
+    ("CNV001", E, "the cast to the output dtype turns finite values into Inf"),
     # training outputs read by `dspark convert` (DCP folders, .pt state dicts)
     ("SRC001", I, "training run folder: the newest iteration was read"),
     ("SRC002", I, "entries that are not draft weights (optimizer state, counters) left behind"),
@@ -115,6 +122,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("SMK005", W, "folded incremental path outside tolerance"),
     ("SMK006", W, "the Triton kernel did not run; the torch reference computed the norm"),
     ("SMK007", I, "GPU timings of the norm and the whole projection"),
+    ("SMK008", E, "projection weights or output are all zeros: nothing to compare"),
 )
 
 

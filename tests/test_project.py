@@ -45,6 +45,41 @@ def test_ci_runs_the_readme_test_command():
     assert " && ".join(ci_lines[-3:]) == test_command
 
 
+def test_the_readme_ci_command_reads_every_value():
+    """A header-only gate cannot see NaN, Inf or lost weights: every gate
+    command the README gives reads the payloads."""
+    gates = [c for c in _fenced_commands(README) if c.startswith("dspark check") and "--strict" in c]
+    assert gates
+    for command in gates:
+        assert "--deep" in command.split() or "--verify" in command.split(), command
+
+
+def _guarantee_bullets() -> list[str]:
+    section = README.split("## What the gate guarantees", 1)[1].split("\n## ", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("- ")]
+
+
+def test_every_gate_guarantee_names_tests_that_exist():
+    """Each bullet of "What the gate guarantees" cites its tests as
+    `tests/file.py::test_name`, `::test_name` (same file as the one before)
+    or `tests/file.py` followed by bare `test_name`s."""
+    bullets = _guarantee_bullets()
+    assert bullets
+    for bullet in bullets:
+        cited, current = [], None
+        for token in re.findall(r"`([^`]+)`", bullet):
+            path, _, name = token.partition("::")
+            if path.startswith("tests/") and path.endswith(".py"):
+                current = path
+            if name or (not path.startswith("tests/") and re.fullmatch(r"test_\w+", path)):
+                assert current, f"{token!r} cites no file: {bullet}"
+                cited.append((current, name or path))
+        assert cited, f"no test cited: {bullet}"
+        for file, name in cited:
+            source = (ROOT / file).read_text(encoding="utf-8")
+            assert re.search(rf"^def {name}\(", source, flags=re.M), f"{file}::{name} does not exist"
+
+
 def test_readme_first_command_runs_the_bundled_example():
     first = _fenced_commands(README)[0]
     assert "dspark check examples/tiny-k3-dspark" in first

@@ -7,9 +7,12 @@ from typing import Iterable, Mapping
 from dspark.schema.families import ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import PayloadStats, TensorEntry
+from dspark.schema.rules.common import shape_text
 
 # Roles of RMSNorm weights, whose all-zero payload is an error.
 NORM_ROLES = ("norm", "context_norm", "fc_norm")
+# Roles of weight matrices: an all-zero one computes nothing (PAY004).
+MATRIX_ROLES = ("matrix", "context_proj")
 
 
 def payload_findings(
@@ -39,6 +42,19 @@ def payload_findings(
                 "The weight was never trained or was lost in export.",
                 file=entry.file,
                 tensor=name,
+            ))
+        if role in MATRIX_ROLES and len(entry.shape) >= 2 and stats.all_zero and entry.numel:
+            # A served matrix is never exactly zero after training; zeros
+            # are what a lost tensor, a failed export or a hole in the file
+            # reads as. (Skipped tensors have no role and are not judged.)
+            findings.append(Finding(
+                "PAY004",
+                f"{entry.file}: {name} {shape_text(entry.shape)} is all zeros; the layer would "
+                "compute nothing. The weight was lost in export, or the file's payload was never "
+                "written (an unfinished download). Re-export or re-download it.",
+                file=entry.file,
+                tensor=name,
+                detail={"shape": list(entry.shape)},
             ))
         if role == "fc_norm" and stats.all_one and entry.numel:
             findings.append(Finding(

@@ -23,9 +23,19 @@ from dspark.schema.rules import STREAM_ENV_VAR
 def test_a_good_draft_passes(dspark, tiny_draft):
     run = dspark("check", tiny_draft())
     assert run.exit_code == EXIT_OK, run.stdout + run.stderr
-    assert "PASS  0 error(s), 0 warning(s), 4 note(s)" in run.stdout
+    assert "PASS  0 error(s), 0 warning(s), 5 note(s)" in run.stdout
     assert "STR002" in run.stdout and "INV005" in run.stdout
+    # a header-only PASS says, in one line, that no value was read and how to read them
+    [line] = [line for line in run.stdout.splitlines() if "PAY005" in line]
+    assert line.startswith("info    PAY005 payloads not read: header-only check") and "--deep" in line
     assert run.stderr == ""
+
+
+def test_a_deep_pass_has_no_not_read_note(dspark, tiny_draft):
+    run = dspark("check", tiny_draft(), "--deep", "--strict", "--format", "json")
+    assert run.exit_code == EXIT_OK
+    assert run.json()["payloads_read"] is True
+    assert "PAY005" not in {f["code"] for f in run.json()["findings"]}
 
 
 @pytest.mark.parametrize("defect", ["fc-norm-declared-not-shipped", "missing-layer", "no-config", "config-not-object"])
@@ -136,7 +146,10 @@ def test_json_is_the_same_report_as_data(dspark, tiny_draft):
     assert report["passed"] is False and report["strict"] is False
     assert report["checkpoint"] == str(draft)
     assert report["family"] == "k3_dspark" and report["tensor_count"] == 36
-    assert report["counts"] == {"error": 1, "warning": 0, "info": 4}
+    assert report["counts"] == {"error": 1, "warning": 0, "info": 5}
+    assert report["payloads_read"] is False
+    assert {"code": "PAY005", "severity": "info"}.items() <= next(
+        f for f in report["findings"] if f["code"] == "PAY005").items()
     [error] = [f for f in report["findings"] if f["severity"] == "error"]
     assert error["code"] == "FCN003" and error["tensor"] == "fc_norm.4.weight"
     assert error["detail"] == {"missing": [4], "taps": 5}

@@ -124,13 +124,22 @@ def test_errors_come_as_json_when_asked(source: Path, tmp_path: Path) -> None:
     assert document["error"]["type"] == "UsageError"
 
 
-def test_force_replaces(source: Path, tmp_path: Path) -> None:
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "config.json").write_text("{}")
-    (tmp_path / "out" / "old").write_text("x")
+def test_force_replaces_an_earlier_conversion(source: Path, tmp_path: Path) -> None:
+    assert dspark("convert", str(source), str(tmp_path / "out"), "--dtype", "float32").returncode == 0
     result = dspark("convert", str(source), str(tmp_path / "out"), "--force")
     assert result.returncode == 0, result.stderr
-    assert not (tmp_path / "out" / "old").exists()
+
+
+def test_force_refuses_a_folder_dspark_did_not_write_with_exit_2(source: Path, tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    (project / "src").mkdir()
+    (project / "config.json").write_text("{}")
+    (project / "notes.txt").write_text("notes")
+    result = dspark("convert", str(source), str(project), "--force")
+    assert result.returncode == 2
+    assert "would delete .git/, config.json, notes.txt, src/" in " ".join(result.stderr.split())
+    assert sorted(p.name for p in project.iterdir()) == [".git", "config.json", "notes.txt", "src"]
 
 
 def _write_pt(folder: Path, obj) -> Path:

@@ -107,6 +107,26 @@ def test_nan_weight_fails(dspark, tmp_path, poisoned):
     assert fused["nonfinite"] and fused["max_abs_error"] is None
 
 
+@pytest.mark.parametrize("zeroed", ["context_proj.weight", "context_norm.weight"])
+def test_an_all_zero_projection_fails(dspark, tmp_path, zeroed):
+    draft = write(tmp_path / "d")
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(draft / "model.safetensors"))
+    tensors["model." + zeroed] = torch.zeros_like(tensors["model." + zeroed])
+    save_file(tensors, str(draft / "model.safetensors"), metadata={"format": "pt"})
+    run = dspark("smoke", draft, "--device", "cpu", "--format", "json")
+    assert run.exit_code == 1
+    report = run.json()
+    assert "SMK008" in codes(run) and "SMK002" not in codes(run)
+    finding = next(f for f in report["findings"] if f["code"] == "SMK008")
+    assert finding["tensor"] == zeroed and finding["detail"] == {"zero_weights": [zeroed], "zero_output": True}
+    fused = report["paths"]["fused"]
+    assert fused["cosine_similarity"] == 0.0 and not fused["within_tolerance"]
+    human = dspark("smoke", draft, "--device", "cpu")
+    assert human.exit_code == 1 and human.stdout.rstrip().endswith("FAIL") and "1.000000" not in human.stdout
+
+
 def test_human_report_names_the_paths_and_the_verdict(dspark, tmp_path):
     run = dspark("smoke", write(tmp_path / "d"), "--device", DEVICE, "--tokens", "3")
     assert run.exit_code == 0

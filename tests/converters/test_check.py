@@ -4,6 +4,7 @@ reported with its code, and a good draft passes."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -60,10 +61,11 @@ def test_the_report_describes_the_draft(tiny_draft):
     assert sorted(s["name"] for s in report.skipped) == [
         "confidence_head.proj.bias", "confidence_head.proj.weight", "embed_tokens.weight",
     ]
-    assert codes(report, Severity.INFO) == Counter({"INV005": 3, "STR002": 1})
-    assert report.deep is False and report.scanned_bytes == 0
+    assert codes(report, Severity.INFO) == Counter({"INV005": 3, "STR002": 1, "PAY005": 1})
+    assert report.deep is False and report.scanned_bytes == 0 and report.payloads_read is False
     document = report.to_dict()
-    assert document["passed"] is True and document["counts"] == {"error": 0, "warning": 0, "info": 4}
+    assert document["passed"] is True and document["counts"] == {"error": 0, "warning": 0, "info": 5}
+    assert document["payloads_read"] is False
     json.dumps(document)  # plain data all the way down
 
 
@@ -146,8 +148,9 @@ def test_every_finding_code_of_check_is_tested():
         # an unknown family is exit 2 (UnsupportedFamilyError), and TokenSpeed
         # no longer reads the stream environment variable.
         "CFG004", "STR003",
+        "PAY005", "PAY006",  # below
     }
-    check_codes = {code for code in FINDING_CODES if code[:3] not in {"MAN", "SRC", "SMK"}}
+    check_codes = {code for code in FINDING_CODES if code[:3] not in {"MAN", "SRC", "SMK", "CNV"}}
     assert by_defect | by_tests_elsewhere == check_codes
 
 
@@ -344,6 +347,114 @@ def test_deep_reports_progress(tiny_draft):
     assert seen[0] == report.total_bytes == sum(seen[1:])
 
 
+def test_deep_fails_every_all_zero_matrix(tiny_draft):
+    """context_proj, every attention and MLP weight and the Markov head:
+    an all-zero served matrix is an error; a skipped one is not judged."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    draft = tiny_draft()
+    path = draft / "model.safetensors"
+    tensors = load_file(str(path))
+    matrices = sorted(n.removeprefix("model.") for n, t in tensors.items()
+                      if t.dim() == 2 and not n.startswith(("model.embed_tokens", "model.confidence_head")))
+    for name in matrices:
+        tensors["model." + name] = torch.zeros_like(tensors["model." + name])
+    tensors["model.embed_tokens.weight"].zero_()
+    save_file(tensors, str(path), metadata={"format": "pt"})
+    assert check_checkpoint(draft).passed(strict=True)  # headers cannot tell
+    report = check_checkpoint(draft, deep=True)
+    assert sorted(f.tensor for f in report.findings if f.code == "PAY004") == matrices
+    assert len(matrices) == 3 + 2 * 8  # context_proj, markov w1/w2, 8 per layer
+    assert not report.passed()
+
+
+# --------------------------------------------------------------------------
+# What a header-only check says, and what it can see without reading
+
+
+def test_a_header_only_pass_says_the_payloads_were_not_read(tiny_draft):
+    draft = tiny_draft(defect="nan")
+    header_only = check_checkpoint(draft)
+    assert header_only.passed(strict=True) and header_only.payloads_read is False
+    [note] = [f for f in header_only.findings if f.code == "PAY005"]
+    assert "not read" in note.message and "--deep" in note.message
+    deep = check_checkpoint(draft, deep=True)
+    assert deep.payloads_read is True and "PAY005" not in {f.code for f in deep.findings}
+    assert deep.to_dict()["payloads_read"] is True and not deep.passed()
+
+
+MEDIUM = SCALES["tiny"].__class__(
+    hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+    q_lora_rank=128, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+    vocab_size=512, target_hidden_size=256, target_num_hidden_layers=12,
+    target_layer_ids=(1, 4, 7, 9, 11), markov_rank=16, confidence_hidden=8,
+)
+
+
+def write_medium_draft(folder: Path) -> Path:
+    """A good draft of a few MB, so a hole in it is more than rounding."""
+    from dspark.examples.fabricate import draft_config, make_tensors, tensor_shapes, write_safetensors
+
+    folder.mkdir(parents=True)
+    tensors = make_tensors(tensor_shapes(MEDIUM), seed=3)
+    write_safetensors(folder, {"model." + n: t for n, t in tensors.items()})
+    (folder / "config.json").write_text(json.dumps(draft_config(MEDIUM)))
+    return folder
+
+
+def punch_hole_after(path: Path, keep: int) -> bool:
+    """Keep the first `keep` bytes and make the rest a hole of the same
+    length (a preallocated download that stopped); False where the
+    filesystem does not keep holes."""
+    size = path.stat().st_size
+    with open(path, "r+b") as handle:
+        handle.truncate(keep)
+        handle.truncate(size)
+    return path.stat().st_blocks * 512 < size // 2
+
+
+def test_a_payload_that_is_a_hole_is_flagged_without_reading_it(tmp_path):
+    draft = write_medium_draft(tmp_path / "draft")
+    assert codes(check_checkpoint(draft)) == Counter()  # an ordinary file: no misfire
+    header_bytes = 8 + int.from_bytes((draft / "model.safetensors").read_bytes()[:8], "little")
+    if not punch_hole_after(draft / "model.safetensors", header_bytes + 40 * 1024):
+        pytest.skip("this filesystem does not keep sparse files")
+    report = check_checkpoint(draft)
+    [hole] = [f for f in report.findings if f.code == "PAY006"]
+    assert hole.file == "model.safetensors" and "hole" in hole.message and "download" in hole.message
+    assert hole.detail["payload_bytes"] == report.total_bytes
+    assert not report.passed(strict=True)  # the README's CI command uses --strict
+    deep = check_checkpoint(draft, deep=True)
+    assert {"PAY002", "PAY004"} <= set(codes(deep))
+
+
+def _stat(size: int, blocks: int | None):
+    fields = [0o100644, 1, 1, 1, 0, 0, size, 0, 0, 0]
+    extra = {} if blocks is None else {"st_blocks": blocks}
+    return os.stat_result(fields, extra) if extra else os.stat_result(fields)
+
+
+@pytest.mark.parametrize(
+    "payload,blocks,flagged",
+    [
+        pytest.param(64 << 20, (64 << 20) // 512, False, id="fully-allocated"),
+        pytest.param(64 << 20, (40 << 20) // 512, False, id="compressed-to-62pct"),
+        pytest.param(64 << 20, (1 << 20) // 512, True, id="hole-after-1MiB"),
+        pytest.param(64 << 20, 0, False, id="blocks-not-reported"),
+        pytest.param(64 << 20, None, False, id="no-st_blocks"),
+        pytest.param(1 << 20, 8, False, id="less-than-1MiB-missing"),
+    ],
+)
+def test_holes_are_judged_only_with_a_wide_margin(payload, blocks, flagged):
+    from dspark.converters.holes import hole_finding
+
+    finding = hole_finding("model.safetensors", payload, _stat(payload + 4096, blocks))
+    assert (finding is not None) is flagged
+    if flagged:
+        assert finding.code == "PAY006" and finding.detail["allocated_bytes"] == blocks * 512
+
+
 # --------------------------------------------------------------------------
 # The GQA family on a real checkpoint
 
@@ -403,13 +514,17 @@ def test_gqa_training_names_are_judged_as_contents_and_refused_as_served(tmp_pat
 
 
 def test_write_draft_full_scale_k3_is_not_needed_for_header_rules(tmp_path):
-    """The sparse full-size draft has the reference K3 inventory."""
+    """The sparse full-size draft has the reference K3 inventory; its
+    payload is a hole, which is the one thing a header-only check says."""
     from dspark.examples.fabricate import write_sparse_draft
 
-    report = check_checkpoint(write_sparse_draft(tmp_path / "k3"))
+    draft = write_sparse_draft(tmp_path / "k3")
+    report = check_checkpoint(draft)
     assert report.tensor_count == 73
-    assert report.passed(strict=True)
+    assert report.passed()
     assert report.total_bytes > 6 * 1024**3
+    sparse = (draft / "model.safetensors").stat().st_blocks * 512 < report.total_bytes / 2
+    assert codes(report) == (Counter({"PAY006": 1}) if sparse else Counter())
 
 
 def test_write_draft_is_deterministic(tmp_path):

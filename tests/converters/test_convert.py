@@ -194,39 +194,80 @@ def test_an_existing_destination_is_refused_without_force(source: Path, tmp_path
     assert (tmp_path / "out" / "mine.txt").read_text() == "keep me"
 
 
-def previous_checkpoint(folder: Path) -> Path:
-    """A folder that looks like an earlier conversion, with a file beside."""
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    (folder / "old.txt").write_text("old")
+def previous_conversion(source: Path, folder: Path, max_shard_size: str = "5GB") -> Path:
+    """An earlier `dspark convert` output (float32, so the new one differs)."""
+    convert_checkpoint(source, folder, ConvertOptions.from_flags(dtype="float32", max_shard_size=max_shard_size))
     return folder
 
 
-def test_force_replaces_the_destination_once_the_new_one_is_complete(source: Path, tmp_path: Path) -> None:
-    previous_checkpoint(tmp_path / "out")
+@pytest.mark.parametrize("shard_size", ["5GB", "30KB"], ids=["one-file", "sharded-with-index"])
+def test_force_replaces_an_earlier_conversion_once_the_new_one_is_complete(
+    source: Path, tmp_path: Path, shard_size: str
+) -> None:
+    previous_conversion(source, tmp_path / "out", shard_size)
     report = convert_checkpoint(source, tmp_path / "out", bf16(force=True))
     assert report.plan.replaces_existing
-    assert not (tmp_path / "out" / "old.txt").exists()
+    assert {t.dtype for t in load_output(tmp_path / "out").values()} == {torch.bfloat16}
     assert set(load_output(tmp_path / "out")) == SERVED
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]  # nothing left beside
 
 
 def test_a_failing_forced_conversion_leaves_the_old_destination_alone(tmp_path: Path) -> None:
+    good = fabricate(tmp_path / "good")
+    before = tree_digest(previous_conversion(good, tmp_path / "out"))
     source = fabricate(tmp_path / "src", drop=("layers.1.mlp.up_proj.weight",))
-    previous_checkpoint(tmp_path / "out")
     with pytest.raises(CheckpointError) as caught:
         convert_checkpoint(source, tmp_path / "out", bf16(force=True))
     assert caught.value.code == "INV001" and "layers.1.mlp.up_proj.weight" in caught.value.message
-    assert (tmp_path / "out" / "old.txt").read_text() == "old"
+    assert tree_digest(tmp_path / "out") == before
 
 
-def test_force_never_replaces_a_folder_that_holds_no_checkpoint(source: Path, tmp_path: Path) -> None:
-    (tmp_path / "notes").mkdir()
-    (tmp_path / "notes" / "thesis.tex").write_text("years of work")
-    with pytest.raises(UsageError, match="holds no checkpoint"):
-        convert_checkpoint(source, tmp_path / "notes", bf16(force=True))
-    assert (tmp_path / "notes" / "thesis.tex").read_text() == "years of work"
-    # An empty folder is fine to fill.
+def someones_project(folder: Path) -> Path:
+    """A folder with a config.json that dspark did not write: a model repo
+    with its history, code and notes (or a target model's folder)."""
+    (folder / ".git" / "objects").mkdir(parents=True)
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (folder / "src").mkdir()
+    (folder / "src" / "train.py").write_text("print('years of work')\n")
+    (folder / "notes.md").write_text("what we learned\n")
+    (folder / "config.json").write_text(json.dumps(draft_config(SPEC)))
+    return folder
+
+
+def test_force_never_replaces_a_folder_dspark_did_not_write(source: Path, tmp_path: Path) -> None:
+    project = someones_project(tmp_path / "proj")
+    before = tree_digest(project)
+    with pytest.raises(UsageError) as caught:
+        convert_checkpoint(source, project, bf16(force=True))
+    message = caught.value.message
+    assert "not written by dspark convert" in message
+    for entry in (".git/", "config.json", "notes.md", "src/"):
+        assert entry in message  # what would be lost is named
+    assert tree_digest(project) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["proj", "src"]
+
+
+def test_force_never_replaces_a_conversion_with_files_added(source: Path, tmp_path: Path) -> None:
+    out = previous_conversion(source, tmp_path / "out")
+    (out / "notes.md").write_text("mine\n")
+    (out / "eval").mkdir()
+    with pytest.raises(UsageError) as caught:
+        convert_checkpoint(source, out, bf16(force=True))
+    assert "does not list" in caught.value.message
+    assert "eval/" in caught.value.message and "notes.md" in caught.value.message
+    assert (out / "notes.md").read_text() == "mine\n"
+
+
+def test_force_names_the_first_few_of_many_entries(source: Path, tmp_path: Path) -> None:
+    crowded = tmp_path / "crowded"
+    crowded.mkdir()
+    for index in range(9):
+        (crowded / f"file{index}.txt").write_text("x")
+    with pytest.raises(UsageError, match=r"file0.txt, file1.txt, file2.txt, file3.txt, file4.txt and 4 more"):
+        convert_checkpoint(source, crowded, bf16(force=True))
+
+
+def test_force_fills_an_empty_folder(source: Path, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     convert_checkpoint(source, tmp_path / "empty", bf16(force=True))
     assert set(load_output(tmp_path / "empty")) == SERVED

@@ -105,9 +105,11 @@ def test_sigterm_mid_convert_removes_the_temporary_folder(source: Path, tmp_path
 
 def test_sigint_with_force_keeps_the_previous_destination(source: Path, tmp_path: Path) -> None:
     destination = tmp_path / "out"
-    destination.mkdir()
-    (destination / "config.json").write_text("{}")
-    (destination / "previous.txt").write_text("previous")
+    subprocess.run(
+        [sys.executable, "-m", "dspark.cli.main", "convert", str(source), str(destination), "--quiet"],
+        check=True, capture_output=True, timeout=120,
+    )
+    previous = (destination / "model.safetensors").read_bytes()
     process = subprocess.Popen(
         [sys.executable, "-m", "dspark.cli.main", "convert", str(source), str(destination), "--force", "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -115,7 +117,7 @@ def test_sigint_with_force_keeps_the_previous_destination(source: Path, tmp_path
     freeze_mid_write(process, destination)
     code, stderr = interrupt(process, signal.SIGINT)
     assert code == 130, stderr
-    assert (destination / "previous.txt").read_text() == "previous"
+    assert (destination / "model.safetensors").read_bytes() == previous
     assert leftovers(destination) == []
 
 

@@ -132,3 +132,85 @@ def test_a_manifest_naming_files_outside_the_folder_is_invalid(converted: Path, 
     findings = verify_manifest(open_checkpoint(converted), hashes=True)
     assert codes(findings) == ["MAN001"]
     assert "plain file name" in findings[0].message
+
+
+def test_an_invalid_manifest_is_never_answered_with_delete_it(converted: Path) -> None:
+    (converted / MANIFEST_NAME).write_text("not json")
+    [finding] = verify_manifest(open_checkpoint(converted), hashes=False)
+    assert "delete" not in finding.message.lower() and "re-convert" in finding.message
+
+
+def test_verify_without_a_manifest_is_an_error(converted: Path) -> None:
+    """Deleting the manifest must not turn `check --verify --strict` into a pass."""
+    (converted / MANIFEST_NAME).unlink()
+    assert check_checkpoint(converted, environ={}).passed(strict=True)  # --verify not asked for
+    report = check_checkpoint(converted, environ={}, verify_hashes=True)
+    assert codes(report.errors) == ["MAN005"] and not report.passed()
+    assert "--deep" in report.errors[0].message
+    # --deep alone judges values and asks for no manifest
+    assert check_checkpoint(converted, environ={}, deep=True).passed(strict=True)
+
+
+def test_a_weight_file_added_to_the_folder_is_an_error(converted: Path) -> None:
+    (converted / "pytorch_model.bin").write_bytes(b"\0" * 64)
+    (converted / "README.md").write_text("a note beside the draft\n")
+    findings = verify_manifest(open_checkpoint(converted), hashes=False)
+    assert codes(findings) == ["MAN006"]
+    assert findings[0].file == "pytorch_model.bin" and "not listed" in findings[0].message
+    (converted / "pytorch_model.bin").unlink()
+    [verified] = verify_manifest(open_checkpoint(converted), hashes=False)
+    assert verified.code == "MAN004" and verified.detail["other_files"] == ["README.md"]
+    assert "README.md" in verified.message
+
+
+def test_an_added_safetensors_file_is_named_once_not_per_tensor(tmp_path: Path) -> None:
+    source = write_draft(tmp_path / "src")
+    convert_checkpoint(source, tmp_path / "out", ConvertOptions())
+    write_draft(tmp_path / "other", seed=5)
+    (tmp_path / "other" / "model.safetensors").rename(tmp_path / "out" / "extra.safetensors")
+    findings = verify_manifest(open_checkpoint(tmp_path / "out"), hashes=False)
+    assert [(f.code, f.file) for f in findings] == [("MAN006", "extra.safetensors")]
+
+
+def test_a_listed_file_removed_from_the_folder_is_an_error(converted: Path) -> None:
+    shard = sorted(converted.glob("model-*.safetensors"))[-1]
+    shard.unlink()
+    report = check_checkpoint(converted, environ={})
+    assert "MAN002" in codes(report.errors)
+    assert any(f.code == "MAN002" and "missing" in f.message and f.file == shard.name for f in report.errors)
+
+
+def poke_nan(folder: Path, tensor: str) -> None:
+    manifest = json.loads((folder / MANIFEST_NAME).read_text())
+    entry = next(t for t in manifest["tensors"] if t["name"] == tensor)
+    assert entry["dtype"] == "BF16"
+    with open(folder / entry["file"], "r+b") as handle:
+        handle.seek(entry["byte_range"][0])
+        handle.write(bytes([0xC0, 0x7F]))  # a bfloat16 NaN, little-endian
+
+
+def test_verify_judges_the_values_it_hashes(converted: Path) -> None:
+    poke_nan(converted, "layers.0.mlp.up_proj.weight")
+    report = check_checkpoint(converted, environ={}, verify_hashes=True)
+    assert report.payloads_read
+    by_code = {f.code: f for f in report.errors}
+    assert set(by_code) == {"MAN003", "PAY001"}
+    assert by_code["PAY001"].tensor == "layers.0.mlp.up_proj.weight" and by_code["PAY001"].detail == {"nonfinite": 1}
+
+
+@pytest.mark.parametrize("flags", [{"verify_hashes": True}, {"deep": True}, {"deep": True, "verify_hashes": True}])
+def test_values_and_hashes_come_from_one_read(converted: Path, monkeypatch, flags) -> None:
+    from dspark.converters.safetensors_dir import SafetensorsReader
+
+    read: list[int] = []
+    real = SafetensorsReader.iter_chunks
+
+    def counting(self, entry, chunk_bytes):
+        for chunk in real(self, entry, chunk_bytes):
+            read.append(len(chunk))
+            yield chunk
+
+    monkeypatch.setattr(SafetensorsReader, "iter_chunks", counting)
+    report = check_checkpoint(converted, environ={}, **flags)
+    assert report.passed(strict=True) and "MAN004" in codes(report.findings)
+    assert sum(read) == report.total_bytes  # every payload byte once, not twice

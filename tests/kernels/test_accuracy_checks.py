@@ -51,3 +51,16 @@ def test_fp32_relative_tolerance_and_non_finite_values():
     with pytest.raises(AssertionError, match="1 non-finite"):
         assert_kernel_close("a NaN", with_nan, expected)
     assert error_stats(with_nan, expected).nonfinite == 1
+
+
+def test_zeros_against_zeros_is_never_a_match():
+    zeros = torch.zeros(64)
+    stats = error_stats(zeros, zeros)
+    assert stats.rel_rms_error == float("inf") and stats.cosine_similarity == 0.0
+    # relative to the reference's scale: the same absolute error is large
+    # against a small reference and small against a large one
+    small, large = torch.full((64,), 1e-3, dtype=torch.float64), torch.full((64,), 1e3, dtype=torch.float64)
+    assert error_stats(small + 1e-4, small).rel_rms_error == pytest.approx(0.1)
+    assert error_stats(large + 1e-4, large).rel_rms_error == pytest.approx(1e-7)
+    assert error_stats(zeros, large).rel_rms_error == pytest.approx(1.0)
+    assert error_stats(zeros, large).cosine_similarity == 0.0

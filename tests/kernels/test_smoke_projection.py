@@ -80,6 +80,28 @@ def test_nonfinite_weights_are_flagged():
     assert result.nonfinite_output and not result.ok
 
 
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+@pytest.mark.parametrize("zeroed", ["context_proj.weight", "context_norm.weight"])
+def test_an_all_zero_projection_never_passes(zeroed):
+    """Zero weights make every path output zeros, equal to the zero
+    reference: that must fail, not read as cosine 1 and a pass."""
+    weights = draft_weights(fc_norm=True)
+    weights[zeroed] = torch.zeros_like(weights[zeroed])
+    result = run(weights)
+    assert result.zero_weights == (zeroed,) and result.zero_output
+    assert not result.fused.within_tolerance and result.fused.cosine_similarity == 0.0
+    assert not result.ok
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+def test_one_zero_fc_norm_fails_though_the_output_is_not_zero():
+    weights = draft_weights(fc_norm=True)
+    weights["fc_norm.2.weight"] = torch.zeros_like(weights["fc_norm.2.weight"])
+    result = run(weights)
+    assert result.zero_weights == ("fc_norm.2.weight",) and not result.zero_output
+    assert result.fused.within_tolerance and not result.ok
+
+
 def test_synthetic_taps_scale_by_decades():
     x = synthetic_taps(256, S, TH, seed=0, dtype=torch.float32).view(256, S, TH)
     rms = x.pow(2).mean(dim=(0, 2)).sqrt()

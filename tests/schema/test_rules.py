@@ -215,18 +215,28 @@ def test_payload_findings_by_role():
     clean = PayloadStats(0, False, False)
     scanned = [
         (entry["final_norm.weight"], PayloadStats(0, True, False)),  # zero norm
-        (entry["layers.0.mlp.up_proj.weight"], PayloadStats(0, True, False)),  # zero matrix: not a norm
+        (entry["layers.0.mlp.up_proj.weight"], PayloadStats(0, True, False)),  # zero matrix: PAY004
         (entry["fc_norm.2.weight"], PayloadStats(0, False, True)),  # identity fc_norm
         (entry["context_norm.weight"], PayloadStats(0, False, True)),  # ones in another norm: fine
         (entry["context_proj.weight"], PayloadStats(3, False, False)),
+        (entry["markov_head.markov_w1.weight"], PayloadStats(0, True, False)),  # zero matrix: PAY004
+        (entry["embed_tokens.weight"], PayloadStats(0, True, False)),  # skipped by the loader: not judged
+        (entry["confidence_head.proj.bias"], PayloadStats(0, True, False)),  # skipped, and not a matrix
         (entry["layers.1.input_layernorm.weight"], clean),
     ]
     found = [(f.code, f.tensor) for f in payload_findings(scanned, expected)]
     assert found == [
         ("PAY002", "final_norm.weight"),
+        ("PAY004", "layers.0.mlp.up_proj.weight"),
         ("FCN006", "fc_norm.2.weight"),
         ("PAY001", "context_proj.weight"),
+        ("PAY004", "markov_head.markov_w1.weight"),
     ]
+
+
+def test_an_empty_matrix_is_not_all_zeros():
+    entry = TensorEntry("layers.0.mlp.up_proj.weight", "layers.0.mlp.up_proj.weight", "BF16", (0, 32), "m.safetensors")
+    assert payload_findings([(entry, PayloadStats(0, True, False))], check().expected) == []
 
 
 def test_every_code_has_a_title_and_a_known_severity():
