@@ -443,15 +443,14 @@ def eagle3_config(
 
 def eagle3_tensor_specs(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
     """Served name -> (shape, safetensors dtype) of every tensor a good draft
-    of `config` ships, read off the family (bf16 weights, int64 d2t)."""
+    of `config` ships, read off the family (bf16 weights, int64 d2t). A
+    tensor whose dimensions the config does not give is left out."""
     from dspark.schema.families import family_for_config
 
     family = family_for_config(config)
     features = {name: bool(config.get(name)) for name in family.declared_features}
     features.update(family.derived_features(config, None))
-    expected, unresolved = family.expected_tensors(family.resolve_dims(config), features)
-    if unresolved:
-        raise ValueError(f"config lacks the dimensions of {unresolved}")
+    expected, _ = family.expected_tensors(family.resolve_dims(config), features)
     specs: dict[str, tuple[tuple[int, ...], str]] = {}
     for name, want in expected.items():
         if want.role == "token_map":
