@@ -34,7 +34,7 @@ def contract_table() -> list[dict]:
                     "fixed": loader.stream.fixed_stream, "source": loader.stream.source.cite()},
                 "skipped": [{"pattern": s.pattern, "source": s.source.cite()} for s in loader.skips],
                 "fused": [{"parameter": f.fused, "parts": list(f.parts), "pre_fused_accepted": f.fused_accepted,
-                           "source": f.source.cite()} for f in loader.fused],
+                           "pre_fused": f.when_pre_fused or None, "source": f.source.cite()} for f in loader.fused],
                 "taps": [loader.tap_low, f"N{loader.tap_high_offset:+d}"],
                 "sources": {key: source.cite() for key, source in loader.sources.items()},
             })
@@ -61,6 +61,8 @@ def families(output: FormatOption = OutputFormat.human) -> None:
         for fused in row["fused"]:
             typer.echo(f"  {fused['parameter']} <- {' + '.join(fused['parts'])}"
                        f"{' (or pre-fused)' if fused['pre_fused_accepted'] else ''}  [{fused['source']}]")
+            if fused["pre_fused"]:
+                typer.echo(f"    pre-fused: {fused['pre_fused']}")
         for skip in row["skipped"]:
             typer.echo(f"  skipped: /{skip['pattern']}/  [{skip['source']}]")
         typer.echo(f"  taps accepted by the target: [{row['taps'][0]}, {row['taps'][1]}]")

@@ -45,7 +45,7 @@ from dspark.schema.engines import DEFAULT_ENGINE
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding, Severity, group_findings
 from dspark.schema.inventory import PayloadStats, TensorEntry, has_control_characters, printable_name
-from dspark.schema.rules import DEFAULT_STREAM, STREAMS, check_contract, nested_field, payload_findings
+from dspark.schema.rules import DEFAULT_STREAM, STREAMS, check_contract, load_config_schema, nested_field, payload_findings
 
 DEFAULT_MAX_SHARD_SIZE = "5GB"
 # Small enough for the read buffer, the cast's scratch and the output ring to
@@ -525,7 +525,9 @@ def normalise_config(
         put("fc_norm", False, "no fc_norm weights shipped; absent means false")
 
     declared, where = nested_field(out, "aux_hidden_stream")
-    if declared is None:
+    if "aux_hidden_stream" not in load_config_schema(family.schema_file).get("properties", {}):
+        pass  # a family without a stream (EAGLE-3): nothing to make explicit
+    elif declared is None:
         put("aux_hidden_stream", DEFAULT_STREAM, "the default, made explicit")
     elif isinstance(declared, str) and declared.lower() in STREAMS:
         stream = declared.lower()

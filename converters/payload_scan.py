@@ -104,19 +104,31 @@ class _IntScan:
         self.view = view
         self.all_zero = True
         self.all_one = True
+        # value[i] + i over the flat index: where a d2t table sends draft
+        # token i. Integer tensors are token tables, small next to weights.
+        self.seen = 0
+        self.offset_min: int | None = None
+        self.offset_max: int | None = None
 
     def update(self, chunk) -> None:
-        if not (self.all_zero or self.all_one):
-            return
         values = np.frombuffer(chunk, dtype=self.view)
         if not values.size:
+            return
+        if self.view != "<u8":  # every other integer view fits int64 exactly
+            shifted = values.astype(np.int64) + np.arange(self.seen, self.seen + values.size, dtype=np.int64)
+            low_at, high_at = int(shifted.min()), int(shifted.max())
+            self.offset_min = low_at if self.offset_min is None else min(self.offset_min, low_at)
+            self.offset_max = high_at if self.offset_max is None else max(self.offset_max, high_at)
+        self.seen += values.size
+        if not (self.all_zero or self.all_one):
             return
         low, high = int(values.min()), int(values.max())
         self.all_zero = self.all_zero and low == high == 0
         self.all_one = self.all_one and low == high == 1
 
     def stats(self) -> PayloadStats:
-        return PayloadStats(nonfinite_count=0, all_zero=self.all_zero, all_one=self.all_one)
+        return PayloadStats(nonfinite_count=0, all_zero=self.all_zero, all_one=self.all_one,
+                            index_offset_min=self.offset_min, index_offset_max=self.offset_max)
 
 
 def payload_scanner(dtype: str) -> _FloatScan | _IntScan:

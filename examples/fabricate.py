@@ -368,6 +368,239 @@ def write_sparse_draft(out: Path, *, scale: str = "k3", fc_norm: bool = True, dt
     return out
 
 
+# --------------------------------------------------------------------------
+# EAGLE-3 drafts (LlamaForCausalLMEagle3, Eagle3DeepseekV2ForCausalLM): one
+# layer named `midlayer`, fc over the taps, the draft's own head and d2t.
+
+
+@dataclass(frozen=True)
+class Eagle3Spec:
+    family: str  # "eagle3_llama" | "eagle3_mla"
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    vocab_size: int
+    draft_vocab_size: int
+    num_key_value_heads: int = 0  # Llama
+    head_dim: int = 0  # Llama
+    q_lora_rank: int = 0  # MLA
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    taps: int = 3
+
+
+EAGLE3_SCALES: dict[str, Eagle3Spec] = {
+    # Tiny, every dimension distinct so a swapped axis cannot pass.
+    "tiny-llama": Eagle3Spec("eagle3_llama", hidden_size=32, intermediate_size=48, num_attention_heads=4,
+                             num_key_value_heads=2, head_dim=10, vocab_size=96, draft_vocab_size=40),
+    "tiny-mla": Eagle3Spec("eagle3_mla", hidden_size=32, intermediate_size=48, num_attention_heads=2,
+                           q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4,
+                           v_head_dim=6, vocab_size=96, draft_vocab_size=40),
+    # Llama-3-8B target: fc 4096 x (3 x 4096), a 32k draft vocabulary.
+    "llama3-8b": Eagle3Spec("eagle3_llama", hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                            num_key_value_heads=8, head_dim=128, vocab_size=128256, draft_vocab_size=32000),
+    # Kimi-K2.5 target, MLA draft: fc 7168 x (3 x 7168).
+    "kimi-k25-mla": Eagle3Spec("eagle3_mla", hidden_size=7168, intermediate_size=18432, num_attention_heads=64,
+                               q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                               v_head_dim=128, vocab_size=163840, draft_vocab_size=32000),
+}
+
+
+def eagle3_config(
+    spec: Eagle3Spec, *, fc_norm: bool = False, norm_before_fc: bool = False, tap_ids: list[int] | None = None
+) -> dict[str, Any]:
+    """A config TokenSpeed parses for the family (TorchSpec's fields)."""
+    config: dict[str, Any] = {
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": spec.intermediate_size,
+        "num_hidden_layers": 1,
+        "num_attention_heads": spec.num_attention_heads,
+        "vocab_size": spec.vocab_size,
+        "draft_vocab_size": spec.draft_vocab_size,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    if spec.family == "eagle3_llama":
+        config.update(architectures=["LlamaForCausalLMEagle3"], model_type="llama",
+                      num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
+                      rope_theta=500000.0, max_position_embeddings=8192)
+        if tap_ids is not None:
+            config["eagle_aux_hidden_state_layer_ids"] = list(tap_ids)
+    else:
+        config.update(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="kimi_k2",
+                      num_key_value_heads=spec.num_attention_heads, q_lora_rank=spec.q_lora_rank,
+                      kv_lora_rank=spec.kv_lora_rank, qk_nope_head_dim=spec.qk_nope_head_dim,
+                      qk_rope_head_dim=spec.qk_rope_head_dim, v_head_dim=spec.v_head_dim,
+                      rope_theta=50000.0, max_position_embeddings=262144)
+        if tap_ids is not None:
+            config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(tap_ids), "use_aux_hidden_state": True}
+    if fc_norm:
+        config["fc_norm"] = True
+    if norm_before_fc:
+        config["norm_before_fc"] = True
+    return config
+
+
+def eagle3_tensor_specs(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Served name -> (shape, safetensors dtype) of every tensor a good draft
+    of `config` ships, read off the family (bf16 weights, int64 d2t). A
+    tensor whose dimensions the config does not give is left out."""
+    from dspark.schema.families import family_for_config
+
+    family = family_for_config(config)
+    features = {name: bool(config.get(name)) for name in family.declared_features}
+    features.update(family.derived_features(config, None))
+    expected, _ = family.expected_tensors(family.resolve_dims(config), features)
+    specs: dict[str, tuple[tuple[int, ...], str]] = {}
+    for name, want in expected.items():
+        if want.role == "token_map":
+            if config.get("draft_vocab_size") and config["draft_vocab_size"] < config["vocab_size"]:
+                specs[name] = (want.shape, "I64")
+            continue
+        if want.role == "lm_head" and (config.get("tie_word_embeddings") or config.get("draft_vocab_size") is None):
+            continue
+        specs[name] = (want.shape, "BF16")
+    return specs
+
+
+def eagle3_tensors(config: dict[str, Any], *, seed: int = 0) -> dict:
+    """Real tensors for `config`: seeded weights and a valid offset-encoded
+    d2t (draft token i -> target token i + d2t[i])."""
+    import torch
+
+    specs = eagle3_tensor_specs(config)
+    tensors = make_tensors({n: s for n, (s, d) in specs.items() if d == "BF16"}, dtype="bfloat16", seed=seed)
+    if "d2t" in specs:
+        rows, vocab = specs["d2t"][0][0], config["vocab_size"]
+        used = torch.linspace(0, vocab - 1, rows).round().to(torch.int64).unique()
+        assert used.numel() == rows, "draft vocabulary too large to spread over the target's"
+        tensors["d2t"] = (used - torch.arange(rows, dtype=torch.int64)).contiguous()
+    return tensors
+
+
+def _widen_fc(config: dict, tensors: dict) -> None:
+    tensors["fc.weight"] = _widen(tensors["fc.weight"])
+
+
+def _d2t_float(config: dict, tensors: dict) -> None:
+    import torch
+
+    tensors["d2t"] = tensors["d2t"].to(torch.float32)
+
+
+def _d2t_short(config: dict, tensors: dict) -> None:
+    tensors["d2t"] = tensors["d2t"][:-1].contiguous()
+
+
+def _d2t_past_vocab(config: dict, tensors: dict) -> None:
+    tensors["d2t"] = tensors["d2t"].clone()
+    tensors["d2t"][-1] += 1  # the last draft token now maps to vocab_size
+
+
+def _input_norm(config: dict, tensors: dict) -> None:
+    import torch
+
+    width = tensors["fc.weight"].shape[1]
+    tensors["input_norm.weight"] = torch.ones(width, dtype=torch.bfloat16)
+
+
+def _two_layers(config: dict, tensors: dict) -> None:
+    config["num_hidden_layers"] = 2
+
+
+def _taps_top_level_ignored(config: dict, tensors: dict) -> None:
+    # eagle_config without ids: the target reads only it and captures its
+    # defaults, whatever the top level lists.
+    config["eagle_aux_hidden_state_layer_ids"] = [2, 5, 9]
+    config["eagle_config"] = {"use_aux_hidden_state": True}
+
+
+def _four_taps_in_eagle_config(config: dict, tensors: dict) -> None:
+    # The Llama draft counts the top level (absent: 3); the target captures 4.
+    config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 7]}
+
+
+def _fuse_qkv_a(config: dict, tensors: dict) -> None:
+    import torch
+
+    p = "midlayer.self_attn."
+    tensors[p + "fused_qkv_a_proj_with_mqa.weight"] = torch.cat(
+        [tensors.pop(p + "q_a_proj.weight"), tensors.pop(p + "kv_a_proj_with_mqa.weight")]).contiguous()
+
+
+EAGLE3_DEFECTS: dict[str, Defect] = {
+    "one-layer": Defect("CFG003", _two_layers, description="num_hidden_layers 2"),
+    "fc-width": Defect("CTX001", _widen_fc, description="fc one column too many"),
+    "no-d2t": Defect("VOC001", _drop("d2t"), description="draft_vocab_size < vocab_size, no d2t"),
+    "d2t-float": Defect("VOC002", _d2t_float, description="d2t as float32"),
+    "d2t-short": Defect("VOC002", _d2t_short, description="d2t one entry short"),
+    "d2t-past-vocab": Defect("VOC003", _d2t_past_vocab, deep=True, description="last d2t entry past the vocab"),
+    "no-lm-head": Defect("INV001", _drop("lm_head."), description="draft_vocab_size set, no lm_head"),
+    "input-norm-undeclared": Defect("FEA002", _input_norm, description="input_norm shipped, norm_before_fc absent"),
+    "norm-before-fc-no-weight": Defect("FEA001", _set("norm_before_fc", True), description="norm_before_fc, no input_norm"),
+    "taps-ignored": Defect("TAP002", _taps_top_level_ignored, description="top-level taps the target ignores"),
+    "taps-count": Defect("TAP001", _four_taps_in_eagle_config, description="draft 3 taps, target 4 (Llama)"),
+    "fused-qkv-a": Defect("INV002", _fuse_qkv_a, description="pre-fused q/kv-a projection (MLA)"),
+}
+
+
+def write_eagle3_draft(
+    out: Path,
+    *,
+    scale: str = "tiny-llama",
+    fc_norm: bool = False,
+    norm_before_fc: bool = False,
+    tap_ids: list[int] | None = None,
+    defect: str | None = None,
+    layout: str = "midlayer",
+    config_edit: Callable[[dict], None] | None = None,
+    tensor_edit: Callable[[dict], None] | None = None,
+    seed: int = 0,
+) -> Path:
+    """Write an EAGLE-3 draft folder. `layout` "midlayer" writes TorchSpec's
+    native names, "layers.0" its `--vllm` export's."""
+    config = eagle3_config(EAGLE3_SCALES[scale], fc_norm=fc_norm, norm_before_fc=norm_before_fc, tap_ids=tap_ids)
+    if config_edit:
+        config_edit(config)
+    tensors = eagle3_tensors(config, seed=seed)
+    if defect is not None:
+        EAGLE3_DEFECTS[defect].apply(config, tensors)
+    if tensor_edit:
+        tensor_edit(tensors)
+    if layout == "layers.0":
+        tensors = {("layers.0." + n[len("midlayer."):] if n.startswith("midlayer.") else n): t
+                   for n, t in tensors.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_safetensors(out, tensors)
+    return out
+
+
+def write_header_only(out: Path, config: dict[str, Any], specs: dict[str, tuple[tuple[int, ...], str]],
+                      *, prefix: str = "") -> Path:
+    """A draft whose payload is a hole (see `write_sparse_draft`), for any
+    config and tensor list: real-size header-only checks."""
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, (shape, dtype) in specs.items():
+        size = nbytes_of(dtype, shape)
+        header[prefix + name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    with open(out / "model.safetensors", "wb") as handle:
+        handle.write(struct.pack("<Q", len(raw)))
+        handle.write(raw)
+        handle.truncate(8 + len(raw) + offset)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)

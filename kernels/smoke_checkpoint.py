@@ -189,6 +189,7 @@ def _projection_shape(checkpoint: Checkpoint):
 
 def _load_projection_weights(checkpoint: Checkpoint, num_segments: int) -> dict[str, torch.Tensor]:
     family = checkpoint.family
+    _refuse_unmodelled_features(checkpoint)
     wanted = {
         "context_proj.weight": family.name_for_role("context_proj"),
         "context_norm.weight": family.name_for_role("context_norm"),
@@ -228,6 +229,27 @@ def _load_projection_weights(checkpoint: Checkpoint, num_segments: int) -> dict[
         tensor = torch.frombuffer(bytearray(raw), dtype=dtype) if entry.numel else torch.empty(0, dtype=dtype)
         weights[smoke_name] = tensor.reshape(entry.shape)
     return weights
+
+
+def _refuse_unmodelled_features(checkpoint: Checkpoint) -> None:
+    """The smoke runs fc_norm -> context projection -> its norm. A draft
+    that adds another step to the context path (norm_before_fc: an RMSNorm
+    over the concatenated taps before fc) is not what it tests: say so
+    rather than pass a projection the engine does not run."""
+    family = checkpoint.family
+    expected, _ = family.expected_tensors(family.resolve_dims(checkpoint.config), None)
+    for feature in family.declared_features:
+        if feature == "fc_norm":
+            continue
+        shipped = [e.served_name for e in checkpoint.entries
+                   if expected.get(e.served_name) is not None and expected[e.served_name].rule.when == feature]
+        if checkpoint.config.get(feature) is True or shipped:
+            raise UsageError(
+                f"{checkpoint.source}: smoke does not apply to a {family.name} draft with {feature}: it tests "
+                "fc_norm -> context projection -> norm, and this draft's context path has another step "
+                f"({feature}). Nothing was run.",
+                hint=f"Run `dspark check {checkpoint.source}`; the projection smoke covers fc_norm drafts.",
+            )
 
 
 def load_taps(path: Path, num_segments: int, target_hidden: int) -> torch.Tensor:

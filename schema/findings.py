@@ -53,6 +53,18 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("FCN005", E, "fc_norm weight dtype is not floating point"),
     ("FCN006", W, "fc_norm weight is exactly all ones (an identity norm)"),
     ("CTX001", E, "context projection width is not taps x target_hidden_size"),
+    # norm_before_fc (EAGLE-3 Llama: input_norm over the concatenated taps)
+    ("FEA001", E, "norm_before_fc declared true but no input_norm weight shipped"),
+    ("FEA002", E, "input_norm weight shipped but norm_before_fc not declared true"),
+    # EAGLE-3 taps: what the draft builds fc for against what the target captures
+    ("TAP001", E, "the draft's tap count differs from the number of taps the target captures"),
+    ("TAP002", E, "tap ids the draft declares are not the ones the target captures"),
+    ("TAP003", I, "no tap ids: the engine assumes 3 taps at the target's defaults"),
+    # the draft's own head and its token map (EAGLE-3)
+    ("LMH001", W, "lm_head shipped but not served (tied, or replaced by the target's head)"),
+    ("VOC001", E, "d2t missing while the head has fewer rows than the vocabulary"),
+    ("VOC002", E, "d2t is not an integer table of draft_vocab_size entries"),
+    ("VOC003", E, "d2t sends a draft token outside the target vocabulary"),
     # aux_hidden_stream
     ("STR001", E, "aux_hidden_stream is not 'prefix' or 'attn_res'"),
     ("STR002", I, "resolved aux_hidden_stream and where it came from"),

@@ -63,6 +63,10 @@ class PayloadStats:
     nonfinite_count: int
     all_zero: bool
     all_one: bool
+    # Integer tensors: the least and greatest value[i] + i over the flat
+    # index (where a `d2t` table sends draft token i); None for floats.
+    index_offset_min: int | None = None
+    index_offset_max: int | None = None
 
 
 def has_control_characters(name: str) -> bool:

@@ -57,6 +57,9 @@ class FusedParameter:
     # a missing part leaves rows uninitialised without an error.
     partial_passes: bool
     source: Source
+    # When `fused_accepted` is False: what the loader does with the
+    # pre-stacked tensor, in words ("fails the load: ...", "drops it: ...").
+    when_pre_fused: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ class FamilyLoader:
     skips: tuple[SkipRule, ...]
     fused: tuple[FusedParameter, ...]
     # "rejects": a name without a destination fails the load;
-    # "drops": the loader skips it without a word.
+    # "drops": the loader skips it without a word;
+    # "drops_logged": it logs one line and skips it (the load goes on).
     unexpected: str
     # "rejects": a destination left empty fails the load;
     # "uninitialised": it is served with whatever memory or ones it had.
@@ -117,6 +121,13 @@ class FamilyLoader:
     lowercased_fields: tuple[str, ...] = ()
     # Fields the model never reads (a value there cannot be wrong).
     ignored_fields: tuple[str, ...] = ()
+    # When the engine serves the target's head instead of the draft's
+    # (families with their own `lm_head`): "draft_vocab_size_null" (absent
+    # or null), "draft_vocab_size_absent" (only absent, and a shipped head
+    # keeps the draft's); "" for families that never own a head.
+    head_from_target: str = ""
+    # What the engine does with a tap id outside [tap_low, N + tap_high_offset].
+    taps_outside_range: str = "refuses the rest at startup"
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name

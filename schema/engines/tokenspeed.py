@@ -45,6 +45,11 @@ HF_UTILS = _RT + "utils/hf_transformers_utils.py"
 REGISTRY = _RT + "models/registry.py"
 WEIGHT_UTILS = _RT + "model_loader/weight_utils.py"
 LOADER = _RT + "model_loader/loader.py"
+EAGLE3_LLAMA_MODEL = _RT + "models/llama_eagle3.py"
+DEEPSEEK_MODEL = _RT + "models/deepseek_v3.py"
+LLAMA_MODEL = _RT + "models/llama.py"
+FACTORY = _RT + "execution/factory.py"
+MODEL_CONFIG = _RT + "configs/model_config.py"
 
 
 def _k3(lines: str, path: str = K3_MODEL) -> Source:
@@ -226,6 +231,170 @@ GQA_LOADER = FamilyLoader(
     },
 )
 
+# EAGLE-3 (main, f4d8ec6e) ----------------------------------------------------
+
+_LE3 = EAGLE3_LLAMA_MODEL
+_DS3 = DEEPSEEK_MODEL
+
+# Neither EAGLE-3 loader validates d2t (`hot = d2t + arange`, any dtype and
+# length) and both ignore t2d; these rules come from the `d2t`/`t2d`
+# branches of their load_weights.
+_EAGLE3_T2D = SkipRule(r"t2d", "the target-to-draft table is never read", _main("697-698", _LE3))
+
+# The target's capture: ids -1..N-2 are captured before layer id+1 runs;
+# anything else is silently never captured, so fc gets fewer taps than it
+# was built for (models/base/transformer_model.py@f4d8ec6e:219-264;
+# models/deepseek_v3.py@f4d8ec6e:1591-1593). No range check anywhere.
+_EAGLE3_TAPS_OUTSIDE = ("never captures the rest, without a word: fc then gets fewer taps than it was built for "
+                        "and the draft fails at the first request or is served the wrong layers")
+
+# transformers' LlamaConfig and DeepseekV3Config defaults: what the config
+# class fills in for a field the config.json leaves out.
+_LLAMA_DEFAULTS = {
+    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "rms_norm_eps": 1e-6,
+}
+_DEEPSEEK_V3_DEFAULTS = {
+    "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
+    "num_attention_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-6,
+}
+
+EAGLE3_LLAMA_LOADER = FamilyLoader(
+    family="eagle3_llama",
+    model_class="LlamaForCausalLMEagle3",
+    # hf_transformers_utils.get_config: TokenSpeed's own Qwen2/Qwen3 config
+    # classes, transformers' AutoConfig for llama (utils/hf_transformers_utils.py@f4d8ec6e:69-86, 337-347).
+    model_types=("llama", "qwen3", "qwen2"),
+    # load_weights maps a leading `layers.0.` to `midlayer.`, then looks the
+    # name up as it is or with `model.` added: a stored `model.` prefix
+    # matches body parameters directly, but `model.layers.0.*` (never
+    # mapped) and `model.lm_head.*` (the head is not under `model.`) match
+    # nothing and are dropped (models/llama_eagle3.py@f4d8ec6e:675-719).
+    name_rewrites=((r"^layers\.0\.", "midlayer."), (r"^model\.(?!layers\.0\.|lm_head\.)", "")),
+    skips=(_EAGLE3_T2D,),
+    fused=(
+        FusedParameter(
+            "midlayer.self_attn.qkv_proj.weight",
+            ("midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight",
+             "midlayer.self_attn.v_proj.weight"),
+            # A pre-stacked qkv_proj holds none of the `.q_proj` substrings and
+            # is split by the configured sizes (layers/linear.py@f4d8ec6e:927-996).
+            fused_accepted=True, partial_passes=True, source=_main("678-711", _LE3),
+        ),
+        FusedParameter(
+            "midlayer.mlp.gate_up_proj.weight",
+            ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
+            fused_accepted=True, partial_passes=True, source=_main("678-711", _LE3),
+        ),
+    ),
+    unexpected="drops",
+    missing="uninitialised",
+    features={
+        "fc_norm": FeatureSupport(supported=True, source=_main("489-498", _LE3)),
+        "norm_before_fc": FeatureSupport(supported=True, source=_main("480-488", _LE3)),
+    },
+    tap_low=-1,
+    tap_high_offset=-2,
+    stream=None,
+    sources={
+        "load_weights": _main("675-719", _LE3),
+        "one layer": _main("612-613", _LE3),
+        "taps (draft)": _main("462-466", _LE3),
+        "taps (target)": _main("44-75, 95-102", FACTORY),
+        "taps vs target": _main("133-144", CAUSAL_LM),
+        "fc width": _main("468-478", _LE3),
+        "lm_head": _main("617-631, 752-754", _LE3),
+        "d2t": _main("691-695", _LE3),
+        "embedding": _main("727-751", _LE3),
+        "head_dim": _main("148-150", LLAMA_MODEL),
+    },
+    config_defaults={"llama": _LLAMA_DEFAULTS, "qwen3": GQA_LOADER.config_defaults["qwen3"]},
+    # The MLP is always SiluAndMul (models/llama_eagle3.py@f4d8ec6e:188).
+    ignored_fields=("hidden_act",),
+    # `getattr(config, "draft_vocab_size", None) is None` -> the target's
+    # head replaces whatever was loaded (models/llama_eagle3.py@f4d8ec6e:620-622, 752-754).
+    head_from_target="draft_vocab_size_null",
+    taps_outside_range=_EAGLE3_TAPS_OUTSIDE,
+)
+
+EAGLE3_MLA_LOADER = FamilyLoader(
+    family="eagle3_mla",
+    model_class="Eagle3DeepseekV2ForCausalLM",
+    # Eagle3DeepseekV2ForCausalLM is an MLA architecture, so the config class
+    # must carry the MLA attributes: transformers' DeepseekV3Config, or
+    # TokenSpeed's KimiK2Config subclass of it (configs/model_config.py@f4d8ec6e:58-71, 206-217;
+    # configs/kimi_k2_config.py@f4d8ec6e:23-34).
+    model_types=("deepseek_v3", "kimi_k2"),
+    # The Eagle3 wrapper maps a leading `layers.0.` and prefixes `model.` to
+    # every name without `lm_head`: a stored `model.` prefix becomes
+    # `model.model.*`, which is logged and skipped
+    # (models/deepseek_v3.py@f4d8ec6e:2355-2376).
+    name_rewrites=((r"^layers\.0\.", "midlayer."),),
+    skips=(
+        SkipRule(r"t2d", "the target-to-draft table is never read", _main("2363-2364", _DS3)),
+        SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding", _main("1794-1795", _DS3)),
+    ),
+    fused=(
+        FusedParameter(
+            "midlayer.self_attn.fused_qkv_a_proj_with_mqa.weight",
+            ("midlayer.self_attn.q_a_proj.weight", "midlayer.self_attn.kv_a_proj_with_mqa.weight"),
+            fused_accepted=False,
+            # The row-offset loader copies each part into place with no
+            # full-shape check (layers/linear.py@f4d8ec6e:276-278).
+            partial_passes=True,
+            source=_main("1746-1747, 1828-1861", _DS3),
+            when_pre_fused="fails the load: the name contains kv_a_proj_with_mqa, becomes "
+            "fused_qfused_qkv_a_proj_with_mqa, is not found, and the loader calls weight_loader on None "
+            "(AttributeError)",
+        ),
+        FusedParameter(
+            "midlayer.mlp.gate_up_proj.weight",
+            ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
+            fused_accepted=False,
+            partial_passes=True,
+            source=_main("1740-1744, 1798-1819", _DS3),
+            when_pre_fused="drops it: the name contains up_proj, becomes gate_gate_up_proj, is not found, and "
+            "is skipped with a log line, so the MLP is served uninitialised",
+        ),
+    ),
+    unexpected="drops_logged",
+    missing="uninitialised",
+    features={
+        "fc_norm": FeatureSupport(supported=True, source=_main("2166-2175", _DS3)),
+        "norm_before_fc": FeatureSupport(
+            supported=False,
+            source=_main("2110-2186 (no input_norm)", _DS3),
+            when_unsupported="Eagle3MlaModel has no input_norm: a declaration is ignored and shipped weights "
+            "are logged and skipped, so the taps reach fc unnormalised",
+        ),
+    },
+    tap_low=-1,
+    tap_high_offset=-2,
+    stream=None,
+    sources={
+        "load_weights": _main("2355-2376, 1739-1877", _DS3),
+        "one layer": _main("2282-2283", _DS3),
+        "taps (draft)": _main("2112-2119, 2139-2140", _DS3),
+        "taps (target)": _main("44-75, 95-102", FACTORY),
+        "taps vs target": _main("1591-1593, 1688-1695", _DS3),
+        "fc width": _main("2142-2155", _DS3),
+        "lm_head": _main("2294-2310, 2370-2373, 2430-2432", _DS3),
+        "d2t": _main("2358-2362", _DS3),
+        "embedding": _main("2408-2434", _DS3),
+        "unknown names": _main("1724-1737", _DS3),
+    },
+    config_defaults={"deepseek_v3": _DEEPSEEK_V3_DEFAULTS, "kimi_k2": _DEEPSEEK_V3_DEFAULTS},
+    # MLA attention uses num_attention_heads only.
+    ignored_fields=("num_key_value_heads",),
+    # `not hasattr(config, "draft_vocab_size")`, and a shipped lm_head
+    # clears the flag (models/deepseek_v3.py@f4d8ec6e:2300-2301, 2370-2373).
+    head_from_target="draft_vocab_size_absent",
+    taps_outside_range=_EAGLE3_TAPS_OUTSIDE,
+)
+
+_EAGLE3_LOADERS = {"eagle3_llama": EAGLE3_LLAMA_LOADER, "eagle3_mla": EAGLE3_MLA_LOADER}
+
 # The index's total_size and which shard a tensor is listed in are never
 # read: every tensor of every listed shard is loaded.
 _INDEX_SEVERITIES = {"IDX003": "warning", "IDX004": "warning", "IDX006": "warning"}
@@ -244,7 +413,7 @@ CURRENT = EngineProfile(
     revision="current",
     commit=f"{PR1031} (k3_dspark), {MAIN} (others)",
     description="TokenSpeed with the K3 DSpark serving change (pull request 1031) for k3_dspark; main for the rest",
-    loaders={"k3_dspark": _k3_loader(serving_change=True), "dflash_gqa": GQA_LOADER},
+    loaders={"k3_dspark": _k3_loader(serving_change=True), "dflash_gqa": GQA_LOADER, **_EAGLE3_LOADERS},
     **_COMMON,
 )
 
@@ -253,7 +422,7 @@ PR_1031 = EngineProfile(
     revision="pr1031",
     commit=PR1031,
     description="TokenSpeed pull request 1031 head (K3 DSpark: fc_norm + AttnRes tap)",
-    loaders={"k3_dspark": _k3_loader(serving_change=True), "dflash_gqa": GQA_LOADER},
+    loaders={"k3_dspark": _k3_loader(serving_change=True), "dflash_gqa": GQA_LOADER, **_EAGLE3_LOADERS},
     **_COMMON,
 )
 
@@ -262,7 +431,7 @@ MAIN_PROFILE = EngineProfile(
     revision="main",
     commit=MAIN,
     description="TokenSpeed main: K3 DSpark without fc_norm or the AttnRes stream",
-    loaders={"k3_dspark": _k3_loader(serving_change=False), "dflash_gqa": GQA_LOADER},
+    loaders={"k3_dspark": _k3_loader(serving_change=False), "dflash_gqa": GQA_LOADER, **_EAGLE3_LOADERS},
     **_COMMON,
 )
 

@@ -16,14 +16,18 @@ from dspark.schema.families.base import (
     nested_field,
 )
 from dspark.schema.families.dflash_gqa import DFLASH_GQA
+from dspark.schema.families.eagle3_llama import EAGLE3_LLAMA
+from dspark.schema.families.eagle3_mla import EAGLE3_MLA
 from dspark.schema.families.k3_dspark import K3_DSPARK
 from dspark.schema.naming import strip_wrappers
 
-FAMILIES: tuple[DraftFamily, ...] = (K3_DSPARK, DFLASH_GQA)
+FAMILIES: tuple[DraftFamily, ...] = (K3_DSPARK, DFLASH_GQA, EAGLE3_LLAMA, EAGLE3_MLA)
 
 
 def family_for_architecture(architecture: Any) -> DraftFamily | None:
-    return next((f for f in FAMILIES if architecture in f.architectures), None)
+    return next(
+        (f for f in FAMILIES if architecture in f.architectures or architecture in f.legacy_architectures), None
+    )
 
 
 def family_for_config(config: Mapping[str, Any]) -> DraftFamily | None:
@@ -55,6 +59,8 @@ def known_families_text() -> str:
 
 __all__ = [
     "DFLASH_GQA",
+    "EAGLE3_LLAMA",
+    "EAGLE3_MLA",
     "FAMILIES",
     "K3_DSPARK",
     "MAX_DIMENSION",

@@ -28,8 +28,14 @@ class TensorRule:
 
     name: str
     shape: tuple[str, ...]
-    role: str = "matrix"  # "matrix" | "norm" | "fc_norm" | "context_proj" | "context_norm"
+    role: str = "matrix"  # "matrix" | "norm" | "fc_norm" | "context_proj" | "context_norm" | "lm_head" | "token_map"
     when: str | None = None
+    # The engine loads it when shipped and does without it otherwise (a
+    # shared embedding): never reported missing.
+    optional: bool = False
+    # For integer tensors (`d2t`): every value[i] + i must lie in
+    # [0, this expression) (checked on the payload, `--deep`).
+    values_below: str | None = None
 
     @property
     def scope(self) -> str:
@@ -46,6 +52,7 @@ class ExpectedTensor:
     shape: tuple[int, ...]
     role: str
     rule: TensorRule
+    values_below: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,9 @@ class DraftFamily:
     # dimension symbol -> config field, or a callable over the config
     dims: Mapping[str, str | Callable[[Mapping[str, Any]], Any]]
     tensors: tuple[TensorRule, ...]
+    # Names the trainer wrote that the engine does not register (a rename
+    # convert fixes): the family is recognised, the engine refuses them.
+    legacy_architectures: tuple[str, ...] = ()
     # served-name prefixes the loader skips (kept out of the inventory check)
     skipped_prefixes: tuple[str, ...] = ("embed_tokens.", "lm_head.", "confidence_head.")
     # training-only names that convert leaves behind
@@ -136,6 +146,7 @@ class DraftFamily:
                 continue
             try:
                 shape = tuple(evaluate_dim(expr, dims) for expr in rule.shape)
+                below = evaluate_dim(rule.values_below, dims) if rule.values_below else None
                 count = {"layer": dims.get("N"), "tap": dims.get("S"), "model": 1}[rule.scope]
                 if count is None:
                     raise KeyError(rule.scope)
@@ -144,7 +155,7 @@ class DraftFamily:
                 continue
             for index in range(count):
                 name = rule.name.replace("{n}", str(index)).replace("{i}", str(index))
-                expected[name] = ExpectedTensor(name, shape, rule.role, rule)
+                expected[name] = ExpectedTensor(name, shape, rule.role, rule, below)
         return expected, unresolved
 
 

@@ -23,6 +23,7 @@ from dspark.schema.rules.common import shape_text
 # family that adds a feature adds its codes here.
 _CODES = {
     "fc_norm": ("FCN001", "FCN002"),
+    "norm_before_fc": ("FEA001", "FEA002"),
 }
 
 
@@ -75,8 +76,9 @@ def feature_findings(
         return findings
     if names and not declared:
         state = "absent" if raw is None else f"{raw!r}"
-        drop = ("rejects them as unexpected" if loader is not None and loader.unexpected == "rejects"
-                else "drops them without a word")
+        drop = {"rejects": "rejects them as unexpected",
+                "drops_logged": "logs them as not in the model and drops them"}.get(
+            loader.unexpected if loader is not None else "rejects", "drops them without a word")
         findings.append(Finding(
             unexpected_code,
             f"{len(names)} {feature} weights are shipped but {config_file} has {feature} {state}; the "
@@ -89,6 +91,37 @@ def feature_findings(
         return findings
     if feature == "fc_norm" and names:
         findings += _fc_norm_shape_findings(family, shipped, names, dims, config_file, rules)
+    elif names:
+        findings += _feature_shape_findings(shipped, names, expected_all)
+    return findings
+
+
+def _feature_shape_findings(
+    shipped: Mapping[str, TensorEntry], names: list[str], expected_all: Mapping[str, ExpectedTensor]
+) -> list[Finding]:
+    """Shape and dtype of a feature's tensors other than fc_norm's
+    (`input_norm` for norm_before_fc): the engine's norm loader refuses
+    another shape."""
+    findings: list[Finding] = []
+    for name in names:
+        entry, want = shipped[name], expected_all.get(name)
+        if want is not None and entry.shape != want.shape:
+            findings.append(Finding(
+                "INV003",
+                f"{entry.file}: {name} is {shape_text(entry.shape)} but the config implies "
+                f"{shape_text(want.shape)} ({', '.join(want.rule.shape)}); the engine fails to load it.",
+                file=entry.file,
+                tensor=name,
+                detail={"shape": list(entry.shape), "expected": list(want.shape)},
+            ))
+        if not is_floating(entry.dtype):
+            findings.append(Finding(
+                "INV004",
+                f"{entry.file}: {name} has dtype {entry.dtype}; a norm weight must be floating point.",
+                file=entry.file,
+                tensor=name,
+                detail={"dtype": entry.dtype},
+            ))
     return findings
 
 

@@ -19,11 +19,14 @@ from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules.common import shape_text
 from dspark.schema.rules.features import feature_findings, feature_tensor_names
 from dspark.schema.rules.resolve import ResolvedDraft
+from dspark.schema.rules.vocab import VOCAB_ROLES, vocab_findings
 
 _UNEXPECTED = {
     "rejects": "has no destination in a {family} draft; the serving loader rejects the draft",
     "drops": "has no destination in a {family} draft; the engine drops it without a word, so whatever "
     "it was trained to do is lost",
+    "drops_logged": "has no destination in a {family} draft; the engine logs it as not in the model and "
+    "drops it, so whatever it was trained to do is lost",
 }
 _MISSING = {
     "rejects": "the serving loader fails on an unfilled destination",
@@ -75,6 +78,10 @@ def inventory_findings(
         shipped[entry.served_name] = entry
 
     feature_names = feature_tensor_names(family, shipped, expected_all)
+    # The draft's own head and its token map: whether they are served at
+    # all depends on the vocabulary fields (rules/vocab.py).
+    findings += vocab_findings(family, loader, config, shipped, expected_all, config_file)
+    vocab_names = {n for n, e in expected_all.items() if e.role in VOCAB_ROLES}
     resolved.fc_norm_shipped = sum(1 for n in feature_names if n.startswith("fc_norm."))
     for feature in family.declared_features:
         findings += feature_findings(
@@ -84,7 +91,7 @@ def inventory_findings(
     fused_groups = _fused_groups(loader, dims)
     covered: set[str] = set()
     for name, entry in shipped.items():
-        if name in feature_names:
+        if name in feature_names or name in vocab_names:
             continue
         skip = loader.skip_rule(name) if loader is not None else None
         if skip is not None or (loader is None and family.is_skipped(name)):
@@ -110,7 +117,18 @@ def inventory_findings(
             continue
         group = fused_groups.get(name)
         if group is not None:
-            parts, fused_accepted = group
+            parts, fused_accepted, when_pre_fused = group
+            if not fused_accepted:
+                findings.append(Finding(
+                    "INV002",
+                    f"{entry.file}: {printable_name(name)} (stored as {printable_name(entry.stored_name)}) is "
+                    f"pre-fused; the {family.name} loader only builds it from {', '.join(parts)}, and it "
+                    f"{when_pre_fused}. Ship the parts separately.",
+                    file=entry.file,
+                    tensor=name,
+                    detail={"shape": list(entry.shape), "dtype": entry.dtype, "parts": parts},
+                ))
+                continue
             part_shapes = [required[p].shape for p in parts if p in required]
             if fused_accepted and len(part_shapes) == len(parts):
                 want_shape = (sum(s[0] for s in part_shapes),) + tuple(part_shapes[0][1:])
@@ -166,7 +184,8 @@ def inventory_findings(
 
     partial_note = _partial_fused_notes(loader, dims, shipped)
     for name, want in required.items():
-        if name in shipped or name in covered or want.rule.when in family.declared_features:
+        if (name in shipped or name in covered or want.rule.when in family.declared_features
+                or want.rule.optional):
             continue
         note = partial_note.get(name, "")
         findings.append(Finding(
@@ -178,7 +197,8 @@ def inventory_findings(
             detail={"expected_shape": list(want.shape)},
         ))
 
-    served_weights = [e for n, e in shipped.items() if not (loader.skip_rule(n) if loader else family.is_skipped(n))]
+    served_weights = [e for n, e in shipped.items()
+                      if is_floating(e.dtype) and not (loader.skip_rule(n) if loader else family.is_skipped(n))]
     f32 = [e for e in served_weights if e.dtype == "F32"]
     if served_weights and len(f32) == len(served_weights):
         total = sum(e.nbytes for e in f32)
@@ -210,15 +230,16 @@ def _layer_names(pattern: str, dims: Mapping[str, int]) -> list[str]:
     return [pattern.replace("{n}", str(n)) for n in range(dims.get("N", 0))]
 
 
-def _fused_groups(loader: FamilyLoader | None, dims: Mapping[str, int]) -> dict[str, tuple[list[str], bool]]:
-    """Engine fused name -> (its part names, whether it loads pre-fused)."""
-    groups: dict[str, tuple[list[str], bool]] = {}
+def _fused_groups(loader: FamilyLoader | None, dims: Mapping[str, int]) -> dict[str, tuple[list[str], bool, str]]:
+    """Engine fused name -> (its part names, whether it loads pre-fused,
+    what the loader does with it when not)."""
+    groups: dict[str, tuple[list[str], bool, str]] = {}
     if loader is None:
         return groups
     for fused in loader.fused:
         for n, name in enumerate(_layer_names(fused.fused, dims)):
             parts = [p.replace("{n}", str(n)) for p in fused.parts]
-            groups[name] = (parts, fused.fused_accepted)
+            groups[name] = (parts, fused.fused_accepted, fused.when_pre_fused)
     return groups
 
 

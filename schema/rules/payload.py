@@ -56,6 +56,20 @@ def payload_findings(
                 tensor=name,
                 detail={"shape": list(entry.shape)},
             ))
+        below = want.values_below if want else None
+        if below is not None and stats.index_offset_min is not None and (
+            stats.index_offset_min < 0 or stats.index_offset_max >= below
+        ):
+            findings.append(Finding(
+                "VOC003",
+                f"{entry.file}: {name} sends draft tokens to target ids from {stats.index_offset_min} to "
+                f"{stats.index_offset_max} (i + {name}[i]), outside [0, vocab_size = {below}); the engine "
+                "never checks it and feeds those ids to the embedding. The table was built for another "
+                "vocabulary or is not offset-encoded (target id = i + d2t[i]).",
+                file=entry.file,
+                tensor=name,
+                detail={"min": stats.index_offset_min, "max": stats.index_offset_max, "vocab_size": below},
+            ))
         if role == "fc_norm" and stats.all_one and entry.numel:
             findings.append(Finding(
                 "FCN006",

@@ -114,7 +114,7 @@ def target_findings(
                 "TGT005",
                 f"taps {outside} cannot be captured from the target ({target.source}, "
                 f"{target.num_hidden_layers} layers): the engine accepts tap ids in [{low}, {high}] for a "
-                f"{family.name} draft and refuses the rest at startup.",
+                f"{family.name} draft and {loader.taps_outside_range}.",
                 file=target.source,
                 detail={"outside": outside, "target_layers": target.num_hidden_layers, "range": [low, high],
                         "source": loader.sources.get("taps vs target").cite()

@@ -271,3 +271,32 @@ def test_integer_taps_are_a_usage_error(dspark, tmp_path):
     run = dspark("smoke", write(tmp_path / "d"), "--device", "cpu", "--taps", tmp_path / "taps.safetensors")
     assert run.exit_code == 2
     assert "floating point" in run.stderr
+
+
+# EAGLE-3: the context projection found by role (fc.weight, then
+# midlayer.hidden_norm), fc_norm.{i} of hidden_size.
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_an_eagle3_fc_norm_draft_runs_its_projection(dspark, tmp_path, scale):
+    from dspark.examples.fabricate import write_eagle3_draft
+
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale, fc_norm=True)
+    run = dspark("smoke", draft, "--device", DEVICE, "--tokens", "8", "--format", "json")
+    assert run.exit_code == 0, run.stdout + run.stderr
+    report = run.json()
+    assert report["family"] == scale.replace("tiny-", "eagle3_") and report["fc_norm"]
+    assert report["kernel_backend"] == BACKEND
+    assert report["paths"]["fused"]["within_tolerance"] and report["paths"]["folded"]["within_tolerance"]
+
+
+def test_smoke_says_it_does_not_apply_to_norm_before_fc(dspark, tmp_path):
+    from dspark.examples.fabricate import write_eagle3_draft
+
+    def add(tensors):
+        tensors["input_norm.weight"] = torch.ones(96, dtype=torch.bfloat16)
+
+    draft = write_eagle3_draft(tmp_path / "d", norm_before_fc=True, tensor_edit=add)
+    run = dspark("smoke", draft, "--device", DEVICE, "--tokens", "8")
+    assert run.exit_code == 2
+    assert "does not apply" in run.stdout + run.stderr and "norm_before_fc" in run.stdout + run.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dspark.converters.check import check_checkpoint, inspect_checkpoint
-from dspark.examples.fabricate import DEFECTS, SCALES, write_draft
+from dspark.examples.fabricate import DEFECTS, EAGLE3_DEFECTS, SCALES, write_draft
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import FINDING_CODES, Severity
 from dspark.schema.rules import STREAM_ENV_VAR
@@ -133,7 +133,7 @@ def test_a_weight_name_that_is_not_a_file_is_reported(tmp_path, kind):
 def test_every_finding_code_of_check_is_tested():
     """New check codes need a defect or a test here; MAN* and SRC* belong to
     convert and SMK* to smoke, and are tested with them."""
-    by_defect = {defect.code for defect in DEFECTS.values()}
+    by_defect = {defect.code for defect in (*DEFECTS.values(), *EAGLE3_DEFECTS.values())}
     by_tests_elsewhere = {
         "STR002", "STR004", "STR005", "STR006",  # below, and tests/schema/test_rules.py
         "TGT001", "TGT002", "TGT003", "TGT004", "TGT005",  # below
@@ -144,6 +144,8 @@ def test_every_finding_code_of_check_is_tested():
         # tests/schema/test_engine_contract.py: what the engine's loader does
         "SRV001", "ENG001", "ENG002", "ENG003", "ENG004", "OVR001", "ROP001", "ROP002",
         "SWA001",
+        # tests/schema/test_eagle3_contract.py: EAGLE-3 taps and heads
+        "TAP003", "LMH001",
         # Kept for their meaning, produced by no engine dspark models today:
         # an unknown family is exit 2 (UnsupportedFamilyError), and TokenSpeed
         # no longer reads the stream environment variable.

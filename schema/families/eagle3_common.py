@@ -1,0 +1,208 @@
+"""What the two EAGLE-3 draft families share: the one decoder layer named
+`midlayer`, the optional embedding, the draft's own head and its `d2t`
+token map, and how the target decides which layers to capture.
+
+The tap ids are read in three places with different rules (tokenspeed
+f4d8ec6e): the Llama draft counts the top-level
+`eagle_aux_hidden_state_layer_ids` only (models/llama_eagle3.py:462-466),
+the MLA draft reads `eagle_config`'s list whenever `eagle_config` is
+present (models/deepseek_v3.py:2112-2119, 2139-2140), and the target
+captures what `_eagle_aux_layer_ids` returns: per candidate (the config,
+then its `text_config`) `eagle_config`'s ids when `eagle_config` is
+present, else the top-level ids; the first truthy list wins, and with none
+the target captures its defaults (execution/factory.py:44-75, 95-102;
+models/base/causal_lm.py:133-144; models/deepseek_v3.py:1688-1695).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from dspark.schema.families.base import TensorRule
+from dspark.schema.findings import Finding
+
+TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"
+DEFAULT_TAP_COUNT = 3
+DEFAULT_TAPS_TEXT = "[1, N//2-1, N-4] of the target's N layers"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def target_capture_ids(config: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """The ids the target captures for this draft, and where they came from;
+    (None, None) when it falls back to its defaults
+    (execution/factory.py@f4d8ec6e:44-75)."""
+    candidates: list[tuple[Mapping[str, Any], str]] = [(config, "")]
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        candidates.append((text, "text_config."))
+    for candidate, where in candidates:
+        eagle = candidate.get("eagle_config")
+        if isinstance(eagle, Mapping):
+            ids, path = eagle.get(TAP_IDS_FIELD), f"{where}eagle_config.{TAP_IDS_FIELD}"
+        elif eagle is not None:
+            ids, path = None, None
+        else:
+            ids, path = candidate.get(TAP_IDS_FIELD), f"{where}{TAP_IDS_FIELD}"
+        if ids:
+            return ids, path
+    return None, None
+
+
+# A draft reader: config -> (the ids it read or None, where, the tap count T
+# it builds fc for; None when it cannot build one).
+DraftTapReader = Callable[[Mapping[str, Any]], tuple[Any, str | None, Any]]
+
+
+def _declared_lists(config: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Every non-empty tap list the config spells out, with its path."""
+    found = []
+    for candidate, where in [(config, "")] + (
+        [(config["text_config"], "text_config.")] if isinstance(config.get("text_config"), Mapping) else []
+    ):
+        if candidate.get(TAP_IDS_FIELD):
+            found.append((f"{where}{TAP_IDS_FIELD}", candidate[TAP_IDS_FIELD]))
+        eagle = candidate.get("eagle_config")
+        if isinstance(eagle, Mapping) and eagle.get(TAP_IDS_FIELD):
+            found.append((f"{where}eagle_config.{TAP_IDS_FIELD}", eagle[TAP_IDS_FIELD]))
+    return found
+
+
+def tap_agreement_rule(draft_taps: DraftTapReader, draft_reader_text: str):
+    """A config rule: the tap count the draft builds `fc` for against the ids
+    the target will capture. The engine compares neither: a count that
+    differs fails at load (fc's width) or at the first request, and a
+    declared list the target does not read serves the wrong layers."""
+
+    def rule(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+        draft_ids, draft_path, count = draft_taps(config)
+        if not _is_int(count):
+            return []  # the schema reports an unreadable list
+        target_ids, target_path = target_capture_ids(config)
+        draft_from = f"{draft_path} ({_show(draft_ids)})" if draft_path else f"no list, so {DEFAULT_TAP_COUNT}"
+        source = {"draft": "models/llama_eagle3.py@f4d8ec6e:462-466 or models/deepseek_v3.py@f4d8ec6e:2112-2140",
+                  "target": "execution/factory.py@f4d8ec6e:44-75"}
+        if target_ids is None:
+            declared = _declared_lists(config)
+            if count != DEFAULT_TAP_COUNT:
+                return [Finding(
+                    "TAP001",
+                    f"{config_file}: the draft builds fc for {count} taps ({draft_reader_text}: {draft_from}) but "
+                    f"the target finds no tap list it reads and captures its {DEFAULT_TAP_COUNT} default taps "
+                    f"{DEFAULT_TAPS_TEXT}; the draft fails at load or at the first request. "
+                    + _fix_text(declared),
+                    file=config_file,
+                    detail={"draft_taps": count, "draft_source": draft_path, "target_ids": None,
+                            "declared": dict(declared), "source": source},
+                )]
+            if declared:
+                path, ids = declared[0]
+                return [Finding(
+                    "TAP002",
+                    f"{config_file}: {path} = {_show(ids)} is not read by the target: with eagle_config present "
+                    f"the target reads only eagle_config.{TAP_IDS_FIELD}, finds none, and captures its default "
+                    f"taps {DEFAULT_TAPS_TEXT}, not the layers the draft was trained on. "
+                    f"Put the list in eagle_config.{TAP_IDS_FIELD} (and at the top level for a Llama draft).",
+                    file=config_file,
+                    detail={"declared": dict(declared), "target_ids": None, "source": source},
+                )]
+            return [Finding(
+                "TAP003",
+                f"{config_file}: no tap ids; the engine assumes {DEFAULT_TAP_COUNT} taps and the target captures "
+                f"its defaults {DEFAULT_TAPS_TEXT} (TorchSpec trains on the same defaults). Write the list "
+                f"in {TAP_IDS_FIELD} if the draft was trained on other layers.",
+                file=config_file,
+                detail={"draft_taps": count, "target_ids": None, "source": source},
+            )]
+        if not isinstance(target_ids, list):
+            return []
+        if len(target_ids) != count:
+            return [Finding(
+                "TAP001",
+                f"{config_file}: the draft builds fc for {count} taps ({draft_reader_text}: {draft_from}) but the "
+                f"target captures {len(target_ids)} ({target_path} = {_show(target_ids)}, which it reads first); "
+                "the draft fails at load or at the first request. Make the lists agree.",
+                file=config_file,
+                detail={"draft_taps": count, "draft_source": draft_path, "target_ids": target_ids,
+                        "target_source": target_path, "source": source},
+            )]
+        if draft_path is not None and draft_path != target_path and draft_ids != target_ids:
+            return [Finding(
+                "TAP002",
+                f"{config_file}: {draft_path} = {_show(draft_ids)} but the target captures {target_path} = "
+                f"{_show(target_ids)}, which it reads first; the draft is fed layers it may not have been "
+                "trained on. Keep one list, or make both equal.",
+                file=config_file,
+                detail={"draft_ids": draft_ids, "draft_source": draft_path, "target_ids": target_ids,
+                        "target_source": target_path, "source": source},
+            )]
+        return []
+
+    return rule
+
+
+def _show(ids: Any) -> str:
+    return repr(ids)
+
+
+def _fix_text(declared: list[tuple[str, Any]]) -> str:
+    if declared:
+        return f"Put the list the draft was trained on in eagle_config.{TAP_IDS_FIELD}."
+    return f"Write the list the draft was trained on in {TAP_IDS_FIELD}."
+
+
+def one_layer(model: str, source: str):
+    """The EAGLE-3 models raise ValueError unless num_hidden_layers == 1."""
+
+    def rule(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+        layers = config.get("num_hidden_layers")
+        if layers == 1 or not _is_int(layers):
+            return []
+        return [Finding(
+            "CFG003",
+            f"{config_file}: num_hidden_layers = {layers}; {model} supports exactly one layer and raises "
+            f"ValueError at load ({source}). EAGLE-3 drafts are one layer: set num_hidden_layers: 1.",
+            file=config_file,
+            detail={"field": "num_hidden_layers", "validator": "const", "source": source},
+        )]
+
+    return rule
+
+
+def head_rows(config: Mapping[str, Any]) -> Any:
+    """Rows of the head the draft serves: the tied embedding's vocab_size,
+    else `draft_vocab_size or vocab_size` (models/llama_eagle3.py@f4d8ec6e:
+    618-625; models/deepseek_v3.py@f4d8ec6e:2294-2301)."""
+    vocab = config.get("vocab_size")
+    if config.get("tie_word_embeddings"):
+        return vocab
+    return config.get("draft_vocab_size") or vocab
+
+
+# Tensors both EAGLE-3 models build outside the attention block, in their
+# canonical (served) names.
+SHARED_TENSORS = (
+    TensorRule("fc.weight", ("h", "S*th"), role="context_proj"),
+    TensorRule("midlayer.hidden_norm.weight", ("h",), role="context_norm"),
+    TensorRule("norm.weight", ("h",), role="norm"),
+    TensorRule("fc_norm.{i}.weight", ("h",), role="fc_norm", when="fc_norm"),
+    TensorRule("midlayer.input_layernorm.weight", ("h",), role="norm"),
+    TensorRule("midlayer.post_attention_layernorm.weight", ("h",), role="norm"),
+    TensorRule("midlayer.mlp.gate_proj.weight", ("inter", "h")),
+    TensorRule("midlayer.mlp.up_proj.weight", ("inter", "h")),
+    TensorRule("midlayer.mlp.down_proj.weight", ("h", "inter")),
+    # Shared from the target unless shipped (and then checked for rows).
+    TensorRule("embed_tokens.weight", ("vocab", "h"), optional=True),
+    # Whether the draft's own head is served, and whether d2t is needed,
+    # depends on draft_vocab_size and tie_word_embeddings: judged by the
+    # vocabulary rules (dspark.schema.rules.vocab).
+    TensorRule("lm_head.weight", ("draft_vocab", "h"), role="lm_head", optional=True),
+    TensorRule("d2t", ("draft_vocab",), role="token_map", optional=True, values_below="vocab"),
+)
+
+# TorchSpec's `--vllm` export names the block `layers.0.`; the engine maps
+# it to `midlayer.` (models/llama_eagle3.py@f4d8ec6e:687-689;
+# models/deepseek_v3.py@f4d8ec6e:2368).
+EAGLE3_RENAMES = {"layers.0.": "midlayer."}

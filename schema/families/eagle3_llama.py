@@ -1,0 +1,130 @@
+"""EAGLE-3 Llama drafts (`LlamaForCausalLMEagle3`): one Llama decoder layer
+named `midlayer` whose attention reads [embedding, hidden] (2 x hidden_size),
+`fc` over the taps, optional fc_norm / norm_before_fc, the draft's own head
+and its `d2t` token map.
+
+Shapes are those TokenSpeed builds (python/tokenspeed/runtime/models/
+llama_eagle3.py@f4d8ec6e:235-263, 457-498, 612-631; models/llama.py@f4d8ec6e:
+148-160): fc is [hidden_size, hidden_size x taps] (target_hidden_size is never
+read for it), every fc_norm is [hidden_size], input_norm is
+[hidden_size x taps]. The config is a transformers config (model_type llama,
+qwen2, qwen3, ...); the loader's name handling lives in
+`dspark.schema.engines.tokenspeed`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from dspark.schema.families.base import DraftFamily, TensorRule
+from dspark.schema.families.eagle3_common import (
+    DEFAULT_TAP_COUNT,
+    EAGLE3_RENAMES,
+    SHARED_TENSORS,
+    TAP_IDS_FIELD,
+    head_rows,
+    one_layer,
+    tap_agreement_rule,
+    target_capture_ids,
+)
+from dspark.schema.findings import Finding
+
+
+def llama_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
+    """The Llama draft counts the top-level list only, 3 when absent
+    (models/llama_eagle3.py@f4d8ec6e:462-466); `null` makes len() raise."""
+    if TAP_IDS_FIELD not in config:
+        return None, None, DEFAULT_TAP_COUNT
+    ids = config[TAP_IDS_FIELD]
+    return ids, TAP_IDS_FIELD, len(ids) if isinstance(ids, list) else None
+
+
+def _tap_count(config: Mapping[str, Any]) -> Any:
+    return llama_draft_taps(config)[2]
+
+
+def _head_dim(config: Mapping[str, Any]) -> Any:
+    """`getattr(config, "head_dim", hidden_size // heads)`
+    (models/llama.py@f4d8ec6e:148-150)."""
+    if "head_dim" in config:
+        return config["head_dim"]
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        return hidden // heads
+    return None
+
+
+def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
+    # models/llama.py@f4d8ec6e:160: q/k/v/o biases when attention_bias.
+    return {"attention_bias": bool(config.get("attention_bias", False))}
+
+
+def _fc_width_is_hidden_size(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The Llama model builds fc for hidden_size per tap and reads
+    target_hidden_size only to skip sharing the target's embedding and head
+    (models/llama_eagle3.py@f4d8ec6e:468-470, 727-733): a draft trained on
+    wider taps cannot be served by this class."""
+    hidden, target = config.get("hidden_size"), config.get("target_hidden_size")
+    if "target_hidden_size" not in config or target == hidden:
+        return []
+    return [Finding(
+        "CFG003",
+        f"{config_file}: target_hidden_size = {target!r} but hidden_size = {hidden!r}. LlamaForCausalLMEagle3 "
+        "builds fc for hidden_size per tap (captured taps of another width fail at the first request) and, "
+        "with the two different, never shares the target's embedding or head, so any it needs and the "
+        "draft does not ship stay uninitialised. Serve it with a model that reads target_hidden_size, or "
+        "drop the field if the widths are equal.",
+        file=config_file,
+        detail={"field": "target_hidden_size", "validator": "engine",
+                "source": "models/llama_eagle3.py@f4d8ec6e:468-470, 727-733"},
+    )]
+
+
+EAGLE3_LLAMA = DraftFamily(
+    name="eagle3_llama",
+    description="EAGLE-3 Llama draft (midlayer, fc over taps, own head and d2t)",
+    # Recognised by architecture only: model_type is a plain transformers
+    # type (llama, qwen3, ...) that says nothing about EAGLE-3.
+    model_types=(),
+    architectures=("LlamaForCausalLMEagle3",),
+    schema_file="eagle3_llama.schema.json",
+    dims={
+        "h": "hidden_size",
+        "inter": "intermediate_size",
+        "N": "num_hidden_layers",
+        "nh": "num_attention_heads",
+        "nkv": lambda c: c.get("num_key_value_heads", c.get("num_attention_heads")),
+        "hd": _head_dim,
+        "vocab": "vocab_size",
+        "draft_vocab": head_rows,
+        "S": _tap_count,
+        # Each tap is hidden_size wide for this model.
+        "th": "hidden_size",
+    },
+    tensors=(
+        *SHARED_TENSORS,
+        TensorRule("input_norm.weight", ("S*h",), role="norm", when="norm_before_fc"),
+        TensorRule("midlayer.self_attn.q_proj.weight", ("nh*hd", "2*h")),
+        TensorRule("midlayer.self_attn.k_proj.weight", ("nkv*hd", "2*h")),
+        TensorRule("midlayer.self_attn.v_proj.weight", ("nkv*hd", "2*h")),
+        TensorRule("midlayer.self_attn.o_proj.weight", ("h", "nh*hd")),
+        TensorRule("midlayer.self_attn.q_proj.bias", ("nh*hd",), when="attention_bias"),
+        TensorRule("midlayer.self_attn.k_proj.bias", ("nkv*hd",), when="attention_bias"),
+        TensorRule("midlayer.self_attn.v_proj.bias", ("nkv*hd",), when="attention_bias"),
+        TensorRule("midlayer.self_attn.o_proj.bias", ("h",), when="attention_bias"),
+    ),
+    skipped_prefixes=(),
+    training_only_prefixes=("t2d",),
+    renames=EAGLE3_RENAMES,
+    tap_ids=target_capture_ids,
+    tap_count_field=None,
+    target_width_field="hidden_size",
+    declared_features=("fc_norm", "norm_before_fc"),
+    derived_features=_derived,
+    needs_mask_token=False,
+    config_rules=(
+        one_layer("LlamaForCausalLMEagle3", "models/llama_eagle3.py@f4d8ec6e:612-613"),
+        tap_agreement_rule(llama_draft_taps, "the Llama draft counts the top-level list only"),
+        _fc_width_is_hidden_size,
+    ),
+)

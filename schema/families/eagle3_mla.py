@@ -1,0 +1,122 @@
+"""EAGLE-3 MLA drafts (`Eagle3DeepseekV2ForCausalLM`, Kimi-K2.5 / DeepSeek
+targets): one DeepSeek-V3 MLA decoder layer named `midlayer` whose
+q_a/kv_a projections read [embedding, hidden] (2 x hidden_size), `fc` over
+the taps, optional fc_norm, the draft's own head and its `d2t` token map.
+
+Shapes are those TokenSpeed builds (python/tokenspeed/runtime/models/
+deepseek_v3.py@f4d8ec6e:532-594, 1995-2048, 2110-2175, 2282-2310): fc is
+[hidden_size, target_hidden_size x taps] (target_hidden_size defaults to
+hidden_size), every fc_norm is [hidden_size] (not target_hidden_size), and
+there is no input_norm: norm_before_fc is not implemented. The config must
+parse into a DeepSeek-V3 config class (model_type deepseek_v3, or kimi_k2,
+which TokenSpeed registers as a subclass), whose MLA attributes the engine
+reads (configs/model_config.py@f4d8ec6e:58-71, 206-217).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from dspark.schema.families.base import DraftFamily, TensorRule
+from dspark.schema.families.eagle3_common import (
+    DEFAULT_TAP_COUNT,
+    EAGLE3_RENAMES,
+    SHARED_TENSORS,
+    TAP_IDS_FIELD,
+    head_rows,
+    one_layer,
+    tap_agreement_rule,
+    target_capture_ids,
+)
+from dspark.schema.findings import Finding
+
+
+def mla_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
+    """`eagle_config`'s list whenever eagle_config is present (the top level
+    is then ignored), else the top level; 3 when the list is absent or null
+    (models/deepseek_v3.py@f4d8ec6e:2112-2119, 2139-2140)."""
+    eagle = config.get("eagle_config")
+    if eagle is None:
+        ids, path = config.get(TAP_IDS_FIELD), TAP_IDS_FIELD
+    elif isinstance(eagle, Mapping):
+        ids, path = eagle.get(TAP_IDS_FIELD), f"eagle_config.{TAP_IDS_FIELD}"
+    else:
+        ids, path = None, None
+    if ids is None:
+        return None, None, DEFAULT_TAP_COUNT
+    return ids, path, len(ids) if isinstance(ids, list) else None
+
+
+def _tap_count(config: Mapping[str, Any]) -> Any:
+    return mla_draft_taps(config)[2]
+
+
+def _q_lora_rank_set(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """Only the fused q_a/kv_a projection is rebuilt for the 2 x hidden_size
+    input: without q_lora_rank the q and kv_a projections keep a
+    hidden_size input and the draft cannot load
+    (models/deepseek_v3.py@f4d8ec6e:2003, 2014-2027)."""
+    if "q_lora_rank" not in config or config["q_lora_rank"] is not None:
+        return []
+    return [Finding(
+        "CFG003",
+        f"{config_file}: q_lora_rank is null; Eagle3DeepseekV2ForCausalLM widens only the fused q_a/kv_a "
+        "projection to [embedding, hidden], so a draft without q_lora_rank fails to load. Set q_lora_rank "
+        "(TorchSpec's MLA drafts use 1536).",
+        file=config_file,
+        detail={"field": "q_lora_rank", "validator": "engine",
+                "source": "models/deepseek_v3.py@f4d8ec6e:2003, 2014-2027"},
+    )]
+
+
+EAGLE3_MLA = DraftFamily(
+    name="eagle3_mla",
+    description="EAGLE-3 MLA draft (midlayer with MLA attention, fc over taps, own head and d2t)",
+    model_types=(),
+    architectures=("Eagle3DeepseekV2ForCausalLM",),
+    # TorchSpec's name before its commit 6897040; no TokenSpeed model
+    # registers it (models/registry.py@f4d8ec6e:102-118).
+    legacy_architectures=("DeepSeekForCausalLMEagle3",),
+    schema_file="eagle3_mla.schema.json",
+    dims={
+        "h": "hidden_size",
+        "inter": "intermediate_size",
+        "N": "num_hidden_layers",
+        "nh": "num_attention_heads",
+        "vocab": "vocab_size",
+        "draft_vocab": head_rows,
+        "S": _tap_count,
+        "th": lambda c: c.get("target_hidden_size", c.get("hidden_size")),
+        "q_lora": "q_lora_rank",
+        "kv_lora": "kv_lora_rank",
+        "qk_nope": "qk_nope_head_dim",
+        "qk_rope": "qk_rope_head_dim",
+        "v_head": "v_head_dim",
+    },
+    tensors=(
+        *SHARED_TENSORS,
+        # Not a parameter of this model: listed so that shipped weights are
+        # recognised and refused by name (ENG001).
+        TensorRule("input_norm.weight", ("S*th",), role="norm", when="norm_before_fc"),
+        TensorRule("midlayer.self_attn.q_a_proj.weight", ("q_lora", "2*h")),
+        TensorRule("midlayer.self_attn.q_a_layernorm.weight", ("q_lora",), role="norm"),
+        TensorRule("midlayer.self_attn.q_b_proj.weight", ("nh*(qk_nope+qk_rope)", "q_lora")),
+        TensorRule("midlayer.self_attn.kv_a_proj_with_mqa.weight", ("kv_lora+qk_rope", "2*h")),
+        TensorRule("midlayer.self_attn.kv_a_layernorm.weight", ("kv_lora",), role="norm"),
+        TensorRule("midlayer.self_attn.kv_b_proj.weight", ("nh*(qk_nope+v_head)", "kv_lora")),
+        TensorRule("midlayer.self_attn.o_proj.weight", ("h", "nh*v_head")),
+    ),
+    skipped_prefixes=(),
+    training_only_prefixes=("t2d",),
+    renames=EAGLE3_RENAMES,
+    tap_ids=target_capture_ids,
+    tap_count_field=None,
+    target_width_field="target_hidden_size",
+    declared_features=("fc_norm", "norm_before_fc"),
+    needs_mask_token=False,
+    config_rules=(
+        one_layer("Eagle3DeepseekV2ForCausalLM", "models/deepseek_v3.py@f4d8ec6e:2282-2283"),
+        tap_agreement_rule(mla_draft_taps, "the MLA draft reads eagle_config first"),
+        _q_lora_rank_set,
+    ),
+)

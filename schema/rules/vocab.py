@@ -1,0 +1,147 @@
+"""The draft's own head and its `d2t` token map (EAGLE-3).
+
+Which head is served depends on config fields, not on what is shipped:
+`tie_word_embeddings` serves the (target's) embedding and ignores any
+shipped `lm_head`; without `draft_vocab_size` the engine may serve the
+target's head instead of the draft's (the loader's `head_from_target`
+rule). The head has `draft_vocab_size or vocab_size` rows. When it has
+fewer rows than the vocabulary, `d2t` maps a draft token i to the target
+token `i + d2t[i]`; the engine never validates it (`hot = d2t + arange`,
+any dtype, any length), so a missing or malformed table is served wrong
+without a word (models/llama_eagle3.py@f4d8ec6e:617-631, 691-695;
+models/deepseek_v3.py@f4d8ec6e:2294-2310, 2358-2373;
+execution/drafter/eagle.py@f4d8ec6e:103-108, 162-164).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from dspark.schema.dtypes import is_floating
+from dspark.schema.engines import FamilyLoader
+from dspark.schema.families import DraftFamily, ExpectedTensor
+from dspark.schema.findings import Finding
+from dspark.schema.inventory import TensorEntry
+from dspark.schema.rules.common import is_int, shape_text
+
+# Roles judged here rather than by the generic inventory.
+VOCAB_ROLES = ("lm_head", "token_map")
+
+_INTEGER_DTYPES = ("I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64")
+
+
+def own_head_served(loader: FamilyLoader | None, config: Mapping[str, Any], head_shipped: bool) -> bool:
+    """Whether the engine serves the draft's own `lm_head` (rather than the
+    tied embedding or the target's head)."""
+    if config.get("tie_word_embeddings"):
+        return False
+    rule = loader.head_from_target if loader is not None else ""
+    if rule == "draft_vocab_size_null":
+        return config.get("draft_vocab_size") is not None
+    if rule == "draft_vocab_size_absent":
+        return "draft_vocab_size" in config or head_shipped
+    return True
+
+
+def vocab_findings(
+    family: DraftFamily,
+    loader: FamilyLoader | None,
+    config: Mapping[str, Any],
+    shipped: Mapping[str, TensorEntry],
+    expected_all: Mapping[str, ExpectedTensor],
+    config_file: str,
+) -> list[Finding]:
+    findings: list[Finding] = []
+    head = next((e for e in expected_all.values() if e.role == "lm_head"), None)
+    table = next((e for e in expected_all.values() if e.role == "token_map"), None)
+    if head is not None:
+        findings += _head_findings(head, loader, config, shipped, config_file)
+    if table is not None:
+        findings += _table_findings(table, config, shipped, config_file)
+    return findings
+
+
+def _head_findings(head, loader, config, shipped, config_file) -> list[Finding]:
+    entry = shipped.get(head.name)
+    served = own_head_served(loader, config, entry is not None)
+    source = loader.sources.get("lm_head").cite() if loader is not None and loader.sources.get("lm_head") else None
+    if entry is not None and not served:
+        why = ("tie_word_embeddings is true, so the head is the embedding and the shipped lm_head is ignored"
+               if config.get("tie_word_embeddings") else
+               f"draft_vocab_size is {'null' if 'draft_vocab_size' in config else 'absent'}, so the engine "
+               "replaces the shipped lm_head with the target's head")
+        return [Finding(
+            "LMH001",
+            f"{entry.file}: {head.name} is shipped but not served: {why}. If the draft was trained with its "
+            "own head, set draft_vocab_size to its row count (and tie_word_embeddings: false).",
+            file=entry.file,
+            tensor=head.name,
+            detail={"draft_vocab_size": config.get("draft_vocab_size"),
+                    "tie_word_embeddings": config.get("tie_word_embeddings"), "source": source},
+        )]
+    if entry is None:
+        if served:
+            return [Finding(
+                "INV001",
+                f"{head.name} {shape_text(head.shape)} is missing; with draft_vocab_size "
+                f"{config.get('draft_vocab_size')!r} the engine serves the draft's own head and leaves it "
+                "uninitialised (garbage) without a word. Ship the head the draft was trained with.",
+                tensor=head.name,
+                detail={"expected_shape": list(head.shape), "source": source},
+            )]
+        return []
+    findings: list[Finding] = []
+    if entry.shape != head.shape:
+        findings.append(Finding(
+            "INV003",
+            f"{entry.file}: {head.name} is {shape_text(entry.shape)} but the engine builds the head "
+            f"{shape_text(head.shape)} (draft_vocab_size or vocab_size, hidden_size) and fails to load it.",
+            file=entry.file,
+            tensor=head.name,
+            detail={"shape": list(entry.shape), "expected": list(head.shape)},
+        ))
+    if not is_floating(entry.dtype):
+        findings.append(Finding(
+            "INV004",
+            f"{entry.file}: {head.name} has dtype {entry.dtype}; weights must be floating point.",
+            file=entry.file,
+            tensor=head.name,
+            detail={"dtype": entry.dtype},
+        ))
+    return findings
+
+
+def _table_findings(table, config, shipped, config_file) -> list[Finding]:
+    entry = shipped.get(table.name)
+    rows, vocab = table.shape[0], config.get("vocab_size")
+    if entry is None:
+        if is_int(vocab) and rows < vocab:
+            return [Finding(
+                "VOC001",
+                f"the head has {rows} rows (draft_vocab_size) but the vocabulary {vocab}, and no d2t is "
+                "shipped: the engine then reads draft token ids as target ids, so every proposal is a "
+                "different token and acceptance collapses, without a word. Ship the d2t table the draft "
+                "was trained with.",
+                file=config_file,
+                tensor=table.name,
+                detail={"draft_vocab_size": rows, "vocab_size": vocab},
+            )]
+        return []
+    problems = []
+    if entry.dtype not in _INTEGER_DTYPES:
+        problems.append(f"dtype {entry.dtype}, not an integer type (the engine adds it to token ids as is)")
+    if entry.shape != (rows,):
+        problems.append(
+            f"shape {shape_text(entry.shape)}, not {shape_text((rows,))} (one entry per head row; a shorter "
+            "table indexes out of bounds at the first request)"
+        )
+    if not problems:
+        return []
+    return [Finding(
+        "VOC002",
+        f"{entry.file}: d2t has " + " and ".join(problems) + ". The engine never checks it. Export d2t as "
+        f"int64 [{rows}] with target id = i + d2t[i].",
+        file=entry.file,
+        tensor=table.name,
+        detail={"dtype": entry.dtype, "shape": list(entry.shape), "expected": [rows]},
+    )]

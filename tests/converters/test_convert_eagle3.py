@@ -1,0 +1,71 @@
+"""`dspark convert` on TorchSpec's EAGLE-3 exports (tools/convert_to_hf.py@6f21829:
+native `midlayer.*` names, or `layers.0.*` with `--vllm`; a pruned run adds
+`t2d`/`d2t`): the output is what TokenSpeed serves and passes `check`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from dspark.converters.check import check_checkpoint
+from dspark.converters.convert import convert_checkpoint
+from dspark.examples.fabricate import write_eagle3_draft
+
+torch = pytest.importorskip("torch")
+
+
+def with_t2d(tensors: dict) -> None:
+    # TorchSpec's pruned drafts carry both tables (llama3_eagle.py@6f21829:2122-2124).
+    tensors["t2d"] = torch.ones(96, dtype=torch.bool)
+
+
+def names(folder: Path) -> set[str]:
+    with safe_open(str(folder / "model.safetensors"), "pt") as handle:
+        return set(handle.keys())
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+@pytest.mark.parametrize("layout", ["midlayer", "layers.0"])
+def test_torchspec_exports_convert_to_a_servable_draft_keeping_d2t(tmp_path, scale, layout):
+    source = write_eagle3_draft(tmp_path / "src", scale=scale, layout=layout, fc_norm=True, tensor_edit=with_t2d)
+    original = load_file(str(source / "model.safetensors"))
+    out = tmp_path / "out"
+    convert_checkpoint(source, out)
+    served = names(out)
+    assert "d2t" in served and "t2d" not in served  # d2t is served; t2d is never read
+    assert not any(n.startswith("layers.0.") for n in served)
+    assert "midlayer.self_attn.o_proj.weight" in served
+    report = check_checkpoint(out, deep=True)
+    assert report.passed(strict=True), [f.message for f in report.findings]
+    with safe_open(str(out / "model.safetensors"), "pt") as handle:
+        assert torch.equal(handle.get_tensor("d2t"), original["d2t"])  # the integer table is never cast
+    config = json.loads((out / "config.json").read_text())
+    assert "aux_hidden_stream" not in config  # EAGLE-3 has no stream to make explicit
+    assert config["architectures"][0] in ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")
+
+
+def test_the_old_mla_architecture_name_is_rewritten(tmp_path):
+    source = write_eagle3_draft(tmp_path / "src", scale="tiny-mla",
+                                config_edit=lambda c: c.update(architectures=["DeepSeekForCausalLMEagle3"]))
+    assert not check_checkpoint(source).passed()
+    out = tmp_path / "out"
+    convert_checkpoint(source, out)
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["Eagle3DeepseekV2ForCausalLM"]
+    assert check_checkpoint(out).passed(strict=True)
+
+
+def test_an_mla_export_with_model_prefixed_names_becomes_servable(tmp_path):
+    # models/deepseek_v3.py@f4d8ec6e:2370-2371 would look these up as model.model.*.
+    def prefix(tensors):
+        for name in [n for n in tensors if n.startswith(("midlayer.", "fc.", "norm."))]:
+            tensors["model." + name] = tensors.pop(name)
+
+    source = write_eagle3_draft(tmp_path / "src", scale="tiny-mla", tensor_edit=prefix)
+    assert [f.code for f in check_checkpoint(source).errors] == ["SRV001"]
+    out = tmp_path / "out"
+    convert_checkpoint(source, out)
+    assert check_checkpoint(out).passed(strict=True)

@@ -1,0 +1,439 @@
+"""EAGLE-3 drafts as TokenSpeed's loaders treat them (main, f4d8ec6e).
+
+Every case is a real checkpoint: tiny drafts with real tensors written by
+the safetensors library, and full-size ones (TorchSpec's draft configs,
+Llama-3-8B, Kimi-K2.5) as real safetensors headers over a sparse payload,
+which is all `check` reads. The comment beside each case cites the engine
+code that decides it (LE3 = models/llama_eagle3.py, DS3 =
+models/deepseek_v3.py, FAC = execution/factory.py)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dspark.converters.check import check_checkpoint
+from dspark.examples.fabricate import (
+    EAGLE3_DEFECTS,
+    EAGLE3_SCALES,
+    eagle3_config,
+    eagle3_tensor_specs,
+    write_eagle3_draft,
+    write_header_only,
+)
+from dspark.schema.findings import Severity
+
+torch = pytest.importorskip("torch")
+
+
+def errors(report) -> Counter:
+    return Counter(f.code for f in report.findings if f.severity is Severity.ERROR)
+
+
+def warnings(report) -> Counter:
+    return Counter(f.code for f in report.findings if f.severity is Severity.WARNING)
+
+
+# TorchSpec's draft configs (configs/draft_models/*.json at 6f21829), the
+# fields that decide the contract, as tools/convert_to_hf.py exports them:
+# it adds draft_vocab_size (= vocab_size unless the run pruned the vocabulary).
+_TORCHSPEC_LLAMA = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+                    "head_dim": 128, "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False,
+                    "rms_norm_eps": 1e-6, "torch_dtype": "bfloat16"}
+_TORCHSPEC_MLA = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "num_hidden_layers": 1, "hidden_act": "silu",
+                  "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                  "v_head_dim": 128, "torch_dtype": "bfloat16"}
+TORCHSPEC_CONFIGS = {
+    "qwen3_8b_eagle3": {**_TORCHSPEC_LLAMA, "hidden_size": 4096, "intermediate_size": 12288,
+                        "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 151936,
+                        "draft_vocab_size": 32000, "rope_theta": 1000000, "rope_scaling": None},
+    "kimi_k25_eagle3": {**_TORCHSPEC_LLAMA, "hidden_size": 7168, "intermediate_size": 12288,
+                        "num_attention_heads": 64, "num_key_value_heads": 64, "vocab_size": 163840,
+                        "draft_vocab_size": 163840, "rope_theta": 50000.0,
+                        "rope_scaling": {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096,
+                                         "beta_fast": 32.0, "beta_slow": 1.0}},
+    "minimax_m25_eagle3": {**_TORCHSPEC_LLAMA, "hidden_size": 3072, "intermediate_size": 9216,
+                           "num_attention_heads": 48, "num_key_value_heads": 48, "vocab_size": 200064,
+                           "draft_vocab_size": 200064, "rope_theta": 5000000},
+    "qwen3_8b_eagle3_mla": {**_TORCHSPEC_MLA, "model_type": "deepseek_v3", "hidden_size": 4096,
+                            "intermediate_size": 12288, "num_attention_heads": 32, "num_key_value_heads": 32,
+                            "vocab_size": 151936, "draft_vocab_size": 151936, "tie_word_embeddings": False,
+                            "rms_norm_eps": 1e-6,
+                            "rope_scaling": {"type": "yarn", "factor": 64.0,
+                                             "original_max_position_embeddings": 4096}},
+    "kimi_k25_eagle3_mla": {**_TORCHSPEC_MLA, "model_type": "kimi_k2", "hidden_size": 7168,
+                            "intermediate_size": 18432, "num_attention_heads": 64, "num_key_value_heads": 64,
+                            "vocab_size": 163840, "draft_vocab_size": 163840, "rms_norm_eps": 1e-5,
+                            "rope_scaling": {"type": "yarn", "factor": 64.0,
+                                             "original_max_position_embeddings": 4096},
+                            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57],
+                                             "use_aux_hidden_state": True}},
+}
+
+
+def header_only(folder: Path, config: dict, *, prefix: str = "", edit=None) -> Path:
+    specs = eagle3_tensor_specs(config)
+    if edit:
+        edit(specs)
+    return write_header_only(folder, config, specs, prefix=prefix)
+
+
+def _vllm(specs):
+    for name in [n for n in specs if n.startswith("midlayer.")]:
+        specs["layers.0." + name[len("midlayer."):]] = specs.pop(name)
+
+
+@pytest.mark.parametrize("name", sorted(TORCHSPEC_CONFIGS))
+@pytest.mark.parametrize("layout", ["native", "vllm"])
+def test_torchspec_draft_configs_with_their_weights_pass(tmp_path, name, layout):
+    config = TORCHSPEC_CONFIGS[name]
+    draft = header_only(tmp_path / name, config, edit=_vllm if layout == "vllm" else None)
+    report = check_checkpoint(draft)
+    assert report.family == ("eagle3_mla" if name.endswith("_mla") else "eagle3_llama")
+    # Header-only fixtures leave the payload a hole, which check flags (PAY006).
+    unexpected = [f.message for f in report.findings if f.severity is not Severity.INFO and f.code != "PAY006"]
+    assert report.passed() and not unexpected, unexpected
+    # fc is [H, 3H]: three taps, from eagle_config or the engine's default.
+    fc = next(e for e in eagle3_tensor_specs(config).items() if e[0] == "fc.weight")
+    assert fc[1][0] == (config["hidden_size"], 3 * config["hidden_size"])
+
+
+def test_the_pruned_qwen3_draft_ships_its_head_and_d2t(tmp_path):
+    specs = eagle3_tensor_specs(TORCHSPEC_CONFIGS["qwen3_8b_eagle3"])
+    assert specs["lm_head.weight"] == ((32000, 4096), "BF16") and specs["d2t"] == ((32000,), "I64")
+
+
+@pytest.mark.parametrize("scale", ["llama3-8b", "kimi-k25-mla"])
+@pytest.mark.parametrize("fc_norm", [False, True])
+def test_full_size_drafts_pass_header_only(tmp_path, scale, fc_norm):
+    config = eagle3_config(EAGLE3_SCALES[scale], fc_norm=fc_norm, tap_ids=[2, 16, 29])
+    report = check_checkpoint(header_only(tmp_path / "d", config))
+    # the payload of a header-only fixture is a hole (PAY006), nothing else
+    assert report.passed() and {f.code for f in report.warnings} <= {"PAY006"}
+    assert report.resolved.target_layer_ids == [2, 16, 29]
+
+
+# Every defect the fabricator knows, on a tiny draft with real tensors ----------
+
+
+@pytest.mark.parametrize("defect", sorted(EAGLE3_DEFECTS))
+def test_each_defect_is_reported_with_its_code(tmp_path, defect):
+    scale = "tiny-mla" if defect == "fused-qkv-a" else "tiny-llama"
+    spec = EAGLE3_DEFECTS[defect]
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, defect=defect), deep=spec.deep)
+    assert spec.code in errors(report), [f.message for f in report.findings]
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+@pytest.mark.parametrize("fc_norm", [False, True])
+def test_good_tiny_drafts_pass_deep(tmp_path, scale, fc_norm):
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, fc_norm=fc_norm), deep=True)
+    assert report.passed(strict=True)
+
+
+# Names: what each loader maps, and what it drops ----------------------------------
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_vllm_layers_0_names_are_mapped_to_midlayer(tmp_path, scale):
+    # LE3:687-689 and DS3:2368 map a leading "layers.0." to "midlayer.".
+    assert check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, layout="layers.0")).passed(strict=True)
+
+
+def _prefix(tensors, names, prefix="model."):
+    for name in [n for n in list(tensors) if any(n.startswith(p) for p in names)]:
+        tensors[prefix + name] = tensors.pop(name)
+
+
+def test_llama_accepts_a_model_prefix_on_body_names(tmp_path):
+    # LE3:712-719: a name is looked up as it is, then with "model." added.
+    draft = write_eagle3_draft(tmp_path / "d", tensor_edit=lambda t: _prefix(t, ("midlayer.", "fc.", "norm.")))
+    assert check_checkpoint(draft).passed(strict=True)
+
+
+@pytest.mark.parametrize(
+    ("names", "layout"),
+    [
+        pytest.param(("layers.0.",), "layers.0", id="model.layers.0"),  # never mapped (LE3:688)
+        pytest.param(("lm_head.",), "midlayer", id="model.lm_head"),  # the head is not under model.
+    ],
+)
+def test_llama_drops_what_a_model_prefix_hides_and_convert_fixes_it(tmp_path, names, layout):
+    draft = write_eagle3_draft(tmp_path / "d", layout=layout, tensor_edit=None)
+    tensors_file = draft / "model.safetensors"
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(tensors_file))
+    _prefix(tensors, names)
+    save_file(tensors, str(tensors_file))
+    report = check_checkpoint(draft)
+    assert errors(report) == Counter({"SRV001": 1})
+    assert report.verdicts() == {"served": False, "contents": True}
+
+
+def test_mla_accepts_no_model_prefix(tmp_path):
+    # DS3:2370-2371 prefixes "model." itself: a stored one becomes model.model.*
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla",
+                               tensor_edit=lambda t: _prefix(t, ("midlayer.", "fc.", "norm.")))
+    report = check_checkpoint(draft)
+    assert errors(report) == Counter({"SRV001": 1})
+    assert "model.midlayer" in report.errors[0].message
+
+
+def test_llama_loads_pre_fused_qkv_and_gate_up(tmp_path):
+    # LE3:678-711: a fused name holds none of ".q_proj"/".up_proj" and is split by size.
+    def fuse(t):
+        p = "midlayer."
+        t[p + "self_attn.qkv_proj.weight"] = torch.cat(
+            [t.pop(p + f"self_attn.{x}_proj.weight") for x in "qkv"]).contiguous()
+        t[p + "mlp.gate_up_proj.weight"] = torch.cat(
+            [t.pop(p + "mlp.gate_proj.weight"), t.pop(p + "mlp.up_proj.weight")]).contiguous()
+
+    assert check_checkpoint(write_eagle3_draft(tmp_path / "d", tensor_edit=fuse)).passed(strict=True)
+
+
+def test_mla_drops_a_pre_fused_gate_up(tmp_path):
+    # DS3:1740-1744, 1798-1819: "up_proj" matches, the name becomes gate_gate_up_proj, skipped.
+    def fuse(t):
+        p = "midlayer.mlp."
+        t[p + "gate_up_proj.weight"] = torch.cat([t.pop(p + "gate_proj.weight"), t.pop(p + "up_proj.weight")])
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale="tiny-mla", tensor_edit=fuse))
+    assert errors(report) == Counter({"INV002": 1, "INV001": 2})
+    fused = next(f for f in report.errors if f.code == "INV002")
+    assert fused.tensor == "midlayer.mlp.gate_up_proj.weight" and "gate_gate_up_proj" in fused.message
+
+
+def test_mla_refuses_a_pre_fused_q_kv_a_projection(tmp_path):
+    # DS3:1828-1861: renamed to fused_qfused_..., get_param None, None.weight_loader.
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale="tiny-mla", defect="fused-qkv-a"))
+    fused = next(f for f in report.errors if f.code == "INV002")
+    assert "AttributeError" in fused.message
+
+
+def test_unknown_names_are_dropped_silently_by_llama_and_logged_by_mla(tmp_path):
+    def add(t):
+        t["fc.bias"] = torch.zeros(32, dtype=torch.bfloat16)
+
+    llama = check_checkpoint(write_eagle3_draft(tmp_path / "l", tensor_edit=add))
+    mla = check_checkpoint(write_eagle3_draft(tmp_path / "m", scale="tiny-mla", tensor_edit=add))
+    assert "without a word" in next(f.message for f in llama.errors if f.code == "INV002")
+    assert "logs it" in next(f.message for f in mla.errors if f.code == "INV002")  # DS3:1736
+
+
+def test_t2d_is_skipped_and_mla_skips_rotary_inv_freq(tmp_path):
+    def add(t):
+        t["t2d"] = torch.ones(96, dtype=torch.bool)
+        t["midlayer.self_attn.rotary_emb.inv_freq"] = torch.ones(2, dtype=torch.float32)
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale="tiny-mla", tensor_edit=add))
+    assert report.passed()
+    assert {f.tensor for f in report.findings if f.code == "INV005"} == {
+        "t2d", "midlayer.self_attn.rotary_emb.inv_freq"}
+
+
+def test_the_old_mla_architecture_name_is_not_registered(tmp_path):
+    # registry.py@f4d8ec6e:102-118 knows only Eagle3DeepseekV2ForCausalLM.
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla",
+                               config_edit=lambda c: c.update(architectures=["DeepSeekForCausalLMEagle3"]))
+    report = check_checkpoint(draft)
+    assert report.family == "eagle3_mla" and errors(report) == Counter({"ENG002": 1})
+    assert "Eagle3DeepseekV2ForCausalLM" in report.errors[0].message
+
+
+def test_an_mla_draft_needs_a_deepseek_config_class(tmp_path):
+    # configs/model_config.py@f4d8ec6e:206-217 reads the MLA dims as attributes.
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=lambda c: c.update(model_type="llama"))
+    report = check_checkpoint(draft)
+    assert errors(report) == Counter({"SRV001": 1}) and "model_type 'llama'" in report.errors[0].message
+
+
+def test_an_mla_draft_without_q_lora_rank_is_refused(tmp_path):
+    # DS3:2014-2027: only the fused q/kv-a projection is widened to 2H.
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=lambda c: c.update(q_lora_rank=None))
+    assert "q_lora_rank is null" in " ".join(f.message for f in check_checkpoint(draft).errors)
+
+
+def test_an_absent_layer_count_takes_the_config_class_default(tmp_path):
+    # transformers' LlamaConfig fills num_hidden_layers = 32; LE3:612-613 refuses it.
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=lambda c: c.pop("num_hidden_layers"))
+    report = check_checkpoint(draft)
+    assert warnings(report) == Counter({"ENG003": 1}) and "num_hidden_layers = 32" in report.errors[0].message
+
+
+# Features -----------------------------------------------------------------------
+
+
+def test_llama_norm_before_fc_loads(tmp_path):
+    # LE3:480-488: input_norm [H*T].
+    assert check_checkpoint(write_eagle3_draft(tmp_path / "d", norm_before_fc=True)).passed(strict=True)
+
+
+def test_an_input_norm_of_the_wrong_width_is_refused(tmp_path):
+    def narrow(t):
+        t["input_norm.weight"] = t["input_norm.weight"][:-1].contiguous()
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", norm_before_fc=True, tensor_edit=narrow))
+    assert [(f.code, f.tensor) for f in report.errors] == [("INV003", "input_norm.weight")]
+
+
+@pytest.mark.parametrize("ship", [False, True])
+def test_mla_does_not_implement_norm_before_fc(tmp_path, ship):
+    # DS3:2110-2186: Eagle3MlaModel has no input_norm.
+    def add(t):
+        if ship:
+            t["input_norm.weight"] = torch.ones(96, dtype=torch.bfloat16)
+
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", tensor_edit=add,
+                               config_edit=lambda c: c.update(norm_before_fc=not ship))
+    report = check_checkpoint(draft)
+    assert errors(report) == Counter({"ENG001": 1}) and "no input_norm" in report.errors[0].message
+
+
+def test_mla_fc_norm_is_hidden_size_wide_and_fc_reads_the_target_width(tmp_path):
+    # DS3:2142-2155 (fc [H, Ht*T]) and 2166-2175 (fc_norm [H], not Ht).
+    config_edit = lambda c: c.update(target_hidden_size=40)  # noqa: E731
+    good = write_eagle3_draft(tmp_path / "g", scale="tiny-mla", config_edit=config_edit)
+    assert check_checkpoint(good).passed(strict=True)
+
+    def target_wide_norms(t):
+        for i in range(3):
+            t[f"fc_norm.{i}.weight"] = torch.ones(40, dtype=torch.bfloat16)
+
+    bad = write_eagle3_draft(tmp_path / "b", scale="tiny-mla", fc_norm=True, config_edit=config_edit,
+                             tensor_edit=target_wide_norms)
+    assert set(errors(check_checkpoint(bad))) == {"FCN004"}
+
+
+def test_llama_fc_is_hidden_size_per_tap_whatever_target_hidden_size_says(tmp_path):
+    # LE3:468-470 builds fc from hidden_size; target_hidden_size only stops sharing (LE3:729-733).
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=lambda c: c.update(target_hidden_size=40))
+    assert "target_hidden_size = 40" in " ".join(f.message for f in check_checkpoint(draft).errors)
+
+
+# The head and d2t -----------------------------------------------------------------------
+
+
+def test_llama_without_draft_vocab_size_serves_the_targets_head(tmp_path):
+    # LE3:620-622, 752-754: load_lm_head_from_target is not cleared by a shipped head.
+    def full_vocab(c):
+        c.pop("draft_vocab_size")
+
+    def ship_head(t):
+        t["lm_head.weight"] = torch.zeros(96, 32, dtype=torch.bfloat16)
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", config_edit=full_vocab, tensor_edit=ship_head))
+    assert errors(report) == Counter() and warnings(report) == Counter({"LMH001": 1})
+    assert "replaces the shipped lm_head" in report.warnings[0].message
+
+
+def test_mla_without_draft_vocab_size_keeps_a_shipped_head(tmp_path):
+    # DS3:2300-2301, 2370-2373: a shipped lm_head clears load_lm_head_from_target.
+    def full_vocab(c):
+        c.pop("draft_vocab_size")
+
+    def ship_head(t):
+        t["lm_head.weight"] = torch.zeros(96, 32, dtype=torch.bfloat16)
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=full_vocab,
+                                                 tensor_edit=ship_head))
+    assert report.passed(strict=True)
+
+
+def test_mla_with_a_null_draft_vocab_size_needs_its_own_head(tmp_path):
+    # DS3:2300: hasattr, not `is None`: the key alone stops the target's head.
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=lambda c: c.update(draft_vocab_size=None))
+    assert [(f.code, f.tensor) for f in check_checkpoint(draft).errors] == [("INV001", "lm_head.weight")]
+
+
+def test_tied_embeddings_ignore_a_shipped_head(tmp_path):
+    # LE3:618-619: lm_head is the embedding, the shipped head has no parameter.
+    def tie(c):
+        c.update(tie_word_embeddings=True)
+        c.pop("draft_vocab_size")
+
+    def ship_head(t):
+        t["lm_head.weight"] = torch.zeros(96, 32, dtype=torch.bfloat16)
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", config_edit=tie, tensor_edit=ship_head))
+    assert warnings(report) == Counter({"LMH001": 1}) and "tie_word_embeddings" in report.warnings[0].message
+
+
+def test_a_head_of_the_wrong_height_is_refused(tmp_path):
+    def tall(t):
+        t["lm_head.weight"] = torch.zeros(41, 32, dtype=torch.bfloat16)
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", tensor_edit=tall))
+    assert [(f.code, f.tensor) for f in report.errors] == [("INV003", "lm_head.weight")]
+
+
+def test_a_shipped_embedding_must_have_vocab_size_rows(tmp_path):
+    def short(t):
+        t["embed_tokens.weight"] = t["embed_tokens.weight"][:-1].contiguous()
+
+    def drop(t):
+        del t["embed_tokens.weight"]
+
+    bad = check_checkpoint(write_eagle3_draft(tmp_path / "b", tensor_edit=short))
+    assert [(f.code, f.tensor) for f in bad.errors] == [("INV003", "embed_tokens.weight")]
+    assert check_checkpoint(write_eagle3_draft(tmp_path / "g", tensor_edit=drop)).passed(strict=True)
+
+
+def test_d2t_is_checked_only_on_the_payload_for_its_range(tmp_path):
+    draft = write_eagle3_draft(tmp_path / "d", defect="d2t-past-vocab")
+    assert check_checkpoint(draft).passed(strict=True)  # header-only: the values are not read
+    [finding] = [f for f in check_checkpoint(draft, deep=True).errors]
+    assert finding.code == "VOC003" and finding.detail["max"] == 96
+
+
+# Taps ---------------------------------------------------------------------------------
+
+
+def _taps(config: dict, **fields) -> dict:
+    config.update(fields)
+    return config
+
+
+@pytest.mark.parametrize(
+    ("scale", "fields", "code"),
+    [
+        # LE3:462-466 counts the top level; FAC:44-75 reads eagle_config first.
+        pytest.param("tiny-llama", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 4, 7]}}, None,
+                     id="llama-ids-only-in-eagle-config-3"),
+        pytest.param("tiny-llama", {"eagle_aux_hidden_state_layer_ids": [1, 4, 7],
+                                    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 5, 8]}}, "TAP002",
+                     id="llama-two-lists"),
+        # DS3:2112-2119: eagle_config present without ids -> T = 3, top level ignored.
+        pytest.param("tiny-mla", {"eagle_aux_hidden_state_layer_ids": [1, 4, 7], "eagle_config": {}}, "TAP002",
+                     id="mla-top-level-ignored"),
+        pytest.param("tiny-mla", {"eagle_aux_hidden_state_layer_ids": [1, 4, 7]}, None, id="mla-top-level-only"),
+        pytest.param("tiny-mla", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": []}}, "TAP001",
+                     id="mla-empty-list"),
+    ],
+)
+def test_the_draft_and_the_target_read_tap_ids_differently(tmp_path, scale, fields, code):
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=lambda c: _taps(c, **fields),
+                               tensor_edit=None)
+    found = set(errors(check_checkpoint(draft))) & {"TAP001", "TAP002"}
+    assert found == ({code} if code else set())
+
+
+def test_a_llama_null_tap_list_is_refused(tmp_path):
+    # LE3:463: len(None) raises.
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=lambda c: c.update(eagle_aux_hidden_state_layer_ids=None))
+    assert "CFG003" in errors(check_checkpoint(draft))
+
+
+def test_taps_the_target_never_captures(tmp_path):
+    # transformer_model.py@f4d8ec6e:219-264, DS3:1591-1593: ids -1..N-2 only, the rest silently dropped.
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"hidden_size": 32, "num_hidden_layers": 12, "vocab_size": 96}))
+    ok = write_eagle3_draft(tmp_path / "ok", tap_ids=[-1, 5, 10])
+    assert check_checkpoint(ok, target=target).passed(strict=True)
+    bad = write_eagle3_draft(tmp_path / "bad", tap_ids=[1, 5, 11])
+    [tap] = [f for f in check_checkpoint(bad, target=target).errors if f.code == "TGT005"]
+    assert tap.detail["outside"] == [11] and "never captures" in tap.message
