@@ -1,7 +1,9 @@
 """Benchmark dspark.kernels.segmented_rmsnorm on a CUDA GPU against its baselines.
 
-All in one run, S = 5 segments of H = 7168 (Kimi-K3 taps), bf16 input and
-bf16 weights, for T in {1, 8, 64, 512, 2048, 8192, 32768}:
+All in one run, S = 5 segments of H = 7168 (Kimi-K3 taps; ``--segments`` and
+``--hidden`` pick another draft's, e.g. 3 x 4096 for Llama-3-8B EAGLE-3 or
+3 x 7168 for Kimi-K2.5 EAGLE-3), bf16 input and bf16 weights, for T in
+{1, 8, 64, 512, 2048, 8192, 32768}:
 
 * copy      -- ``out.copy_(x)``: the same bytes read and written, the ceiling;
 * kernel    -- ``segmented_rmsnorm(x, w, eps, out=out)``, the public function;
@@ -18,7 +20,7 @@ configurations of the kernel (warps, sum precision, weight placement) and two
 Triton kernels that only copy, as floors; ``--smoke-tokens 8192`` the smoke projection
 (norm alone, GEMM alone, whole projection).
 
-    python tests/benchmarks/bench_segmented_rmsnorm.py [--sweep] [--smoke-tokens 8192] [--json out.json]
+    python tests/benchmarks/bench_segmented_rmsnorm.py [--segments S --hidden H] [--sweep] [--smoke-tokens 8192] [--json out.json]
 """
 
 from __future__ import annotations
@@ -321,6 +323,7 @@ def run_smoke(tokens: int) -> dict:
 
 
 def main() -> int:
+    global SEGMENTS, HIDDEN  # the shape every measurement below uses
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=lambda s: [int(t) for t in s.split(",")], default=list(TOKENS))
     parser.add_argument("--graph-calls", type=int, default=100)
@@ -331,7 +334,10 @@ def main() -> int:
     parser.add_argument("--skip-eager", action="store_true")
     parser.add_argument("--smoke-tokens", type=int, default=0, help="also run the smoke projection at this T")
     parser.add_argument("--json", help="write the measurements here")
+    parser.add_argument("--segments", type=int, default=SEGMENTS, help="taps S (default 5: Kimi-K3)")
+    parser.add_argument("--hidden", type=int, default=HIDDEN, help="tap width H (default 7168)")
     args = parser.parse_args()
+    SEGMENTS, HIDDEN = args.segments, args.hidden
 
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
