@@ -272,7 +272,10 @@ EAGLE3_LLAMA_LOADER = FamilyLoader(
     # mapped) and `model.lm_head.*` (the head is not under `model.`) match
     # nothing and are dropped (models/llama_eagle3.py@f4d8ec6e:675-719).
     name_rewrites=((r"^layers\.0\.", "midlayer."), (r"^model\.(?!layers\.0\.|lm_head\.)", "")),
-    skips=(_EAGLE3_T2D,),
+    # inv_freq is a buffer the rotary embedding recomputes: the loader finds
+    # no parameter for it and drops it, which costs nothing.
+    skips=(_EAGLE3_T2D, SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding; dropped",
+                                 _main("705-719", _LE3))),
     fused=(
         FusedParameter(
             "midlayer.self_attn.qkv_proj.weight",

@@ -437,3 +437,16 @@ def test_taps_the_target_never_captures(tmp_path):
     bad = write_eagle3_draft(tmp_path / "bad", tap_ids=[1, 5, 11])
     [tap] = [f for f in check_checkpoint(bad, target=target).errors if f.code == "TGT005"]
     assert tap.detail["outside"] == [11] and "never captures" in tap.message
+
+
+def test_a_rotary_inv_freq_buffer_is_skipped_not_refused(tmp_path):
+    # llama_eagle3.py@f4d8ec6e:705-719 drops a name with no parameter; the
+    # recomputed rotary buffer is harmless there.
+    import torch
+
+    def add(tensors):
+        tensors["midlayer.self_attn.rotary_emb.inv_freq"] = torch.ones(16)
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", tensor_edit=add))
+    assert report.passed(strict=True)
+    assert "midlayer.self_attn.rotary_emb.inv_freq" in {f.tensor for f in report.findings if f.code == "INV005"}
