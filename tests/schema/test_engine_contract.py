@@ -382,3 +382,19 @@ def test_gqa_taps_exclude_the_targets_last_layer(tmp_path):
     # causal_lm.py@f4d8ec6e:161-167: ids in [0, N-2]; 22 is the last of 23 layers
     [tap] = [f for f in report.errors if f.code == "TGT005"]
     assert tap.detail["outside"] == [22]
+
+
+def test_gqa_pre_stacked_qkv_and_gate_up_load(tmp_path):
+    # models/dflash.py@f4d8ec6e:479-514: a pre-stacked qkv_proj / gate_up_proj
+    # holds none of the `.q_proj.` / `.up_proj.` substrings and loads directly.
+    import torch
+
+    def stack(tensors):
+        for n in range(GQA["num_hidden_layers"]):
+            p = f"layers.{n}."
+            tensors[p + "self_attn.qkv_proj.weight"] = torch.cat(
+                [tensors.pop(p + f"self_attn.{x}_proj.weight") for x in "qkv"])
+            tensors[p + "mlp.gate_up_proj.weight"] = torch.cat(
+                [tensors.pop(p + "mlp.gate_proj.weight"), tensors.pop(p + "mlp.up_proj.weight")])
+
+    assert check_checkpoint(write_gqa(tmp_path / "d", GQA, edit=stack)).passed(strict=True)
