@@ -2,7 +2,7 @@
 passes through here."""
 
 from dspark.converters.check import CheckReport, check_checkpoint, inspect_checkpoint
-from dspark.converters.inventory import Checkpoint, detect_format, open_checkpoint
+from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 
 __all__ = [
     "CheckReport",

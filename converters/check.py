@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 
 from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
-from dspark.converters.inventory import Checkpoint, open_checkpoint
+from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping
 from dspark.converters.casting import CASTABLE, ChunkCaster, output_dtype
 from dspark.converters.check import CheckReport, check_checkpoint
 from dspark.converters.configs import CONFIG_NAME
-from dspark.converters.inventory import Checkpoint, detect_format, open_checkpoint
+from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.manifest import MANIFEST_NAME, build_manifest, sha256_of_file, written_by_convert
 from dspark.converters.writer import (
     CHUNKS_IN_FLIGHT,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from dspark.converters.configs import parse_json_object
-from dspark.converters.inventory import is_plain_file_name
+from dspark.converters.layouts.hf import is_plain_file_name
 from dspark.converters.writer import WrittenTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name

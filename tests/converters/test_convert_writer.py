@@ -9,7 +9,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from dspark.converters.safetensors_io import read_header
+from dspark.converters.readers.safetensors_io import read_header
 from dspark.converters.writer import (
     CHUNKS_IN_FLIGHT,
     PlannedTensor,

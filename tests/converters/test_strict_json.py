@@ -13,7 +13,7 @@ import pytest
 
 from dspark.converters.check import check_checkpoint
 from dspark.converters.json_input import JsonInputError, loads_strict
-from dspark.converters.safetensors_io import read_header
+from dspark.converters.readers.safetensors_io import read_header
 from dspark.examples.fabricate import SCALES
 from dspark.schema.errors import CheckpointError, UsageError
 
