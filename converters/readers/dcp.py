@@ -53,6 +53,7 @@ from dspark.converters.readers.safetensors_io import iter_range_chunks
 from dspark.converters.readers.torch_save_blob import SavedTensor, locate_saved_tensor
 from dspark.schema.dtypes import DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError
+from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
 METADATA_FILE = DCP_METADATA

@@ -10,7 +10,7 @@ import pytest
 from dspark.converters.check import check_checkpoint
 from dspark.converters.convert import ConvertOptions, convert_checkpoint
 from dspark.converters.readers import open_checkpoint
-from dspark.converters.manifest import MANIFEST_NAME, verify_manifest
+from dspark.converters.writers.manifest import MANIFEST_NAME, verify_manifest
 from dspark.examples.fabricate import write_draft
 
 pytest.importorskip("torch")  # the fabricator makes its tensors with torch
