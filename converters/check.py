@@ -17,15 +17,14 @@ from typing import Any, Callable, Mapping
 
 from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
-from dspark.converters.inventory import Checkpoint, open_checkpoint
+from dspark.converters.layouts.hf import MANIFEST_NAME
+from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, group_findings
 from dspark.schema.rules import ResolvedDraft, ServedLayout, check_contract, layout_findings, payload_findings
 from dspark.schema.inventory import PayloadStats
-
-MANIFEST_NAME = "dspark-manifest.json"
 
 
 @dataclass
@@ -106,7 +105,9 @@ class CheckReport:
         }
 
 
-ProgressStart = Callable[[int], Callable[[int], None]]
+# Called once with the total bytes to read or write; returns a callable told
+# each chunk's bytes as they go, or None when it wants no updates.
+ProgressStart = Callable[[int], Callable[[int], None] | None]
 
 
 def check_checkpoint(
@@ -189,7 +190,7 @@ def check_checkpoint(
     findings += hole_findings(checkpoint.root, checkpoint.entries)
 
     if has_manifest:
-        from dspark.converters.manifest import verify_manifest
+        from dspark.converters.writers.manifest import verify_manifest
 
         findings += verify_manifest(checkpoint, hashes=read_payloads, digests=digests)
     elif verify_hashes:

@@ -9,14 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-# parse_json_object is the one strict JSON reader; the other readers import it from here.
+# The strict JSON reader, shared by every reader of JSON input (json_input.py).
 from dspark.converters.json_input import JsonInputError, parse_json_object
+from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import printable_name
 from dspark.schema.rules import TargetFacts
 
-CONFIG_NAME = "config.json"
 # A model's config.json is a few KB (a multimodal target's, tens of KB);
 # reading more than this would only spend memory on what no model declares.
 MAX_CONFIG_BYTES = 16 * 1024 * 1024

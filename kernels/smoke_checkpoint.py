@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from dspark.converters.inventory import Checkpoint, open_checkpoint
+from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, DeviceUnavailableError, UsageError
 from dspark.schema.findings import Finding, Severity

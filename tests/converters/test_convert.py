@@ -20,7 +20,7 @@ from dspark.converters.convert import (
     convert_checkpoint,
     plan_conversion,
 )
-from dspark.converters.inventory import open_checkpoint
+from dspark.converters.readers import open_checkpoint
 from dspark.examples.fabricate import SCALES, draft_config, make_tensors, tensor_shapes, write_safetensors
 from dspark.schema.errors import CheckpointError, UsageError
 

@@ -9,8 +9,8 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from dspark.converters.safetensors_io import read_header
-from dspark.converters.writer import (
+from dspark.converters.readers.safetensors_io import read_header
+from dspark.converters.writers.safetensors import (
     CHUNKS_IN_FLIGHT,
     PlannedTensor,
     ShardPlan,

@@ -17,8 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 dcp = pytest.importorskip("torch.distributed.checkpoint")
 
-from dspark.converters.dcp_reader import open_dcp, read_dcp_metadata  # noqa: E402
-from dspark.converters.inventory import detect_format, open_checkpoint  # noqa: E402
+from dspark.converters.readers.dcp import open_dcp, read_dcp_metadata  # noqa: E402
+from dspark.converters.readers import detect_format, open_checkpoint  # noqa: E402
 from dspark.examples.fabricate import SCALES, draft_config, make_tensors, tensor_shapes  # noqa: E402
 from dspark.schema.errors import CheckpointError, UnsafeInputError, UsageError  # noqa: E402
 
@@ -415,7 +415,7 @@ def sharded(tmp_path_factory: pytest.TempPathFactory, tensors: dict) -> Path:
 
 
 def test_tensors_split_across_ranks_are_assembled(sharded: Path, tensors: dict) -> None:
-    from dspark.converters.dcp_reader import _row_major_runs
+    from dspark.converters.readers.dcp import _row_major_runs
 
     checkpoint = open_checkpoint(sharded)
     model = sharded / "model"

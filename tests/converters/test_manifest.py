@@ -9,8 +9,8 @@ import pytest
 
 from dspark.converters.check import check_checkpoint
 from dspark.converters.convert import ConvertOptions, convert_checkpoint
-from dspark.converters.inventory import open_checkpoint
-from dspark.converters.manifest import MANIFEST_NAME, verify_manifest
+from dspark.converters.readers import open_checkpoint
+from dspark.converters.writers.manifest import MANIFEST_NAME, verify_manifest
 from dspark.examples.fabricate import write_draft
 
 pytest.importorskip("torch")  # the fabricator makes its tensors with torch
@@ -200,7 +200,7 @@ def test_verify_judges_the_values_it_hashes(converted: Path) -> None:
 
 @pytest.mark.parametrize("flags", [{"verify_hashes": True}, {"deep": True}, {"deep": True, "verify_hashes": True}])
 def test_values_and_hashes_come_from_one_read(converted: Path, monkeypatch, flags) -> None:
-    from dspark.converters.safetensors_dir import SafetensorsReader
+    from dspark.converters.readers.safetensors import SafetensorsReader
 
     read: list[int] = []
     real = SafetensorsReader.iter_chunks

@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from dspark.converters.inventory import open_checkpoint
+from dspark.converters.readers import open_checkpoint
 from dspark.converters.payload_scan import scan_chunks, scan_entries, scan_payloads
 from dspark.schema.errors import CheckpointError
 

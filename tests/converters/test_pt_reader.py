@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dspark.converters.inventory import open_checkpoint  # noqa: E402
+from dspark.converters.readers import open_checkpoint  # noqa: E402
 from dspark.examples.fabricate import SCALES, draft_config, make_tensors, tensor_shapes  # noqa: E402
 from dspark.schema.errors import CheckpointError, UnsafeInputError  # noqa: E402
 
@@ -163,7 +163,7 @@ _RSS_SCRIPT = r"""
 import hashlib
 import sys
 from pathlib import Path
-from dspark.converters.inventory import open_checkpoint
+from dspark.converters.readers import open_checkpoint
 
 def rss_mb():
     for line in open("/proc/self/status"):

@@ -15,9 +15,9 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-import dspark.converters.safetensors_io as safetensors_io
+import dspark.converters.readers.safetensors_io as safetensors_io
 from dspark.converters.check import check_checkpoint
-from dspark.converters.safetensors_io import MAX_HEADER_BYTES, iter_range_chunks, read_header, read_range
+from dspark.converters.readers.safetensors_io import MAX_HEADER_BYTES, iter_range_chunks, read_header, read_range
 from dspark.schema.errors import CheckpointError
 
 

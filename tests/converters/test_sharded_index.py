@@ -11,7 +11,8 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from dspark.converters.check import check_checkpoint
-from dspark.converters.inventory import SAFETENSORS_INDEX, open_checkpoint
+from dspark.converters.layouts.hf import SAFETENSORS_INDEX
+from dspark.converters.readers import open_checkpoint
 
 SHARD = "model-{:05d}-of-00003.safetensors"
 

@@ -13,7 +13,7 @@ import pytest
 
 from dspark.converters.check import check_checkpoint
 from dspark.converters.json_input import JsonInputError, loads_strict
-from dspark.converters.safetensors_io import read_header
+from dspark.converters.readers.safetensors_io import read_header
 from dspark.examples.fabricate import SCALES
 from dspark.schema.errors import CheckpointError, UsageError
 
@@ -100,7 +100,7 @@ def test_convert_refuses_a_nan_config_and_writes_nothing(tiny_draft, tmp_path: P
 
 
 def test_convert_never_writes_nan_into_a_config(tmp_path: Path) -> None:
-    from dspark.converters.writer import write_json
+    from dspark.converters.writers.atomic import write_json
 
     with pytest.raises(ValueError):
         write_json(tmp_path / "config.json", {"rms_norm_eps": math.nan})

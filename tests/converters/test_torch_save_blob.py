@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dspark.converters.torch_save_blob import SavedTensor, locate_saved_tensor  # noqa: E402
+from dspark.converters.readers.torch_save_blob import SavedTensor, locate_saved_tensor  # noqa: E402
 from dspark.schema.errors import CheckpointError, UnsafeInputError  # noqa: E402
 
 

@@ -16,20 +16,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-from importlib.metadata import PackageNotFoundError, version
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from dspark.converters.configs import parse_json_object
-from dspark.converters.inventory import is_plain_file_name
-from dspark.converters.writer import WrittenTensor
+from dspark.converters.json_input import parse_json_object
+from dspark.converters.layouts.hf import CONFIG_NAME, MANIFEST_NAME, SAFETENSORS_INDEX, is_plain_file_name
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
-MANIFEST_NAME = "dspark-manifest.json"
 MANIFEST_VERSION = 1
 HASH_CHUNK_BYTES = 8 * 1024 * 1024
-INDEX_NAME = "model.safetensors.index.json"
 # Files a serving loader could read as weights: one in the folder that the
 # manifest does not list changes what is served (MAN006).
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp", ".index.json")
@@ -37,7 +34,24 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp", ".index.jso
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
+@dataclass(frozen=True)
+class WrittenTensor:
+    """One tensor as written, and as the manifest lists it. The shard
+    writer returns these; reading a manifest gives them back."""
+
+    name: str
+    file: str
+    dtype: str
+    shape: tuple[int, ...]
+    byte_range: tuple[int, int]  # absolute within the file
+    sha256: str
+
+
 def dspark_version() -> str:
+    # Package metadata is read when a manifest is written, not when
+    # `dspark check` imports this module to verify one.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("dspark")
     except PackageNotFoundError:
@@ -49,7 +63,7 @@ def build_manifest(
     source_format: str,
     family: str | None,
     dtype: str | None,
-    tensors: Iterable[Any],
+    tensors: Iterable[WrittenTensor],
     files: dict[str, int],
     config_sha256: str | None,
 ) -> dict[str, Any]:
@@ -62,7 +76,7 @@ def build_manifest(
         "source_format": source_format,
         "family": family,
         "dtype": dtype,
-        "config": {"file": "config.json", "sha256": config_sha256},
+        "config": {"file": CONFIG_NAME, "sha256": config_sha256},
         "files": [{"name": name, "size": size} for name, size in sorted(files.items())],
         "tensors": [
             {
@@ -131,9 +145,9 @@ def read_manifest(folder: Path) -> tuple[list[WrittenTensor], dict[str, int], di
 
 def companion_names(files: dict[str, int], config: dict[str, Any]) -> set[str]:
     """The names convert writes beside the weight files it lists."""
-    names = {MANIFEST_NAME, config.get("file") or "config.json"}
+    names = {MANIFEST_NAME, config.get("file") or CONFIG_NAME}
     if len(files) > 1:
-        names.add(INDEX_NAME)
+        names.add(SAFETENSORS_INDEX)
     return names
 
 

@@ -7,15 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from dspark.converters.configs import parse_json_object
-from dspark.converters.inventory import (
-    SAFETENSORS_INDEX,
-    Checkpoint,
-    is_plain_file_name,
-    load_config_for,
-    served_name_for,
-)
-from dspark.converters.safetensors_io import SafetensorsHeader, iter_range_chunks, read_header, read_range
+from dspark.converters.json_input import parse_json_object
+from dspark.converters.layouts.hf import SAFETENSORS_INDEX, is_plain_file_name
+from dspark.converters.readers.base import Checkpoint, load_config_for, served_name_for
+from dspark.converters.readers.safetensors_io import SafetensorsHeader, iter_range_chunks, read_header, read_range
 from dspark.schema.errors import CheckpointError
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
@@ -41,6 +36,8 @@ def _finding_from_error(error: CheckpointError) -> Finding:
 
 
 def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -> Checkpoint:
+    """A `.safetensors` file, an index file or a folder; `fmt` is
+    "safetensors" or "safetensors-sharded" (the registry's detection)."""
     if path.is_file():
         root = path.parent
         files = [path.name] if fmt == "safetensors" else []

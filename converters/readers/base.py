@@ -1,26 +1,24 @@
-"""Open any checkpoint dspark reads and list its tensors, headers only.
+"""What every reader shares: the `Checkpoint` it returns, the verbs of
+its payload reader, and where it finds the draft's config.
 
-`open_checkpoint(path)` detects the format, reads the draft config, and
-returns a `Checkpoint`: the lazy inventory (`TensorEntry` per stored
-tensor), file-level findings, and a reader that fetches payloads by entry.
-Every format's reader has the same verbs (`read_raw`, `iter_chunks`).
+A `Checkpoint` is the lazy inventory (`TensorEntry` per stored tensor),
+file-level findings, and a reader that fetches payloads by entry. Every
+format's reader has the same verbs (`read_raw`, `iter_chunks`). The
+registry that picks a reader for a path is the package (`readers/__init__.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-from dspark.converters.configs import CONFIG_NAME, read_draft_config
-from dspark.converters.torchspec_run import holds_dcp
+from dspark.converters.configs import read_draft_config
+from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.schema.errors import UsageError
 from dspark.schema.families import DraftFamily, family_for_config, strip_wrappers
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
-
-SAFETENSORS_INDEX = "model.safetensors.index.json"
-TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 
 
 class TensorReader(Protocol):
@@ -64,84 +62,11 @@ class Checkpoint:
         return sum(e.nbytes for e in self.entries)
 
 
-def is_plain_file_name(name: Any) -> bool:
-    """A bare file name inside the checkpoint folder: no folder part (either
-    separator), not `.`/`..`, no NUL. Names read from untrusted files (a
-    shard index, DCP storage records, a manifest) must pass this before any
-    path is built from them."""
-    return (
-        isinstance(name, str)
-        and name not in ("", ".", "..")
-        and "\x00" not in name
-        and PurePosixPath(name).name == name
-        and PureWindowsPath(name).name == name
-    )
-
-
 def _display(path: Path, root: Path) -> str:
     try:
         return str(path.relative_to(root))
     except ValueError:
         return str(path)
-
-
-def detect_format(path: Path) -> str:
-    """Name the format at `path` by looking at file names only."""
-    if not path.exists():
-        raise UsageError(f"{printable_name(str(path))}: no such file or folder.", hint="Check the checkpoint path.")
-    if path.is_file():
-        if path.suffix == ".safetensors":
-            return "safetensors"
-        if path.suffix in TORCH_SUFFIXES:
-            return "pt"
-        if path.name == SAFETENSORS_INDEX:
-            return "safetensors-sharded"
-        raise UsageError(
-            f"{printable_name(str(path))}: not a checkpoint file dspark reads.",
-            hint="Pass a checkpoint folder, a .safetensors file or a .pt state dict.",
-        )
-    if not path.is_dir():
-        raise UsageError(
-            f"{printable_name(str(path))}: neither a file nor a folder (a device, pipe or socket).",
-            hint="Pass a checkpoint folder, a .safetensors file or a .pt state dict.",
-        )
-    if (path / SAFETENSORS_INDEX).is_file():
-        return "safetensors-sharded"
-    if any(path.glob("*.safetensors")):
-        return "safetensors"
-    if holds_dcp(path):
-        return "dcp"
-    try:
-        pts = sorted(p for p in path.iterdir() if p.suffix in TORCH_SUFFIXES and p.is_file())
-    except OSError as error:
-        raise UsageError(
-            f"{printable_name(str(path))}: cannot list the folder ({error.strerror or error}).",
-            hint="Check the folder's permissions.",
-        ) from None
-    if len(pts) == 1:
-        return "pt"
-    raise UsageError(
-        f"{printable_name(str(path))}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP .metadata, "
-        "training run (checkpoints/iter_N/) or single .pt file in it.",
-        hint="Pass the folder that holds the draft's weights and config.json.",
-    )
-
-
-def open_checkpoint(path: Path | str, *, config_path: Path | str | None = None) -> Checkpoint:
-    """Open a checkpoint for inspection: headers only, no payload read."""
-    path = Path(path)
-    fmt = detect_format(path)
-    if fmt.startswith("safetensors"):
-        from dspark.converters.safetensors_dir import open_safetensors
-
-        return open_safetensors(path, fmt, config_path=Path(config_path) if config_path else None)
-    if fmt == "dcp":
-        from dspark.converters.dcp_reader import open_dcp
-
-        return open_dcp(path, config_path=Path(config_path) if config_path else None)
-    from dspark.converters.pt_reader import open_pt
-
-    return open_pt(path, config_path=Path(config_path) if config_path else None)
 
 
 def find_config_upwards(root: Path, levels: int) -> Path | None:
@@ -177,3 +102,15 @@ def load_config_for(
 
 def served_name_for(family: DraftFamily | None, stored_name: str) -> str:
     return family.served_name(stored_name) if family else strip_wrappers(stored_name)
+
+
+def left_behind_finding(left_behind: list[str], shown: str) -> Finding:
+    """SRC002: entries of a training save that are not draft weights."""
+    sample = ", ".join(printable_name(n) for n in sorted(left_behind)[:6])
+    more = f" and {len(left_behind) - 6} more" if len(left_behind) > 6 else ""
+    return Finding(
+        "SRC002",
+        f"{shown}: {len(left_behind)} entries that are not draft weights are left behind ({sample}{more}).",
+        file=shown,
+        detail={"count": len(left_behind), "names": sorted(left_behind)[:100]},
+    )

@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from dspark.converters.inventory import Checkpoint, load_config_for, served_name_for
+from dspark.converters.layouts.hf import TORCH_SUFFIXES
+from dspark.converters.readers.base import Checkpoint, left_behind_finding, load_config_for, served_name_for
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, UnsafeInputError, require_torch
-from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
 # Where training code nests the weights, most specific first.
@@ -260,23 +260,10 @@ def _join(parts: list[str], name: str) -> str:
     return ".".join([*parts, name])
 
 
-def left_behind_finding(left_behind: list[str], shown: str) -> Finding:
-    sample = ", ".join(printable_name(n) for n in sorted(left_behind)[:6])
-    more = f" and {len(left_behind) - 6} more" if len(left_behind) > 6 else ""
-    return Finding(
-        "SRC002",
-        f"{shown}: {len(left_behind)} entries that are not draft weights are left behind ({sample}{more}).",
-        file=shown,
-        detail={"count": len(left_behind), "names": sorted(left_behind)[:100]},
-    )
-
-
-def open_pt(path: Path, *, config_path: Path | None = None) -> Checkpoint:
+def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> Checkpoint:
     """Open a state dict: the file itself, or a folder holding exactly one."""
     torch = require_torch("Reading a .pt checkpoint")
     if path.is_dir():
-        from dspark.converters.inventory import TORCH_SUFFIXES
-
         weights = next(p for p in sorted(path.iterdir()) if p.suffix in TORCH_SUFFIXES and p.is_file())
     else:
         weights = path

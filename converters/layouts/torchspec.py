@@ -1,5 +1,5 @@
-"""TorchSpec training runs on disk: which DCP folder to read, and where the
-draft's config is.
+"""TorchSpec training runs on disk: which DCP folder to read, where the
+draft's config is, and which keys of a trainer's save are the draft's.
 
 A TorchSpec run's output folder holds (lightseekorg/TorchSpec, read at
 6f21829):
@@ -327,3 +327,40 @@ def _closing_double_quote(value: str) -> int | None:
 def _rest_is_comment(rest: str) -> bool:
     rest = rest.strip()
     return not rest or rest.startswith("#")
+
+
+# --------------------------------------------------------------------------
+# Which keys of a trainer's save are the draft's
+
+
+# Entries that are trainer state, never draft weights. TorchSpec saves the
+# optimizer and scheduler into folders of their own under the keys
+# `optim_state` and `lr_scheduler_state`
+# (lightseekorg/TorchSpec torchspec/training/checkpoint.py@6f21829:306-316),
+# but a single-folder save may hold them beside the model.
+NON_MODEL_PREFIXES = (
+    "optim_state.", "optimizer.", "optim.", "lr_scheduler_state.", "lr_scheduler.", "scheduler.", "rng",
+    "trainer_state.", "extra_state.",
+)
+# Sub-dicts that hold the model when no key has a `draft_model.` segment.
+MODEL_PREFIXES = ("model_state.", "model.")
+
+
+def has_draft_segment(fqn: str) -> bool:
+    return fqn.startswith("draft_model.") or ".draft_model." in fqn
+
+
+def draft_keys(fqns: list[str]) -> list[str]:
+    """The keys of a training save that are the draft's weights."""
+    # TorchSpec's wrapper keeps the draft as its `draft_model` attribute, so
+    # its weights are keyed `model_state.model.draft_model.<name>`; its own
+    # exporters keep what follows `draft_model.`
+    # (lightseekorg/TorchSpec tools/convert_to_hf.py@6f21829:222-247).
+    chosen = [k for k in fqns if has_draft_segment(k)]
+    if chosen:
+        return chosen
+    for prefix in MODEL_PREFIXES:
+        chosen = [k for k in fqns if k.startswith(prefix)]
+        if chosen:
+            return chosen
+    return [k for k in fqns if not k.startswith(NON_MODEL_PREFIXES)]

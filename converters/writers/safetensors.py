@@ -22,11 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from dspark.converters.layouts.hf import shard_file_name
+from dspark.converters.writers.atomic import write_all, write_json
+from dspark.converters.writers.manifest import WrittenTensor
 from dspark.schema.dtypes import nbytes_of
 from dspark.schema.errors import CheckpointError, UsageError
 
-SINGLE_FILE = "model.safetensors"
-INDEX_FILE = "model.safetensors.index.json"
+# `--max-shard-size`'s default, as HF's `save_pretrained` shards.
+DEFAULT_MAX_SHARD_SIZE = "5GB"
 HEADER_METADATA = {"format": "pt"}
 HEADER_ALIGNMENT = 8
 
@@ -95,12 +98,6 @@ class ShardPlan:
         }
 
 
-def shard_file_name(index: int, count: int) -> str:
-    if count == 1:
-        return SINGLE_FILE
-    return f"model-{index + 1:05d}-of-{count:05d}.safetensors"
-
-
 def _entry_bound(tensor: PlannedTensor) -> int:
     """An upper bound on the header bytes one tensor adds (offsets taken at
     20 digits each), so shard planning never needs a second pass."""
@@ -155,16 +152,6 @@ def safetensors_header(tensors: Iterable[PlannedTensor]) -> bytes:
     raw = json.dumps(document, separators=(",", ":"), ensure_ascii=True).encode("utf-8")
     raw += b" " * (-(len(raw) + 8) % HEADER_ALIGNMENT)
     return struct.pack("<Q", len(raw)) + raw
-
-
-@dataclass(frozen=True)
-class WrittenTensor:
-    name: str
-    file: str
-    dtype: str
-    shape: tuple[int, ...]
-    byte_range: tuple[int, int]  # absolute within the file
-    sha256: str
 
 
 # Yields a tensor's bytes in chunks. The writer hashes and writes them on
@@ -277,7 +264,7 @@ class _HashingSink:
         self._hasher.put(item)
         if item is _END_OF_TENSOR:
             return
-        _write_all(self._handle, item)
+        write_all(self._handle, item)
         self._written += len(item)
         if self._written - self._flushed >= _WRITEBACK_BYTES:
             # Queued behind chunks that are already written, so the range is complete.
@@ -304,7 +291,7 @@ def write_shard(
     order = payload_order(shard.tensors)
     ranges: list[tuple[int, int]] = []
     with open(path, "xb", buffering=0) as handle:
-        _write_all(handle, header)
+        write_all(handle, header)
         sink = _HashingSink(handle)
         try:
             position = len(header)
@@ -336,13 +323,6 @@ def write_shard(
     ]
 
 
-def _write_all(handle, data) -> None:
-    view = memoryview(data).cast("B")
-    while view:
-        done = handle.write(view)
-        view = view[done:]
-
-
 def write_index(path: Path, written: Iterable[WrittenTensor]) -> None:
     """`model.safetensors.index.json`, with `total_size` the tensor bytes."""
     written = list(written)
@@ -351,12 +331,3 @@ def write_index(path: Path, written: Iterable[WrittenTensor]) -> None:
         "weight_map": {w.name: w.file for w in sorted(written, key=lambda w: w.name)},
     }
     write_json(path, document)
-
-
-def write_json(path: Path, document) -> None:
-    """JSON with a stable layout, written exclusively and fsynced."""
-    # allow_nan=False: NaN and Infinity are not JSON; no reader of the output should have to accept them
-    data = (json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-    with open(path, "xb", buffering=0) as handle:
-        _write_all(handle, data)
-        os.fsync(handle.fileno())

@@ -5,11 +5,8 @@ them: `<run>/checkpoints/iter_NNNNNNN/model/` with `.metadata` and
 
 Read without torch, at the speed of a safetensors file:
 
-* `.metadata` is a pickle. `DcpMetadataUnpickler` resolves only the
-  checkpoint-metadata classes on an allow-list (torch's DCP metadata
-  dataclasses, `torch.Size`, dtype/layout names, the filesystem storage
-  record, paths) and rebuilds each as a plain local record; any other
-  global, a code payload included, is refused with `UnsafeInputError`
+* `.metadata` is a pickle, read through an allow-list unpickler
+  (`readers/dcp_metadata.py`) that refuses any global it does not know
   before anything runs. Nothing of torch is imported or called.
 * Each tensor chunk in a `.distcp` file is a `torch.save` zip archive at
   the byte range the metadata records. `torch_save_blob` finds the chunk's
@@ -19,242 +16,47 @@ Read without torch, at the speed of a safetensors file:
   that FSDP split by rows streams chunk after chunk; one split otherwise
   is assembled in memory first.
 
-Only the draft's keys are read (those under a `draft_model.` segment, else
-the `model_state.` / `model.` sub-dict, else everything that is not
-optimizer or trainer state); the rest is left behind and reported (SRC002).
+Only the draft's keys are read (`layouts/torchspec.py`'s `draft_keys`:
+those under a `draft_model.` segment, else the `model_state.` / `model.`
+sub-dict, else everything that is not optimizer or trainer state); the
+rest is left behind and reported (SRC002).
 `t2d`/`d2t` stay in the inventory: they are the draft's vocabulary maps.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from dspark.converters.inventory import (
+from dspark.converters.layouts.hf import is_plain_file_name
+from dspark.converters.layouts.torchspec import DCP_METADATA, draft_config_from_run, draft_keys, locate_dcp
+from dspark.converters.readers.base import (
     Checkpoint,
     find_config_upwards,
-    is_plain_file_name,
+    left_behind_finding,
     load_config_for,
     served_name_for,
 )
-from dspark.converters.pt_reader import left_behind_finding
-from dspark.converters.safetensors_io import iter_range_chunks
-from dspark.converters.torch_save_blob import SavedTensor, locate_saved_tensor
-from dspark.converters.torchspec_run import DCP_METADATA, draft_config_from_run, locate_dcp
+from dspark.converters.readers.dcp_metadata import (
+    DcpMetadataUnpickler,
+    MetadataRecord,
+    corrupt_error,
+    dtype_code,
+    int_tuple,
+    is_record,
+    malformed_error,
+    read_dcp_metadata,
+)
+from dspark.converters.readers.safetensors_io import iter_range_chunks
+from dspark.converters.readers.torch_save_blob import SavedTensor, locate_saved_tensor
 from dspark.schema.dtypes import DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES
-from dspark.schema.errors import CheckpointError, UnsafeInputError
+from dspark.schema.errors import CheckpointError
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
 METADATA_FILE = DCP_METADATA
-# Entries that are trainer state, never draft weights. TorchSpec saves the
-# optimizer and scheduler into folders of their own under the keys
-# `optim_state` and `lr_scheduler_state`
-# (lightseekorg/TorchSpec torchspec/training/checkpoint.py@6f21829:306-316),
-# but a single-folder save may hold them beside the model.
-NON_MODEL_PREFIXES = (
-    "optim_state.", "optimizer.", "optim.", "lr_scheduler_state.", "lr_scheduler.", "scheduler.", "rng",
-    "trainer_state.", "extra_state.",
-)
-# Sub-dicts that hold the model when no key has a `draft_model.` segment.
-MODEL_PREFIXES = ("model_state.", "model.")
-
-_DCP_METADATA = "torch.distributed.checkpoint.metadata"
-_DCP_FILESYSTEM = "torch.distributed.checkpoint.filesystem"
-_DTYPE_CODES = {name: code for code, name in TORCH_DTYPE_NAMES.items()}
-
-
-# --------------------------------------------------------------------------
-# .metadata, rebuilt as plain records
-
-
-class MetadataRecord:
-    """One of DCP's metadata dataclasses, rebuilt as plain attributes:
-    pickle creates it empty (NEWOBJ) and fills it from its state (BUILD).
-    `kind` is the torch class name it stands for."""
-
-    kind = ""
-
-    def __setstate__(self, state: Any) -> None:
-        if isinstance(state, tuple) and len(state) == 2 and all(isinstance(s, (dict, type(None))) for s in state):
-            state = {**(state[0] or {}), **(state[1] or {})}  # (__dict__, __slots__) state
-        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
-            raise TypeError(f"{self.kind} state is a {type(state).__name__}, not a field mapping")
-        self.__dict__.update(state)
-
-    def __repr__(self) -> str:
-        return f"{self.kind}({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
-
-
-class _TensorProperties(MetadataRecord):
-    kind = "TensorProperties"
-
-    def __setstate__(self, state: Any) -> None:
-        # torch pickles TensorProperties as a 5-tuple (its __getstate__)
-        if isinstance(state, tuple) and len(state) == 5:
-            self.dtype, self.layout, self.requires_grad, self.memory_format, self.pin_memory = state
-        else:
-            super().__setstate__(state)
-
-
-def _record_class(kind: str, **defaults: Any) -> type[MetadataRecord]:
-    return type(kind, (MetadataRecord,), {"kind": kind, **defaults})
-
-
-# Field defaults matter: torch leaves a field out of the pickled state when
-# it holds its default (MetadataIndex.offset for a non-tensor entry,
-# _StorageInfo.transform_descriptors without extensions).
-METADATA_RECORDS: dict[str, type[MetadataRecord]] = {
-    "TensorProperties": _TensorProperties,
-    "Metadata": _record_class("Metadata", planner_data=None, storage_data=None, storage_meta=None, version=None),
-    "MetadataIndex": _record_class("MetadataIndex", offset=None, index=None),
-    "_StorageInfo": _record_class("_StorageInfo", transform_descriptors=None),
-    **{kind: _record_class(kind) for kind in (
-        "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata", "StorageMeta",
-    )},
-}
-
-
-@dataclass(frozen=True)
-class TorchName:
-    """A `torch.<name>` global in the pickle (a dtype, layout or memory
-    format). Inert: it is a name, never called."""
-
-    name: str
-
-
-def _torch_size(values: Any) -> tuple[int, ...]:
-    return tuple(values)
-
-
-def _layout_name(name: Any) -> str:
-    return str(name)
-
-
-def _memory_format_code(value: Any) -> tuple[str, Any]:
-    return ("memory_format", value)
-
-
-def _path_text(*parts: Any) -> str:
-    return "/".join(str(p) for p in parts)
-
-
-# module -> name -> what it becomes. Everything here only builds plain
-# records when called; none can reach the file system, the process or the
-# interpreter.
-ALLOWED_GLOBALS: dict[str, dict[str, Any]] = {
-    _DCP_METADATA: {
-        **{kind: METADATA_RECORDS[kind] for kind in (
-            "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
-            "TensorProperties", "MetadataIndex", "StorageMeta",
-        )},
-        "_MEM_FORMAT_ENCODING": _memory_format_code,
-    },
-    _DCP_FILESYSTEM: {"_StorageInfo": METADATA_RECORDS["_StorageInfo"]},
-    "torch.serialization": {"_get_layout": _layout_name},
-    "torch": {"Size": _torch_size},
-    "pathlib": {name: _path_text for name in ("PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath", "Path")},
-    "collections": {"OrderedDict": OrderedDict},
-}
-
-
-class DcpMetadataUnpickler(pickle.Unpickler):
-    """Unpickles a DCP `.metadata` file, resolving only allow-listed globals."""
-
-    def __init__(self, file, *, shown: str) -> None:
-        super().__init__(file)
-        self.shown = shown
-
-    def find_class(self, module: str, name: str) -> Any:
-        allowed = ALLOWED_GLOBALS.get(module, {})
-        if name in allowed:
-            return allowed[name]
-        if module == "torch" and name.isidentifier() and not name.startswith("_") and name.islower():
-            return TorchName(name)  # torch.bfloat16, torch.strided, torch.contiguous_format
-        raise UnsafeInputError(
-            f"{self.shown}: refusing to unpickle: it refers to {printable_name(module)}.{printable_name(name)}, "
-            "which is not part of DCP checkpoint metadata. A .metadata file that needs it may carry "
-            "code; nothing from it was run.",
-            code="SRC003",
-            path=self.shown,
-            hint="Only read checkpoints from a source you trust; re-save this one with "
-            "torch.distributed.checkpoint on a trusted machine.",
-        )
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise UnsafeInputError(
-            f"{self.shown}: refusing to unpickle: DCP metadata has no persistent references.",
-            code="SRC003",
-            path=self.shown,
-        )
-
-
-def _is_record(value: Any, kind: str) -> bool:
-    return isinstance(value, MetadataRecord) and value.kind == kind
-
-
-def read_dcp_metadata(path: Path, shown: str | None = None) -> MetadataRecord:
-    """Parse `.metadata` with the restricted unpickler and check its shape."""
-    shown = shown or str(path)
-    try:
-        with open(path, "rb") as handle:
-            metadata = DcpMetadataUnpickler(handle, shown=shown).load()
-    except UnsafeInputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure to parse is a corrupt file
-        raise _corrupt(shown, f"not a readable DCP metadata pickle ({type(exc).__name__}: {exc})") from None
-    if not _is_record(metadata, "Metadata"):
-        kind = metadata.kind if isinstance(metadata, MetadataRecord) else type(metadata).__name__
-        raise _corrupt(shown, f"holds a {kind}, not DCP checkpoint Metadata")
-    if not isinstance(getattr(metadata, "state_dict_metadata", None), dict) or not isinstance(
-        getattr(metadata, "storage_data", None), dict
-    ):
-        raise _corrupt(shown, "the metadata lacks its tensor or storage tables")
-    return metadata
-
-
-def _corrupt(shown: str, reason: str, tensor: str | None = None) -> CheckpointError:
-    return CheckpointError(
-        f"{shown}: {reason}.",
-        code="SRC004",
-        path=shown,
-        tensor=tensor,
-        hint="The DCP checkpoint is incomplete or damaged; copy it again from the training run.",
-    )
-
-
-def _malformed(shown: str, error: Exception, tensor: str | None = None) -> CheckpointError:
-    # The allow-listed records take whatever fields the file gives them; a
-    # record of the wrong type shows up as one of these errors.
-    where = f"{printable_name(tensor)}: " if tensor else ""
-    return _corrupt(shown, f"{where}malformed metadata record ({type(error).__name__}: {error})", tensor)
-
-
-def _ints(values: Any) -> tuple[int, ...]:
-    result = tuple(values)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in result):
-        raise ValueError(f"{values!r:.60} is not a sequence of integers")
-    return result
-
-
-def _dtype_code(dtype: Any, *, file: str, tensor: str) -> str:
-    name = dtype.name if isinstance(dtype, TorchName) else None
-    code = _DTYPE_CODES.get(name) if name else None
-    if code is None:
-        raise CheckpointError(
-            f"{file}: {printable_name(tensor)} has dtype {f'torch.{name}' if name else repr(dtype)}, which a "
-            "safetensors checkpoint cannot hold.",
-            code="SRC004",
-            path=file,
-            tensor=tensor,
-            hint="Convert that tensor to a real floating-point dtype before exporting.",
-        )
-    return code
-
 
 # --------------------------------------------------------------------------
 # Inventory
@@ -279,57 +81,38 @@ class DcpChunk:
         return count
 
 
-def _has_draft_segment(fqn: str) -> bool:
-    return fqn.startswith("draft_model.") or ".draft_model." in fqn
-
-
-def _draft_keys(fqns: list[str]) -> list[str]:
-    # TorchSpec's wrapper keeps the draft as its `draft_model` attribute, so
-    # its weights are keyed `model_state.model.draft_model.<name>`; its own
-    # exporters keep what follows `draft_model.`
-    # (lightseekorg/TorchSpec tools/convert_to_hf.py@6f21829:222-247).
-    chosen = [k for k in fqns if _has_draft_segment(k)]
-    if chosen:
-        return chosen
-    for prefix in MODEL_PREFIXES:
-        chosen = [k for k in fqns if k.startswith(prefix)]
-        if chosen:
-            return chosen
-    return [k for k in fqns if not k.startswith(NON_MODEL_PREFIXES)]
-
-
 def _chunks_for(fqn: str, tensor_md: Any, storage: dict, root: Path, file_sizes: dict, shown: str) -> tuple[DcpChunk, ...]:
-    size = _ints(tensor_md.size)
+    size = int_tuple(tensor_md.size)
     chunks: list[DcpChunk] = []
     for chunk_md in tensor_md.chunks:
-        if not _is_record(chunk_md, "ChunkStorageMetadata"):
+        if not is_record(chunk_md, "ChunkStorageMetadata"):
             raise TypeError(f"a chunk is a {type(chunk_md).__name__}")
-        offsets, sizes = _ints(chunk_md.offsets), _ints(chunk_md.sizes)
+        offsets, sizes = int_tuple(chunk_md.offsets), int_tuple(chunk_md.sizes)
         if len(offsets) != len(size) or len(sizes) != len(size) or any(
             o < 0 or s < 0 or o + s > d for o, s, d in zip(offsets, sizes, size)
         ):
-            raise _corrupt(shown, f"{printable_name(fqn)}: chunk at {list(offsets)} of size {list(sizes)} "
+            raise corrupt_error(shown, f"{printable_name(fqn)}: chunk at {list(offsets)} of size {list(sizes)} "
                                   f"lies outside the tensor's shape {list(size)}", fqn)
         info = storage.get((fqn, offsets))
         if info is None:
-            raise _corrupt(shown, f"{printable_name(fqn)}: chunk at {list(offsets)} has no storage entry", fqn)
-        if not _is_record(info, "_StorageInfo"):
+            raise corrupt_error(shown, f"{printable_name(fqn)}: chunk at {list(offsets)} has no storage entry", fqn)
+        if not is_record(info, "_StorageInfo"):
             raise TypeError(f"a storage record is a {type(info).__name__}")
         relative, start, length = info.relative_path, info.offset, info.length
         if not is_plain_file_name(relative):
-            raise _corrupt(shown, f"{printable_name(fqn)}: storage file {printable_name(str(relative))!r} is not a "
+            raise corrupt_error(shown, f"{printable_name(fqn)}: storage file {printable_name(str(relative))!r} is not a "
                                   "plain file name inside the checkpoint folder; refusing to follow it", fqn)
         if getattr(info, "transform_descriptors", None):
-            raise _corrupt(shown, f"{printable_name(fqn)}: stored with transforms {list(info.transform_descriptors)}, "
+            raise corrupt_error(shown, f"{printable_name(fqn)}: stored with transforms {list(info.transform_descriptors)}, "
                                   "which dspark does not read", fqn)
         if relative not in file_sizes:
             file_path = root / relative
             file_sizes[relative] = file_path.stat().st_size if file_path.is_file() else None
         if file_sizes[relative] is None:
-            raise _corrupt(shown, f"{printable_name(fqn)}: storage file {relative} is missing", fqn)
+            raise corrupt_error(shown, f"{printable_name(fqn)}: storage file {relative} is missing", fqn)
         if not (isinstance(start, int) and isinstance(length, int) and start >= 0 and length > 0
                 and start + length <= file_sizes[relative]):
-            raise _corrupt(shown, f"{printable_name(fqn)}: byte range [{start}, {start}+{length}) runs outside "
+            raise corrupt_error(shown, f"{printable_name(fqn)}: byte range [{start}, {start}+{length}) runs outside "
                                   f"{relative} ({file_sizes[relative]:,} bytes)", fqn)
         chunks.append(DcpChunk(offsets, sizes, relative, start, length))
     _check_tiling(fqn, size, chunks, shown)
@@ -347,11 +130,11 @@ def _check_tiling(fqn: str, size: tuple[int, ...], chunks: list[DcpChunk], shown
         for n, a in enumerate(nonempty) for b in nonempty[n + 1:]
     )
     if overlap or sum(c.numel for c in nonempty) != numel or (numel and not nonempty):
-        raise _corrupt(shown, f"{printable_name(fqn)}: its {len(chunks)} chunks do not cover the tensor "
+        raise corrupt_error(shown, f"{printable_name(fqn)}: its {len(chunks)} chunks do not cover the tensor "
                               f"{list(size)} exactly once", fqn)
 
 
-def open_dcp(path: Path, *, config_path: Path | None = None) -> Checkpoint:
+def open_dcp(path: Path, fmt: str = "dcp", *, config_path: Path | None = None) -> Checkpoint:
     """Open a DCP checkpoint: metadata only, no tensor read, no torch."""
     location = locate_dcp(path)
     model_dir = location.model_dir
@@ -361,23 +144,23 @@ def open_dcp(path: Path, *, config_path: Path | None = None) -> Checkpoint:
     try:
         storage: dict[tuple[str, tuple[int, ...]], Any] = {}
         for index, info in metadata.storage_data.items():
-            if not _is_record(index, "MetadataIndex") or not isinstance(index.fqn, str):
+            if not is_record(index, "MetadataIndex") or not isinstance(index.fqn, str):
                 raise TypeError(f"a storage key is a {type(index).__name__}")
             offset = getattr(index, "offset", None)
-            storage[(index.fqn, _ints(offset) if offset is not None else ())] = info
+            storage[(index.fqn, int_tuple(offset) if offset is not None else ())] = info
     except (AttributeError, TypeError, ValueError) as exc:
-        raise _malformed(shown, exc) from None
+        raise malformed_error(shown, exc) from None
 
     config, config_file, config_findings, family, config_source = _draft_config(path, location, config_path)
 
     fqns = [k for k in metadata.state_dict_metadata if isinstance(k, str)]
-    draft = set(_draft_keys(fqns))
+    draft = set(draft_keys(fqns))
     entries: list[TensorEntry] = []
     left_behind: list[str] = []
     file_sizes: dict[str, int | None] = {}
     for fqn in fqns:
         tensor_md = metadata.state_dict_metadata[fqn]
-        if fqn not in draft or not _is_record(tensor_md, "TensorStorageMetadata"):
+        if fqn not in draft or not is_record(tensor_md, "TensorStorageMetadata"):
             left_behind.append(fqn)
             continue
         try:
@@ -385,13 +168,13 @@ def open_dcp(path: Path, *, config_path: Path | None = None) -> Checkpoint:
             entries.append(TensorEntry(
                 served_name=served_name_for(family, fqn),
                 stored_name=fqn,
-                dtype=_dtype_code(tensor_md.properties.dtype, file=shown, tensor=fqn),
-                shape=_ints(tensor_md.size),
+                dtype=dtype_code(tensor_md.properties.dtype, file=shown, tensor=fqn),
+                shape=int_tuple(tensor_md.size),
                 file=chunks[0].file if chunks else "",
                 locator=chunks,
             ))
         except (AttributeError, TypeError, ValueError) as exc:
-            raise _malformed(shown, exc, fqn) from None
+            raise malformed_error(shown, exc, fqn) from None
 
     findings: list[Finding] = [location.note] if location.note else []
     if left_behind:
@@ -472,7 +255,7 @@ class DcpReader:
         with open(self.root / chunk.file, "rb", buffering=0) as handle:
             saved = locate_saved_tensor(handle.fileno(), chunk.start, chunk.length, shown=shown, tensor=entry.stored_name)
         if saved.dtype != entry.dtype or saved.shape != chunk.sizes:
-            raise _corrupt(shown, f"{printable_name(entry.stored_name)}: chunk holds "
+            raise corrupt_error(shown, f"{printable_name(entry.stored_name)}: chunk holds "
                                   f"{TORCH_DTYPE_NAMES.get(saved.dtype, saved.dtype)}{list(saved.shape)}, the metadata "
                                   f"says {TORCH_DTYPE_NAMES.get(entry.dtype, entry.dtype)}{list(chunk.sizes)}",
                            entry.stored_name)

@@ -1,0 +1,346 @@
+"""The convert plan: everything `dspark convert` will do, decided before a
+byte is written.
+
+`plan_conversion(src, dst, options) -> ConvertPlan` reads the source's
+headers and decides every rename, drop, cast and shard, and the config to
+write (`schema/normalise.py`); the plan's findings say whether the output
+would pass `dspark check`. `convert.py` carries it out.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from dspark.converters.casting import CASTABLE, output_dtype
+from dspark.converters.destination import check_paths
+from dspark.converters.layouts.hf import CONFIG_NAME
+from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
+from dspark.converters.writers.safetensors import (
+    DEFAULT_MAX_SHARD_SIZE,
+    PlannedTensor,
+    ShardPlan,
+    natural_key,
+    parse_size,
+    plan_shards,
+)
+from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES
+from dspark.schema.errors import CheckpointError, UsageError
+from dspark.schema.families import DraftFamily
+from dspark.schema.findings import Finding, Severity, group_findings
+from dspark.schema.inventory import TensorEntry, has_control_characters, printable_name
+from dspark.schema.normalise import normalise_config
+from dspark.schema.rules import check_contract
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """What to convert to. `dtype` is a safetensors code or None (keep)."""
+
+    dtype: str | None = None
+    max_shard_size: int = parse_size(DEFAULT_MAX_SHARD_SIZE)
+    keep_skipped: bool = False
+    config_path: Path | None = None
+    force: bool = False
+    environ: Mapping[str, str] | None = None  # for the verification; os.environ when None
+
+    @classmethod
+    def from_flags(
+        cls,
+        *,
+        dtype: str = "keep",
+        max_shard_size: str | int = DEFAULT_MAX_SHARD_SIZE,
+        keep_skipped: bool = False,
+        config_path: Path | str | None = None,
+        force: bool = False,
+        environ: Mapping[str, str] | None = None,
+    ) -> "ConvertOptions":
+        """Options from the command line's spellings (`bfloat16`, `5GB`)."""
+        if dtype != "keep" and dtype not in CAST_TARGETS:
+            raise UsageError(
+                f"--dtype {dtype!r} is not one of keep, {', '.join(CAST_TARGETS)}.",
+                hint="Use --dtype bfloat16 for serving.",
+            )
+        return cls(
+            dtype=None if dtype == "keep" else CAST_TARGETS[dtype],
+            max_shard_size=parse_size(max_shard_size),
+            keep_skipped=keep_skipped,
+            config_path=Path(config_path) if config_path is not None else None,
+            force=force,
+            environ=environ,
+        )
+
+
+@dataclass(frozen=True)
+class TensorPlan:
+    """One tensor to write: where it comes from and what it becomes."""
+
+    source: TensorEntry
+    name: str
+    dtype: str
+    shard: str
+
+    @property
+    def renamed(self) -> bool:
+        return self.source.stored_name != self.name
+
+    @property
+    def cast(self) -> bool:
+        return self.source.dtype != self.dtype
+
+    @property
+    def planned(self) -> PlannedTensor:
+        return PlannedTensor(self.name, self.dtype, self.source.shape)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source.stored_name,
+            "source_file": self.source.file,
+            "source_dtype": self.source.dtype,
+            "dtype": self.dtype,
+            "shape": list(self.source.shape),
+            "shard": self.shard,
+            "nbytes": self.planned.nbytes,
+        }
+
+
+@dataclass(frozen=True)
+class DroppedTensor:
+    stored_name: str
+    served_name: str
+    reason: str
+    dtype: str
+    nbytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ConvertPlan:
+    """Everything `convert` will do, decided before a byte is written."""
+
+    source: str
+    destination: str
+    source_format: str
+    family: str
+    options: ConvertOptions
+    tensors: list[TensorPlan]
+    dropped: list[DroppedTensor]
+    shards: list[ShardPlan]
+    config: dict[str, Any]
+    config_source: str | None
+    config_changes: list[str]
+    findings: list[Finding]  # the source's notes + the contract on the planned output
+    replaces_existing: bool
+    checkpoint: Checkpoint = field(repr=False, compare=False, default=None)
+    # served name -> what the contract expects of it (roles for the value checks)
+    expected: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    @property
+    def renames(self) -> list[tuple[str, str]]:
+        return [(t.source.stored_name, t.name) for t in self.tensors if t.renamed]
+
+    @property
+    def casts(self) -> dict[str, dict[str, int]]:
+        """"F32->BF16" -> tensors, bytes in, bytes out."""
+        summary: dict[str, dict[str, int]] = {}
+        for tensor in self.tensors:
+            if tensor.cast:
+                row = summary.setdefault(f"{tensor.source.dtype}->{tensor.dtype}", {"tensors": 0, "bytes_in": 0, "bytes_out": 0})
+                row["tensors"] += 1
+                row["bytes_in"] += tensor.source.nbytes
+                row["bytes_out"] += tensor.planned.nbytes
+        return dict(sorted(summary.items()))
+
+    @property
+    def not_cast(self) -> list[str]:
+        """Tensors a --dtype left alone (integers, bool, fp8)."""
+        if self.options.dtype is None:
+            return []
+        return [t.name for t in self.tensors if t.source.dtype not in CASTABLE]
+
+    @property
+    def bytes_in(self) -> int:
+        return sum(t.source.nbytes for t in self.tensors)
+
+    @property
+    def bytes_out(self) -> int:
+        return sum(t.planned.nbytes for t in self.tensors)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "destination": self.destination,
+            "source_format": self.source_format,
+            "family": self.family,
+            "dtype": TORCH_DTYPE_NAMES[self.options.dtype] if self.options.dtype else "keep",
+            "max_shard_size": self.options.max_shard_size,
+            "keep_skipped": self.options.keep_skipped,
+            "replaces_existing": self.replaces_existing,
+            "config_source": self.config_source,
+            "tensors": [t.to_dict() for t in self.tensors],
+            "renames": [{"from": a, "to": b} for a, b in self.renames],
+            "dropped": [d.to_dict() for d in self.dropped],
+            "casts": self.casts,
+            "not_cast": self.not_cast,
+            "shards": [s.to_dict() for s in self.shards],
+            "config_changes": self.config_changes,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "findings": [f.to_dict() for f in self.findings],
+            "passed": not self.errors,
+        }
+
+
+
+def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | None = None) -> ConvertPlan:
+    """Read the source's headers and decide every rename, drop, cast and
+    shard. Raises `UsageError` for impossible paths and `CheckpointError`
+    for a source that cannot be converted; returns the plan, whose
+    `findings` say whether the output would pass `dspark check`."""
+    options = options or ConvertOptions()
+    src, dst = Path(src), Path(dst)
+    fmt = detect_format(src)
+    replaces = check_paths(src, dst, force=options.force)
+    checkpoint = open_checkpoint(src, config_path=_config_for(src, fmt, options.config_path))
+
+    _refuse_unconvertible(checkpoint)
+    family: DraftFamily = checkpoint.family
+
+    kept: list[tuple[TensorEntry, str]] = []
+    dropped: list[DroppedTensor] = []
+    owners: dict[str, TensorEntry] = {}
+    for entry in checkpoint.entries:
+        name = entry.served_name
+        reason = _drop_reason(family, name)
+        if reason and not options.keep_skipped:
+            dropped.append(DroppedTensor(entry.stored_name, name, reason, entry.dtype, entry.nbytes))
+            continue
+        _refuse_bad_name(entry, owners.get(name))
+        owners[name] = entry
+        kept.append((entry, output_dtype(entry.dtype, options.dtype)))
+    kept.sort(key=lambda item: natural_key(item[0].served_name))
+
+    shards = plan_shards(
+        [PlannedTensor(entry.served_name, dtype, entry.shape) for entry, dtype in kept], options.max_shard_size
+    )
+    shard_of = {t.name: s.file for s in shards for t in s.tensors}
+    tensors = [TensorPlan(entry, entry.served_name, dtype, shard_of[entry.served_name]) for entry, dtype in kept]
+    config, changes = normalise_config(checkpoint.config, family, [t.planned for t in tensors])
+
+    planned_entries = [
+        TensorEntry(t.name, t.name, t.dtype, t.source.shape, t.shard) for t in tensors
+    ]
+    environ = os.environ if options.environ is None else options.environ
+    contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ)
+    findings = group_findings([f for f in checkpoint.findings if f.severity is not Severity.ERROR] + contract.findings)
+
+    return ConvertPlan(
+        source=str(src),
+        destination=str(dst),
+        source_format=checkpoint.format,
+        family=family.name,
+        options=options,
+        tensors=tensors,
+        dropped=dropped,
+        shards=shards,
+        config=config,
+        config_source=str(checkpoint.config_path) if checkpoint.config_path else None,
+        config_changes=changes,
+        findings=findings,
+        replaces_existing=replaces,
+        checkpoint=checkpoint,
+        expected=contract.expected,
+    )
+
+
+def _config_for(src: Path, fmt: str, explicit: Path | None) -> Path | None:
+    """safetensors inputs: config.json beside the weights, else in the
+    folder above (DCP and .pt readers search upwards themselves)."""
+    if explicit is not None or not fmt.startswith("safetensors"):
+        return explicit
+    root = src if src.is_dir() else src.parent
+    if not (root / CONFIG_NAME).is_file() and (root.parent / CONFIG_NAME).is_file():
+        return root.parent / CONFIG_NAME
+    return None
+
+
+def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
+    if checkpoint.config is None:
+        finding = checkpoint.config_findings[0]
+        raise CheckpointError(
+            f"{checkpoint.source}: cannot convert without the draft's config: {finding.message}",
+            code=finding.code,
+            path=finding.file,
+            hint="Pass --config PATH/config.json, or put config.json beside the weights or in the folder above.",
+        )
+    if checkpoint.family is None:
+        config = checkpoint.config
+        raise CheckpointError(
+            f"{checkpoint.config_display}: model_type {config.get('model_type')!r} / architectures "
+            f"{config.get('architectures')!r} is not a known draft family, so the servable layout is unknown.",
+            code="CFG004",
+            path=checkpoint.config_display,
+            hint="Fix model_type/architectures in the config (k3_dspark / K3DSparkModel for a K3 draft).",
+        )
+    errors = [f for f in checkpoint.findings if f.severity is Severity.ERROR]
+    if errors:
+        raise error_from_findings(
+            errors,
+            f"{checkpoint.source}: the input's files are inconsistent: {{listed}}",
+            hint=f"Run `dspark check {checkpoint.source}` for the full report, fix the input, then convert.",
+        )
+
+
+def error_from_findings(errors: list[Finding], template: str, *, hint: str) -> CheckpointError:
+    """One error for a list of error findings: the first five in the message
+    (`{listed}` in `template`), all of them in `detail`, the first one's
+    code, file and tensor on the error."""
+    listed = "; ".join(f"{f.code} {f.message.rstrip('.')}" for f in errors[:5])
+    if len(errors) > 5:
+        listed += f" (and {len(errors) - 5} more)"
+    return CheckpointError(
+        template.replace("{listed}", listed),  # not format(): paths may hold braces
+        code=errors[0].code,
+        path=errors[0].file,
+        tensor=errors[0].tensor,
+        detail={"findings": [f.to_dict() for f in errors]},
+        hint=hint,
+    )
+
+
+def _drop_reason(family: DraftFamily, served_name: str) -> str | None:
+    if family.is_skipped(served_name):
+        return "skipped by the serving loader"
+    if family.is_training_only(served_name):
+        return "training-only"
+    return None
+
+
+def _refuse_bad_name(entry: TensorEntry, first: TensorEntry | None) -> None:
+    name = entry.served_name
+    if not name or has_control_characters(name):
+        raise CheckpointError(
+            f"{entry.file}: tensor name {printable_name(entry.stored_name)!r} is empty or holds control characters.",
+            code="SRC004",
+            path=entry.file,
+            tensor=entry.stored_name,
+            hint="Rename the tensor in the training code and re-export.",
+        )
+    if first is not None:
+        raise CheckpointError(
+            f"{first.file}: {printable_name(first.stored_name)} and {entry.file}: "
+            f"{printable_name(entry.stored_name)} both become {printable_name(name)}; convert cannot write both.",
+            code="INV006",
+            path=entry.file,
+            tensor=name,
+            hint="Remove one of them from the input (they differ only in wrapper prefixes).",
+        )

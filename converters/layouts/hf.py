@@ -1,0 +1,42 @@
+"""A Hugging Face-style checkpoint folder: the file names a serving loader
+looks for, and the file names dspark writes beside them.
+
+Every module that names one of these files imports the name from here. A
+file name read from an untrusted file (a shard index, DCP storage records,
+a manifest) must pass `is_plain_file_name` before a path is built from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+
+CONFIG_NAME = "config.json"
+SINGLE_SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+# A torch state dict: `torch.save`'s usual suffixes and HF's pytorch_model.bin.
+TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+# What `dspark convert` writes beside the weights: every tensor's file,
+# byte range and hash.
+MANIFEST_NAME = "dspark-manifest.json"
+
+
+def shard_file_name(index: int, count: int) -> str:
+    """The name of shard `index` (from 0) of `count`, as HF's sharding names it."""
+    if count == 1:
+        return SINGLE_SAFETENSORS
+    return f"model-{index + 1:05d}-of-{count:05d}.safetensors"
+
+
+def is_plain_file_name(name: Any) -> bool:
+    """A bare file name inside the checkpoint folder: no folder part (either
+    separator), not `.`/`..`, no NUL. Names read from untrusted files (a
+    shard index, DCP storage records, a manifest) must pass this before any
+    path is built from them."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and "\x00" not in name
+        and PurePosixPath(name).name == name
+        and PureWindowsPath(name).name == name
+    )

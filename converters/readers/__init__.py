@@ -1,0 +1,120 @@
+"""Every checkpoint format dspark reads, behind one registry.
+
+`open_checkpoint(path)` asks each registered reader, in order, whether the
+path is its format (file names only, nothing read), then opens it with
+that reader: headers only, no payload. A new format is one `ReaderSpec`
+and one module whose `open_*` function returns a `Checkpoint`
+(`readers/base.py`). A reader's module is imported only when its format is
+opened, so `dspark check` on a safetensors folder never loads the DCP or
+`.pt` code.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES
+from dspark.converters.layouts.torchspec import holds_dcp
+from dspark.converters.readers.base import Checkpoint, TensorReader
+from dspark.schema.errors import UsageError
+from dspark.schema.inventory import printable_name
+
+_CHECKPOINT_KINDS = "Pass a checkpoint folder, a .safetensors file or a .pt state dict."
+
+
+def _never(path: Path) -> bool:
+    return False
+
+
+def _single_torch_file(folder: Path) -> bool:
+    try:
+        found = [p for p in folder.iterdir() if p.suffix in TORCH_SUFFIXES and p.is_file()]
+    except OSError as error:
+        raise UsageError(
+            f"{printable_name(str(folder))}: cannot list the folder ({error.strerror or error}).",
+            hint="Check the folder's permissions.",
+        ) from None
+    return len(found) == 1
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    """One format: how to recognise it from file names, and the function
+    (`module:name`, imported when needed) that opens it as
+    `opener(path, format, *, config_path=None) -> Checkpoint`."""
+
+    format: str
+    claims_file: Callable[[Path], bool]
+    claims_folder: Callable[[Path], bool]
+    opener: str
+
+    def open(self, path: Path, *, config_path: Path | None) -> Checkpoint:
+        module, _, name = self.opener.partition(":")
+        return getattr(importlib.import_module(module), name)(path, self.format, config_path=config_path)
+
+
+# Asked in this order: a folder with an index is sharded even when it also
+# holds *.safetensors; weights beside a DCP folder win over it.
+READERS: tuple[ReaderSpec, ...] = (
+    ReaderSpec(
+        "safetensors-sharded",
+        claims_file=lambda p: p.name == SAFETENSORS_INDEX,
+        claims_folder=lambda p: (p / SAFETENSORS_INDEX).is_file(),
+        opener="dspark.converters.readers.safetensors:open_safetensors",
+    ),
+    ReaderSpec(
+        "safetensors",
+        claims_file=lambda p: p.suffix == ".safetensors",
+        claims_folder=lambda p: any(p.glob("*.safetensors")),
+        opener="dspark.converters.readers.safetensors:open_safetensors",
+    ),
+    ReaderSpec("dcp", claims_file=_never, claims_folder=holds_dcp, opener="dspark.converters.readers.dcp:open_dcp"),
+    ReaderSpec(
+        "pt",
+        claims_file=lambda p: p.suffix in TORCH_SUFFIXES,
+        claims_folder=_single_torch_file,
+        opener="dspark.converters.readers.pt:open_pt",
+    ),
+)
+FORMATS = tuple(spec.format for spec in READERS)
+
+
+def reader_for(path: Path) -> ReaderSpec:
+    """The reader whose format is at `path`, by file names only."""
+    if not path.exists():
+        raise UsageError(f"{printable_name(str(path))}: no such file or folder.", hint="Check the checkpoint path.")
+    if path.is_file():
+        spec = next((s for s in READERS if s.claims_file(path)), None)
+        if spec is None:
+            raise UsageError(f"{printable_name(str(path))}: not a checkpoint file dspark reads.", hint=_CHECKPOINT_KINDS)
+        return spec
+    if not path.is_dir():
+        raise UsageError(
+            f"{printable_name(str(path))}: neither a file nor a folder (a device, pipe or socket).",
+            hint=_CHECKPOINT_KINDS,
+        )
+    spec = next((s for s in READERS if s.claims_folder(path)), None)
+    if spec is None:
+        raise UsageError(
+            f"{printable_name(str(path))}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP "
+            ".metadata, training run (checkpoints/iter_N/) or single .pt file in it.",
+            hint="Pass the folder that holds the draft's weights and config.json.",
+        )
+    return spec
+
+
+def detect_format(path: Path) -> str:
+    """Name the format at `path` by looking at file names only."""
+    return reader_for(path).format
+
+
+def open_checkpoint(path: Path | str, *, config_path: Path | str | None = None) -> Checkpoint:
+    """Open a checkpoint for inspection: headers only, no payload read."""
+    path = Path(path)
+    return reader_for(path).open(path, config_path=Path(config_path) if config_path else None)
+
+
+__all__ = ["FORMATS", "READERS", "Checkpoint", "ReaderSpec", "TensorReader", "detect_format", "open_checkpoint", "reader_for"]

@@ -1,0 +1,212 @@
+"""Writing a folder so that it is either absent or complete.
+
+`write_atomically(destination, fill)` has `fill` write into a temporary
+folder beside the destination, then renames it into place; an error,
+SIGINT or SIGTERM removes the temporary folder instead. Files are written
+exclusively and fsynced (`write_json`, `write_all`), and so is the folder.
+`clean_stale_temporaries` removes what a killed run (SIGKILL, power loss)
+left behind. Nothing here knows what is written.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from dspark.schema.errors import UsageError
+
+TEMP_MARK = ".dspark-tmp-"
+OLD_MARK = ".dspark-old-"
+
+Result = TypeVar("Result")
+
+
+def write_atomically(
+    destination: Path,
+    fill: Callable[[Path], Result],
+    *,
+    replace: bool,
+    before_replace: Callable[[Path], None] | None = None,
+) -> Result:
+    """Run `fill(temporary_folder)`, then move the folder to `destination`
+    (replacing an existing one only with `replace`, and after
+    `before_replace(destination)` has not raised). Returns what `fill`
+    returned."""
+    destination = Path(os.path.abspath(destination))
+    parent = destination.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temporaries(destination)
+    temporary = parent / f".{destination.name}{TEMP_MARK}{os.getpid()}"
+    if temporary.exists():
+        shutil.rmtree(temporary)
+
+    with InterruptGuard() as guard:
+        try:
+            temporary.mkdir()
+            result = fill(temporary)
+            guard.commit(lambda: move_into_place(temporary, destination, replace=replace, before_replace=before_replace))
+        except BaseException:
+            guard.disarm()
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
+    return result
+
+
+def write_all(handle, data) -> None:
+    """Write every byte of `data` (a raw file's `write` may take fewer)."""
+    view = memoryview(data).cast("B")
+    while view:
+        done = handle.write(view)
+        view = view[done:]
+
+
+def write_json(path: Path, document) -> None:
+    """JSON with a stable layout, written exclusively and fsynced."""
+    # allow_nan=False: NaN and Infinity are not JSON; no reader of the output should have to accept them
+    data = (json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    with open(path, "xb", buffering=0) as handle:
+        write_all(handle, data)
+        os.fsync(handle.fileno())
+
+
+def fsync_dir(folder: Path) -> None:
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return  # platforms without directory handles
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def move_into_place(
+    temporary: Path, destination: Path, *, replace: bool, before_replace: Callable[[Path], None] | None = None
+) -> None:
+    exists = destination.exists() or destination.is_symlink()
+    if exists and not replace:
+        raise UsageError(f"{destination} appeared while converting; not replacing it.", hint="Pass --force to replace it.")
+    if not exists:
+        os.rename(temporary, destination)
+        fsync_dir(destination.parent)
+        return
+    if destination.is_dir() and not destination.is_symlink() and before_replace is not None:
+        # Again, now: files may have been put there while writing.
+        before_replace(destination)
+    old = destination.parent / f".{destination.name}{OLD_MARK}{os.getpid()}"
+    os.rename(destination, old)
+    try:
+        os.rename(temporary, destination)
+    except BaseException:
+        os.rename(old, destination)
+        raise
+    fsync_dir(destination.parent)
+    if old.is_symlink() or not old.is_dir():
+        old.unlink()
+    else:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def clean_stale_temporaries(destination: Path) -> list[Path]:
+    """Remove what a killed convert (SIGKILL, power loss) left beside
+    `destination`: its temporary folder, and a previous destination it had
+    moved aside (put back if the destination is missing)."""
+    removed: list[Path] = []
+    pattern = glob.escape(f".{destination.name}")
+    for mark in (TEMP_MARK, OLD_MARK):
+        for leftover in sorted(destination.parent.glob(f"{pattern}{mark}*")):
+            pid_text = leftover.name.rsplit(mark, 1)[-1]
+            if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
+                continue
+            if mark == OLD_MARK and not (destination.exists() or destination.is_symlink()):
+                os.rename(leftover, destination)
+                continue
+            shutil.rmtree(leftover, ignore_errors=True)
+            removed.append(leftover)
+    return removed
+
+
+class _Interrupted(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class InterruptGuard:
+    """SIGINT and SIGTERM raise inside the conversion (so the temporary
+    folder is removed) instead of killing it midway; both are held back
+    while the result is being moved into place. On the way out the previous
+    handlers come back and an interrupted run re-delivers its signal to
+    them (SIGINT -> KeyboardInterrupt; SIGTERM -> the default action, which
+    ends the process). Outside the main thread Python cannot install
+    handlers, and the guard does nothing."""
+
+    SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self._armed = False
+        self._pending: int | None = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self._armed:
+            self._armed = False
+            raise _Interrupted(signum)
+        self._pending = self._pending or signum
+
+    def __enter__(self) -> "InterruptGuard":
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            self._armed = True
+        return self
+
+    def disarm(self) -> None:
+        """From here on a signal is only noted (cleanup must finish)."""
+        self._armed = False
+
+    def commit(self, move: Callable[[], None]) -> None:
+        """Run `move` with the signals blocked, then hand them back."""
+        blocking = hasattr(signal, "pthread_sigmask") and bool(self._previous)
+        if blocking:
+            signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
+        try:
+            move()
+            self._armed = False
+            self._restore()
+        finally:
+            if blocking:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, self.SIGNALS)
+
+    def _restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._armed = False
+        self._restore()
+        signum = exc.signum if isinstance(exc, _Interrupted) else self._pending
+        if signum is None:
+            return False
+        if signum == getattr(signal, "SIGTERM", None):
+            signal.raise_signal(signum)  # the previous handler decides; by default the process ends here
+        raise KeyboardInterrupt from None
