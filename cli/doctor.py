@@ -23,13 +23,15 @@ def doctor(
     from dspark.converters.doctor import NOT_RUN, DoctorReport, DoctorRow, environment_rows, serving_kernels_row
 
     rows = environment_rows()
-    if importlib.util.find_spec("torch") is None:
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None:
         rows.append(DoctorRow("gpu", NOT_RUN, "not probed: torch is not installed"))
         rows.append(DoctorRow("triton kernel", NOT_RUN, "not run: torch is not installed"))
     else:
-        import torch
-
-        if not torch.cuda.is_available() and importlib.util.find_spec("triton") is not None:
+        if not torch.cuda.is_available() and _installed("triton"):
             # Without a GPU the kernel can only run in Triton's interpreter,
             # which Triton reads when the kernel module is imported.
             os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -41,3 +43,10 @@ def doctor(
     code = decide(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
     emit(Report(command="doctor", exit_code=code, document=report.to_dict(), data=report))
     raise typer.Exit(code)
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # hidden (None in sys.modules) or broken
+        return False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -48,9 +47,10 @@ def gate(
 
 def _smoke_runner():
     """The smoke test on this machine's GPU, or why there is none."""
-    if importlib.util.find_spec("torch") is None:
+    try:
+        import torch
+    except ImportError:
         return None, "not run: torch is not installed (pip install 'dspark[torch]')"
-    import torch
 
     if not torch.cuda.is_available():
         return None, "not run: no GPU here (the smoke runs on a GPU; `dspark smoke --device cpu` runs it slowly)"
