@@ -87,6 +87,9 @@ def verdict_segments(report: Report) -> list[Segment]:
         # the one line a quiet run prints: it says what failed and where
         if failing:
             text += f"; failed by {', '.join(failing)}"
+        failed_steps = [step.name for step in getattr(report.data, "steps", ()) if step.status == "failed"]
+        if failed_steps:
+            text += f"; failed step(s): {', '.join(failed_steps)}"
         if report.subject:
             text += f"  ({printable_name(report.subject)})"
     return [("bold green" if report.passed else "bold red", "PASS" if report.passed else "FAIL"), (None, text)]
