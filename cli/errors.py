@@ -54,7 +54,6 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
-
 @dataclass(frozen=True)
 class OutputSettings:
     """Where a run's report goes: `format` on stdout, or, with `file`, the

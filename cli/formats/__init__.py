@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import importlib
 import os
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.policy import JudgedFinding
 
-__all__ = ["ErrorInfo", "FORMATS", "JudgedFinding", "MACHINE_FORMATS", "Report", "judged", "format_module"]
+__all__ = ["FORMATS", "MACHINE_FORMATS", "ErrorInfo", "JudgedFinding", "Report", "artifact_path", "format_module", "judged"]
 
 FORMATS = ("human", "json", "sarif", "junit", "github")
 # Formats a program reads; `--output FILE` writes one of these.

@@ -260,3 +260,16 @@ def test_shell_completion_installs_and_answers(dspark_process):
     assert script.exit_code == 0 and "_DSPARK_COMPLETE=complete_bash" in script.stdout
     answer = dspark_process(env={"_DSPARK_COMPLETE": "complete_bash", "COMP_WORDS": "dspark ga", "COMP_CWORD": "1"})
     assert answer.exit_code == 0 and answer.stdout.split() == ["gate"]
+
+
+def test_a_waived_finding_is_a_suppressed_sarif_result_and_a_notice(dspark, tiny_draft, tmp_path):
+    draft = tiny_draft(defect="fc-norm-declared-not-shipped")
+    (tmp_path / "dspark.toml").write_text('[waive]\nFCN001 = "fc_norm ships in the next export"\n')
+    run = dspark("gate", draft, "--format", "sarif")
+    assert run.exit_code == EXIT_OK
+    document = run.json()
+    assert_valid_sarif(document)
+    (waived,) = [r for r in document["runs"][0]["results"] if r["ruleId"] == "FCN001"]
+    assert waived["suppressions"] == [{"kind": "external", "status": "accepted", "justification": "fc_norm ships in the next export"}]
+    notices = [line for line in dspark("gate", draft, "--format", "github").stdout.splitlines() if line.startswith("::notice")]
+    assert len(notices) == 1 and "title=dspark FCN001::" in notices[0] and "[waived: fc_norm ships in the next export]" in notices[0]
