@@ -7,10 +7,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide, output_format
-from dspark.cli.options import CheckpointArg, ConfigOption, EngineOption, FormatOption, OutputFormat
-from dspark.cli.render import print_report, progress_bar, render_check
-from dspark.converters.check import check_checkpoint
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
+from dspark.cli.formats import Report, judged
+from dspark.cli.options import (
+    CheckpointArg,
+    ConfigOption,
+    EngineOption,
+    FormatOption,
+    OutputFileOption,
+    OutputFormat,
+    QuietOption,
+)
+from dspark.cli.output import configure_output, emit
+from dspark.cli.terminal import progress_bar
+from dspark.converters.check import CheckReport, check_checkpoint
 
 
 def check(
@@ -36,18 +46,40 @@ def check(
             "(SRV001) is a note, not a failure. The default judges the folder as the engine will open it.",
         ),
     ] = False,
+    runtime: Annotated[
+        bool,
+        typer.Option(
+            "--runtime",
+            help="Also judge the serving kernels installed here: a draft with fc_norm needs "
+            "segmented_rmsnorm in the installed serving kernel package (RUN001).",
+        ),
+    ] = False,
     output: FormatOption = OutputFormat.human,
+    output_file: OutputFileOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Check a draft checkpoint against the serving contract (headers only unless --deep)."""
-    output_format.set(output.value)
-    with progress_bar(deep and output is OutputFormat.human, "scanning") as progress:
+    settings = configure_output("check", output.value, output_file, quiet)
+    with progress_bar(deep and settings.format == "human" and not quiet, "scanning") as progress:
         report = check_checkpoint(
             checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress,
             engine=engine, verdict="contents" if contents else "served",
         )
+    if runtime:
+        from dspark.converters.runtime import with_runtime_findings
+
+        report = with_runtime_findings(report)
     code = decide(EXIT_OK if report.passed(strict) else EXIT_CHECK_FAILED)
-    if output is OutputFormat.json:
-        print_report(report.to_dict(strict=strict), code)
-    else:
-        render_check(report, strict=strict)
+    emit(check_report("check", report, code, strict=strict))
     raise typer.Exit(code)
+
+
+def check_report(command: str, report: CheckReport, code: int, *, strict: bool = False) -> Report:
+    return Report(
+        command=command,
+        exit_code=code,
+        document=report.to_dict(strict=strict),
+        findings=judged(report.findings, strict=strict),
+        subject=report.checkpoint,
+        data=report,
+    )

@@ -4,23 +4,24 @@ Exit codes: 0 ok; 1 the checkpoint fails a check; 2 bad usage or unreadable
 input; 3 an internal error (a bug); 130 interrupted. Set DSPARK_DEBUG=1 for
 a traceback.
 
-Every error is told on stderr; under `--format json` stdout also gets one
-document with the keys every report has (`passed`, `exit_code`,
-`findings`) plus `error`, so a program reading stdout reads one shape
-whatever happened.
+Every error is told on stderr; under a machine `--format` (json, sarif,
+junit, github) stdout, or the `--output` file, also gets the error in that
+format: for json one document with the keys every report has (`passed`,
+`exit_code`, `findings`) plus `error`, so a program reading it reads one
+shape whatever happened.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
 from contextvars import ContextVar
-from typing import Any, Sequence
+from typing import Any
 
 import typer
 
+from dspark.cli.settings import OutputSettings, output_settings
 from dspark.schema.errors import (
     CheckpointError,
     DeviceUnavailableError,
@@ -51,10 +52,6 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (KeyboardInterrupt, EXIT_INTERRUPTED),
 )
 
-# The command sets this once it has parsed --format, so an error is
-# reported in the format the caller asked for. Before that (a usage error
-# is found while parsing) `requested_format` reads it off the command line.
-output_format: ContextVar[str] = ContextVar("output_format", default="human")
 
 # The exit code a command has decided on, set before it renders its report:
 # a reader that stops early (`dspark check ... | head -1`) closes the pipe
@@ -66,19 +63,6 @@ def decide(code: int) -> int:
     """Record a command's exit code before it renders (see `verdict`)."""
     verdict.set(code)
     return code
-
-
-def requested_format(args: Sequence[str]) -> str:
-    """The `--format` on a command line that may not parse."""
-    for index, arg in enumerate(args):
-        if arg == "--":
-            break
-        value = arg.partition("=")[2] if arg.startswith("--format=") else None
-        if arg == "--format" and index + 1 < len(args):
-            value = args[index + 1]
-        if value is not None:
-            return "json" if value == "json" else "human"
-    return "human"
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -102,10 +86,46 @@ def report_error(error: BaseException) -> int:
     if os.environ.get("DSPARK_DEBUG"):
         traceback.print_exception(error)
     message, hint = _message_and_hint(error)
-    _write_stderr(error, message, hint)
-    if output_format.get() == "json":
-        _write_stdout(json.dumps(error_document(error, code, message, hint), indent=2) + "\n")
+    settings = output_settings.get()
+    _write_stderr(error, message, hint, settings)
+    if settings.format != "human" or settings.file is not None:
+        _write_machine_error(error_report(error, code, message, hint, settings), settings)
     return code
+
+
+def error_report(error: BaseException, code: int, message: str, hint: str | None, settings: OutputSettings):
+    """The error as a report, for the machine formats."""
+    from dspark.cli.formats import ErrorInfo, Report, judged
+    from dspark.schema.findings import Finding as _Finding
+
+    document = error_document(error, code, message, hint)
+    findings = [_Finding(f["code"], f["message"], file=f["file"], tensor=f["tensor"], detail=f["detail"])
+                for f in document["findings"]]
+    return Report(
+        command=settings.command,
+        exit_code=code,
+        document=document,
+        findings=judged(findings),
+        error=ErrorInfo(**document["error"]),
+    )
+
+
+def _write_machine_error(report, settings: OutputSettings) -> None:
+    from dspark.cli.formats import format_module
+
+    if settings.file is None:
+        import io
+
+        text = io.StringIO()
+        format_module(settings.format).write(report, text)
+        _write_stdout(text.getvalue())
+        return
+    from dspark.cli.output import write_report_file
+
+    try:
+        write_report_file(settings.file, settings.format, report)
+    except (OSError, DsparkError):
+        pass  # told on stderr already; the exit code stands
 
 
 def _message_and_hint(error: BaseException) -> tuple[str, str | None]:
@@ -147,9 +167,9 @@ def error_document(error: BaseException, code: int, message: str, hint: str | No
     }
 
 
-def _write_stderr(error: BaseException, message: str, hint: str | None) -> None:
+def _write_stderr(error: BaseException, message: str, hint: str | None, settings: OutputSettings) -> None:
     try:
-        if isinstance(error, typer.TyperException) and output_format.get() != "json":
+        if isinstance(error, typer.TyperException) and settings.format == "human":
             # typer's own rendering: the usage line, where to get help, the error
             error.show()
             return

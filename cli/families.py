@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 import typer
 
-from dspark.cli.options import FormatOption, OutputFormat
+from dspark.cli.options import DataFormat, QuietOption
 from dspark.schema.engines import PROFILES
 from dspark.schema.families import FAMILIES
 
@@ -41,12 +42,17 @@ def contract_table() -> list[dict]:
     return rows
 
 
-def families(output: FormatOption = OutputFormat.human) -> None:
+def families(
+    output: Annotated[DataFormat, typer.Option("--format", help="human: a page to read; json: the table as data.")] = DataFormat.human,
+    quiet: QuietOption = False,
+) -> None:
     """List draft families x engine revisions x features, with the engine code each rule was read from."""
     rows = contract_table()
-    if output is OutputFormat.json:
+    if output is DataFormat.json:
         typer.echo(json.dumps(rows, indent=2))
         return
+    if quiet:
+        return  # nothing to judge, so nothing to say
     for row in rows:
         typer.echo(f"{row['family']} on {row['engine']} ({row['model_class']})")
         typer.echo(f"  model_type: {', '.join(row['model_types'])}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Sequence
 
@@ -9,8 +10,11 @@ import typer
 
 from dspark.cli.check import check
 from dspark.cli.convert import convert
-from dspark.cli.errors import EXIT_OK, output_format, report_error, requested_format
+from dspark.cli.doctor import doctor
+from dspark.cli.errors import EXIT_OK, report_error
+from dspark.cli.settings import output_settings, requested_output
 from dspark.cli.families import families
+from dspark.cli.gate import gate
 from dspark.cli.inspect_cmd import inspect
 from dspark.cli.smoke import smoke
 
@@ -18,6 +22,8 @@ app = typer.Typer(
     name="dspark",
     help="Check, convert and smoke-test speculative-decoding draft checkpoints before deploy.",
     no_args_is_help=True,
+    # --install-completion / --show-completion are typer's, added below so
+    # that typer's completion machinery is imported only when they are used.
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -27,12 +33,14 @@ app.command()(inspect)
 app.command()(convert)
 app.command()(smoke)
 app.command()(families)
+app.command()(gate)
+app.command()(doctor)
 
 
 def dspark_version() -> str:
-    from importlib.metadata import version as package_version
+    from dspark.cli.formats import dspark_version as installed_version
 
-    return package_version("dspark")
+    return installed_version()
 
 
 def _print_version(value: bool) -> None:
@@ -41,11 +49,30 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(EXIT_OK)
 
 
+def _completion(context: typer.Context, parameter: typer.CallbackParam, value: bool) -> None:
+    if not value or context.resilient_parsing:
+        return
+    from typer.completion import completion_init, install_callback, show_callback
+
+    completion_init()
+    (install_callback if parameter.name == "install_completion" else show_callback)(context, parameter, value)
+
+
 @app.callback()
 def _options(
     version: Annotated[
         bool,
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print the dspark version and exit."),
+    ] = False,
+    install_completion: Annotated[
+        bool,
+        typer.Option("--install-completion", callback=_completion, is_eager=True, expose_value=False,
+                     help="Install tab completion for the current shell (bash, zsh, fish, PowerShell)."),
+    ] = False,
+    show_completion: Annotated[
+        bool,
+        typer.Option("--show-completion", callback=_completion, is_eager=True, expose_value=False,
+                     help="Print the completion script for the current shell, to install it by hand."),
     ] = False,
 ) -> None:
     # Options of `dspark` itself, before the command; --version acts in its callback.
@@ -58,6 +85,10 @@ def version() -> None:
     typer.echo(dspark_version())
 
 
+COMPLETE_VARIABLE = "_DSPARK_COMPLETE"
+COMMANDS = ("check", "inspect", "convert", "smoke", "families", "gate", "doctor", "version")
+
+
 def run(args: Sequence[str]) -> int:
     """Run one command line and return its exit code.
 
@@ -68,9 +99,17 @@ def run(args: Sequence[str]) -> int:
     before the error could be answered in the format asked for. Here every
     exception goes to `report_error`, the one place errors are mapped.
     """
-    output_format.set(requested_format(args))
+    output_settings.set(requested_output(args, COMMANDS))
     try:
         command = typer.main.get_command(app)
+        if os.environ.get(COMPLETE_VARIABLE):
+            # A shell asking for completions, through the script that
+            # --install-completion wrote: typer's own main loop, which would
+            # answer it, is not used (see above).
+            from typer.completion import completion_init
+
+            completion_init()
+            command._main_shell_completion({}, "dspark", COMPLETE_VARIABLE)
         try:
             with command.make_context("dspark", list(args)) as context:
                 command.invoke(context)

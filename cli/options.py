@@ -12,6 +12,16 @@ import typer
 class OutputFormat(str, enum.Enum):
     human = "human"
     json = "json"
+    sarif = "sarif"
+    junit = "junit"
+    github = "github"
+
+
+class DataFormat(str, enum.Enum):
+    """For what is not a report (`dspark families`): a page or data."""
+
+    human = "human"
+    json = "json"
 
 
 CheckpointArg = Annotated[
@@ -20,7 +30,24 @@ CheckpointArg = Annotated[
 ]
 FormatOption = Annotated[
     OutputFormat,
-    typer.Option("--format", help="human: a report to read; json: the same report as data."),
+    typer.Option(
+        "--format",
+        help="human: a report to read; json: the same report as data (schema/report.schema.json); "
+        "sarif: SARIF 2.1.0; junit: JUnit XML; github: GitHub Actions annotations.",
+    ),
+]
+OutputFileOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--output",
+        metavar="FILE",
+        help="Write the machine report (--format, or by suffix: .json, .sarif, .xml) to FILE; "
+        "the terminal keeps the human one.",
+    ),
+]
+QuietOption = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="Print nothing on success and only the verdict line on failure."),
 ]
 ConfigOption = Annotated[
     Optional[Path],

@@ -236,6 +236,7 @@ def smoke_projection(
     taps: torch.Tensor | None = None,
     cast_order: str = "fp32",
     measure_time: bool = True,
+    tolerance: float | None = None,
 ) -> ProjectionSmokeResult:
     """Run a draft's context projection three ways and compare each with fp32.
 
@@ -255,6 +256,8 @@ def smoke_projection(
         cast_order: the segmented norm's cast order, ``"fp32"`` or ``"hf"``.
         measure_time: time the fused path on CUDA (norm alone, GEMM alone,
             whole projection).
+        tolerance: the largest relative RMS error a path may show (a gate's
+            policy); default :data:`REL_RMS_TOLERANCE` of the working dtype.
 
     Returns:
         A :class:`ProjectionSmokeResult`; nothing is raised for bad numbers.
@@ -314,7 +317,7 @@ def smoke_projection(
             acc += inverse_rms(tap, rms_norm_eps) * (tap @ folded_columns.t()).float()
         return segmented_rmsnorm(acc.to(dtype), ctx_norm_w, rms_norm_eps, cast_order=cast_order)
 
-    tolerance = REL_RMS_TOLERANCE[dtype]
+    tolerance = REL_RMS_TOLERANCE[dtype] if tolerance is None else tolerance
     checks = {
         name: PathCheck(name, error_stats(fn(), expected), tolerance)
         for name, fn in (("fused", fused), ("incremental", incremental), ("folded", folded))

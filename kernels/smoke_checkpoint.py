@@ -107,9 +107,11 @@ def smoke_checkpoint(
     seed: int = 0,
     config_path: Path | str | None = None,
     cast_order: str = "fp32",
+    tolerance: float | None = None,
 ) -> SmokeReport:
     """Run the checkpoint's context projection through the fused kernel and
-    compare it with an fp32 reference (see :mod:`dspark.kernels.smoke`)."""
+    compare it with an fp32 reference (see :mod:`dspark.kernels.smoke`).
+    `tolerance` replaces the working dtype's relative RMS bound."""
     device = resolve_device(device)
     checkpoint = open_checkpoint(path, config_path=config_path)
     family, num_segments, target_hidden, eps = _projection_shape(checkpoint)
@@ -136,6 +138,7 @@ def smoke_checkpoint(
             device=device,
             taps=taps,
             cast_order=cast_order,
+            tolerance=tolerance,
         )
     except ValueError as error:
         raise CheckpointError(

@@ -135,6 +135,9 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("SMK006", W, "the Triton kernel did not run; the torch reference computed the norm"),
     ("SMK007", I, "GPU timings of the norm and the whole projection"),
     ("SMK008", E, "projection weights or output are all zeros: nothing to compare"),
+    # `check --runtime`: the serving kernels installed where the check runs
+    ("RUN001", E, "fc_norm declared but the installed serving kernels lack segmented_rmsnorm"),
+    ("RUN002", I, "the serving kernel package installed here and what it exposes"),
 )
 
 

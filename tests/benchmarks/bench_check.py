@@ -150,7 +150,8 @@ class Runner:
             stack.append((depth, covered or counted))
         found = sorted(found, key=lambda row: -row[1])[:top]
         found.append(("dspark's own modules (self time)", sum(own for _, own, _, n in rows if n.startswith("dspark"))))
-        plumbing = {"dspark.cli.main", "dspark.cli.errors", "dspark.cli.options", "dspark.cli.render"}
+        plumbing = {"dspark.cli.main", "dspark.cli.errors", "dspark.cli.options", "dspark.cli.terminal",
+                    "dspark.cli.output", "dspark.cli.formats"}
         found += [
             (f"{name} (with what it imports)", cumulative)
             for _, _, cumulative, name in rows

@@ -1,0 +1,61 @@
+"""The github format: GitHub Actions workflow commands.
+
+Each failing finding becomes an `::error` annotation, each other warning a
+`::warning`, each waived finding a `::notice` that gives the waiver's reason;
+notes (info) are left out of the annotations. A last plain line gives the
+verdict. Values are escaped as the Actions toolkit escapes them
+(actions/toolkit, packages/core/src/command.ts): in the message `%`, CR and
+LF; in a property also `:` and `,`.
+"""
+
+from __future__ import annotations
+
+from dspark.cli.formats import JudgedFinding, Report, artifact_path
+from dspark.schema.findings import Severity, count_by_severity
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(kind: str, message: str, **properties: str | None) -> str:
+    props = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items() if value)
+    return f"::{kind}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def annotation(report: Report, judged: JudgedFinding) -> str | None:
+    finding = judged.finding
+    if judged.fails:
+        kind = "error"
+    elif judged.waived is not None:
+        kind = "notice"
+    elif finding.severity is Severity.WARNING:
+        kind = "warning"
+    else:
+        return None
+    message = finding.message
+    if finding.tensor and finding.tensor not in message:
+        message = f"{finding.tensor}: {message}"
+    if judged.waived is not None:
+        message += f" [waived: {judged.waived}]"
+    return command(kind, message, file=artifact_path(report.subject, finding.file), title=f"dspark {finding.code}")
+
+
+def write(report: Report, stream) -> None:
+    lines = []
+    if report.error is not None:
+        error = report.error
+        text = error.message + (f" {error.hint}" if error.hint else "")
+        lines.append(command("error", text, file=error.file, title=f"dspark {report.command or ''}".strip()))
+    lines += [line for line in (annotation(report, j) for j in report.findings) if line is not None]
+    counts = count_by_severity(j.finding for j in report.findings)
+    verdict = "PASS" if report.passed else "FAIL"
+    lines.append(
+        f"dspark {report.command or ''}: {verdict} ({counts['error']} error(s), {counts['warning']} warning(s), "
+        f"{counts['info']} note(s); exit {report.exit_code})"
+    )
+    stream.write("".join(line + "\n" for line in lines))

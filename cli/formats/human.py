@@ -1,0 +1,354 @@
+"""The human format: a page to read.
+
+One page per report kind (`PAGES`). On a terminal the pages use rich; on a
+pipe `write_lines` prints plain text, and rich lays tables out with no width
+limit (cli/terminal.py). Under `-q/--quiet` a report that passed prints
+nothing and one that failed prints its verdict line only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dspark.cli.formats import JudgedFinding, Report
+from dspark.cli.terminal import Segment, escape, human_bytes, stdout, write_lines
+from dspark.schema.findings import Finding, Severity, count_by_severity
+from dspark.schema.inventory import printable_name
+
+if TYPE_CHECKING:
+    from dspark.converters.check import CheckReport
+
+SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
+SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+def write(report: Report, stream=None) -> None:
+    """Print `report`'s page on stdout (`stream` is stdout: the page may use rich)."""
+    if report.error is not None:
+        return  # errors are told on stderr, by the one place that maps them
+    if report.quiet:
+        if not report.passed:
+            write_lines([verdict_segments(report)])
+        return
+    PAGES[report.page](report)
+
+
+# --------------------------------------------------------------------------
+# pieces every page uses
+
+
+def finding_line(finding: Finding) -> str:
+    """A finding as rich markup."""
+    style = SEVERITY_STYLE[finding.severity]
+    return f"[{style}]{finding.severity.value:<7}[/] [bold]{finding.code}[/] {escape(printable_name(finding.message))}"
+
+
+def finding_segments(finding: Finding, waived: str | None = None) -> list[Segment]:
+    segments: list[Segment] = [
+        (SEVERITY_STYLE[finding.severity], f"{finding.severity.value:<7}"),
+        (None, " "),
+        ("bold", finding.code),
+        (None, " " + printable_name(finding.message)),
+    ]
+    if waived is not None:
+        segments.append(("cyan", f"  [waived: {printable_name(waived)}]"))
+    return segments
+
+
+def findings_lines(findings: list[Finding], *, show_info: bool = True) -> list[list[Segment]]:
+    return [
+        finding_segments(finding)
+        for finding in sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
+        if show_info or finding.severity is not Severity.INFO
+    ]
+
+
+def judged_lines(findings: list[JudgedFinding]) -> list[list[Segment]]:
+    return [
+        finding_segments(j.finding, j.waived)
+        for j in sorted(findings, key=lambda j: (SEVERITY_ORDER[j.finding.severity], j.waived is not None))
+    ]
+
+
+def render_findings(findings: list[Finding], *, show_info: bool = True) -> None:
+    write_lines(findings_lines(findings, show_info=show_info))
+
+
+def verdict_segments(report: Report) -> list[Segment]:
+    """`PASS`/`FAIL` with the counts and, when it failed, the codes that failed it."""
+    findings = [j.finding for j in report.findings]
+    counts = count_by_severity(findings)
+    failing = sorted({j.finding.code for j in report.findings if j.fails})
+    waived = sum(1 for j in report.findings if j.waived is not None)
+    text = f"  {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+    if waived:
+        text += f", {waived} waived"
+    if report.quiet:
+        # the one line a quiet run prints: it says what failed and where
+        if failing:
+            text += f"; failed by {', '.join(failing)}"
+        failed_steps = [step.name for step in getattr(report.data, "steps", ()) if step.status == "failed"]
+        if failed_steps:
+            text += f"; failed step(s): {', '.join(failed_steps)}"
+        if report.subject:
+            text += f"  ({printable_name(report.subject)})"
+    return [("bold green" if report.passed else "bold red", "PASS" if report.passed else "FAIL"), (None, text)]
+
+
+# --------------------------------------------------------------------------
+# check and inspect
+
+
+def _summary_rows(report: CheckReport) -> list[tuple[str, str]]:
+    resolved = report.resolved
+    taps = ", ".join(str(t) for t in resolved.target_layer_ids) or "?"
+    if resolved.fc_norm:
+        fc_norm = f"on ({resolved.fc_norm_shipped} weights shipped)"
+    else:
+        fc_norm = f"off ({resolved.fc_norm_shipped} weights shipped)"
+    stream = resolved.stream or "unresolved"
+    return [
+        ("checkpoint", report.checkpoint),
+        ("format", report.format),
+        ("family", report.family or "unknown"),
+        ("draft layers", str(resolved.num_hidden_layers if resolved.num_hidden_layers is not None else "?")),
+        ("taps", f"{len(resolved.target_layer_ids)} [{taps}]"),
+        ("fc_norm", fc_norm),
+        ("aux_hidden_stream", f"{stream} ({resolved.stream_source})"),
+        ("tensors", f"{report.tensor_count} ({human_bytes(report.total_bytes)})"),
+    ]
+
+
+def _shown(value: str) -> str:
+    """A value for the page: non-printable characters escaped (a hostile
+    path cannot drive the terminal), rich markup neutralised."""
+    return escape(printable_name(value))
+
+
+def check_page(report: Report) -> None:
+    check: CheckReport = report.data
+    rows = _summary_rows(check)
+    if check.target:
+        rows.append(("target", check.target))
+    if check.payloads_read:
+        rows.append(("payload scanned", human_bytes(check.scanned_bytes)))
+    lines: list[list[Segment]] = [[("dim", f"{key:>18}"), (None, " " + printable_name(value))] for key, value in rows]
+    lines.append([])
+    lines += judged_lines(report.findings)
+    lines.append([])
+    verdict = verdict_segments(report)
+    strict = report.document.get("strict")
+    if strict and count_by_severity(j.finding for j in report.findings)["warning"]:
+        verdict.append((None, "  (--strict: warnings fail)"))
+    lines.append(verdict)
+    write_lines(lines)
+
+
+def inspect_page(report: Report) -> None:
+    from rich.table import Table  # only this page has tables; check stays cheap
+
+    check: CheckReport = report.data
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="dim", justify="right")
+    summary.add_column()
+    for key, value in _summary_rows(check):
+        summary.add_row(key, _shown(value))
+    stdout.print(summary)
+
+    dtypes = Table(title="bytes by dtype", title_justify="left", show_edge=False)
+    dtypes.add_column("dtype")
+    dtypes.add_column("bytes", justify="right")
+    for dtype, count in check.bytes_by_dtype.items():
+        dtypes.add_row(dtype, human_bytes(count))
+    stdout.print(dtypes)
+
+    files = Table(title="files", title_justify="left", show_edge=False)
+    files.add_column("file")
+    files.add_column("tensors", justify="right")
+    files.add_column("bytes", justify="right")
+    for summary_row in check.files:
+        files.add_row(_shown(summary_row.name), str(summary_row.tensors), human_bytes(summary_row.nbytes))
+    stdout.print(files)
+
+    if check.skipped:
+        skipped = Table(title="skipped by the serving loader", title_justify="left", show_edge=False)
+        skipped.add_column("tensor")
+        skipped.add_column("dtype")
+        skipped.add_column("bytes", justify="right")
+        for row in check.skipped:
+            skipped.add_row(_shown(row["name"]), row["dtype"], human_bytes(row["nbytes"]))
+        stdout.print(skipped)
+
+    counts = count_by_severity(check.findings)
+    if counts["error"] or counts["warning"]:
+        stdout.print(
+            f"\n[yellow]{counts['error']} error(s), {counts['warning']} warning(s):[/] "
+            f"run [bold]dspark check {_shown(check.checkpoint)}[/] for the findings."
+        )
+    else:
+        stdout.print("\n[green]no errors or warnings[/] (dspark check gives the full report)")
+
+
+# --------------------------------------------------------------------------
+# convert
+
+
+def _dtype_text(plan) -> str:
+    if not plan.casts:
+        return "keep" if plan.options.dtype is None else "nothing to cast"
+    return ", ".join(f"{row['tensors']} x {pair}" for pair, row in plan.casts.items())
+
+
+def plan_page(report: Report) -> None:
+    plan = report.data
+    where = "replaces the existing folder" if plan.replaces_existing else "new folder"
+    rows = [
+        ("source", f"{plan.source} ({plan.source_format}, {plan.family})"),
+        ("destination", f"{plan.destination} ({where})"),
+        ("config", plan.config_source or "-"),
+        ("casts", _dtype_text(plan)),
+        ("bytes", f"{human_bytes(plan.bytes_in)} read -> {human_bytes(plan.bytes_out)} written"),
+    ]
+    for key, value in rows:
+        stdout.print(f"[dim]{key:>12}[/] {escape(value)}")
+
+    stdout.print(f"\n[bold]tensors to write ({len(plan.tensors)})[/]  name, dtype, shape, shard, <- stored name when renamed")
+    width = max((len(printable_name(t.name)) for t in plan.tensors), default=0)
+    for tensor in plan.tensors:
+        dtype = f"{tensor.source.dtype}->{tensor.dtype}" if tensor.cast else tensor.dtype
+        renamed = f"  <- {printable_name(tensor.source.stored_name)}" if tensor.renamed else ""
+        line = f"  {printable_name(tensor.name):<{width}}  {dtype:<9}  {str(list(tensor.source.shape)):<14}  {tensor.shard}{renamed}"
+        stdout.print(escape(line))
+
+    if plan.dropped:
+        stdout.print(f"\n[bold]dropped ({len(plan.dropped)})[/]" + ("" if plan.options.keep_skipped else "  (--keep-skipped keeps them)"))
+        for dropped in plan.dropped:
+            stdout.print(f"  {escape(printable_name(dropped.stored_name))}  {dropped.dtype} {human_bytes(dropped.nbytes)}: {dropped.reason}")
+    if plan.not_cast:
+        stdout.print(f"\n[bold]not cast[/] (not floating point): {escape(', '.join(plan.not_cast))}")
+    stdout.print(f"\n[bold]shards ({len(plan.shards)})[/]  max {human_bytes(plan.options.max_shard_size)}")
+    for shard in plan.shards:
+        stdout.print(f"  {shard.file}  {len(shard.tensors)} tensors  {human_bytes(shard.file_bytes)}")
+    if plan.config_changes:
+        stdout.print(f"\n[bold]config.json changes ({len(plan.config_changes)})[/]")
+        for change in plan.config_changes:
+            stdout.print(f"  {escape(change)}")
+    stdout.print("\n[bold]the output, checked before it is written[/]")
+    render_findings(plan.findings, show_info=True)
+    if plan.errors:
+        stdout.print(f"\n[bold red]WOULD FAIL[/]  {len(plan.errors)} error(s); convert would write nothing.")
+    else:
+        stdout.print(f"\n[bold green]OK[/]  convert would write {len(plan.tensors)} tensors in {len(plan.shards)} shard(s).")
+
+
+def convert_page(report: Report) -> None:
+    done = report.data
+    plan = done.plan
+    stdout.print(f"[bold green]converted[/] {escape(plan.source)} -> {escape(plan.destination)}"
+                 + ("  (replaced the previous folder)" if plan.replaces_existing else ""))
+    lines = [
+        f"{len(plan.tensors)} tensors, {human_bytes(plan.bytes_out)} in {len(plan.shards)} shard(s) ({plan.source_format} -> safetensors, {plan.family})",
+        f"casts: {_dtype_text(plan)}",
+        f"renamed {len(plan.renames)}, dropped {len(plan.dropped)}"
+        + (f" ({', '.join(sorted({d.reason for d in plan.dropped}))})" if plan.dropped else ""),
+        f"config.json: {len(plan.config_changes)} change(s)",
+        f"verified: every value written was read (no NaN/Inf, no all-zero weights) and dspark check passes; "
+        f"dspark-manifest.json written ({done.seconds:.2f} s)",
+    ]
+    for line in lines:
+        stdout.print(f"  {escape(line)}")
+    notes = [f for f in plan.findings if f.code.startswith("SRC")] + done.warnings
+    for finding in notes:
+        if finding.severity is not Severity.ERROR:
+            stdout.print("  " + finding_line(finding))
+
+
+# --------------------------------------------------------------------------
+# smoke
+
+
+def smoke_page(report: Report) -> None:
+    smoke = report.data
+    r = smoke.result
+    rows = [
+        ("checkpoint", smoke.checkpoint),
+        ("family", smoke.family),
+        ("device", f"{smoke.device} ({r.kernel_backend})"),
+        ("taps", f"{smoke.tokens} x {r.num_segments} x {r.target_hidden} {str(r.dtype).removeprefix('torch.')}, {smoke.taps_source}"),
+        ("fc_norm", "on" if r.has_fc_norm else "off"),
+    ]
+    for key, value in rows:
+        stdout.print(f"[dim]{key:>11}[/] {escape(value)}")
+    stdout.print()
+    stdout.print(f"[dim]{'path':<12} {'rel RMS err':>12} {'max abs err':>12} {'cosine':>10}  within tolerance[/]")
+    for check in (r.fused, r.incremental, r.folded):
+        ok = "[green]yes[/]" if check.within_tolerance else "[red]no[/]"
+        stdout.print(
+            f"{check.name:<12} {check.rel_rms_error:>12.3e} {check.max_abs_error:>12.3e} "
+            f"{check.cosine_similarity:>10.6f}  {ok} (<= {check.tolerance:.0e})"
+        )
+    stdout.print()
+    render_findings(smoke.findings)
+    verdict = "[bold green]PASS[/]" if smoke.passed else "[bold red]FAIL[/]"
+    stdout.print(f"\n{verdict}")
+
+
+# --------------------------------------------------------------------------
+# gate and doctor
+
+STATUS_STYLE = {"passed": "green", "failed": "bold red", "skipped": "yellow", "ok": "green", "absent": "yellow",
+                "problem": "bold red", "not run": "yellow"}
+
+
+def _table(rows: list[tuple[str, str, str]], header: tuple[str, str, str]) -> list[list[Segment]]:
+    """Three columns as plain segments: no width limit, nothing cut."""
+    widths = [max(len(printable_name(row[i])) for row in [header, *rows]) for i in range(2)]
+    lines = [[("dim", f"{header[0]:<{widths[0]}}  {header[1]:<{widths[1]}}  {header[2]}")]]
+    for name, status, detail in rows:
+        lines.append([
+            (None, f"{printable_name(name):<{widths[0]}}  "),
+            (STATUS_STYLE.get(status), f"{status:<{widths[1]}}"),
+            (None, f"  {printable_name(detail)}"),
+        ])
+    return lines
+
+
+def gate_page(report: Report) -> None:
+    gate = report.data
+    lines: list[list[Segment]] = [
+        [("dim", f"{'draft':>8}"), (None, " " + printable_name(gate.checkpoint))],
+        [("dim", f"{'target':>8}"), (None, " " + printable_name(gate.target or "none"))],
+        [("dim", f"{'engine':>8}"), (None, " " + gate.engine)],
+        [("dim", f"{'policy':>8}"), (None, " " + printable_name(gate.policy.source or "none (defaults)"))],
+        [],
+    ]
+    shown = judged_lines([j for j in report.findings if j.fails or j.waived is not None
+                          or j.finding.severity is not Severity.INFO])
+    if gate.unused_waivers:
+        shown.append([("dim", f"note: waivers that matched no finding: {', '.join(gate.unused_waivers)}")])
+    lines += shown + ([[]] if shown else [])
+    lines += _table([(s.name, s.status, s.detail) for s in gate.steps], ("step", "result", "detail"))
+    lines.append([])
+    lines.append(verdict_segments(report))
+    write_lines(lines)
+
+
+def doctor_page(report: Report) -> None:
+    doctor = report.data
+    rows = [(row.name, row.status, row.detail) for row in doctor.rows]
+    lines = _table(rows, ("what", "state", "detail"))
+    lines.append([])
+    lines.append([("bold green", "OK") if report.passed else ("bold red", "PROBLEM"),
+                  (None, "  " + doctor.summary)])
+    write_lines(lines)
+
+
+PAGES = {
+    "check": check_page,
+    "inspect": inspect_page,
+    "plan": plan_page,
+    "convert": convert_page,
+    "smoke": smoke_page,
+    "gate": gate_page,
+    "doctor": doctor_page,
+}

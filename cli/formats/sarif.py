@@ -1,0 +1,89 @@
+"""The sarif format: SARIF 2.1.0 (OASIS), for code-scanning dashboards.
+
+One run; the tool's rules are the finding codes the results use, each with
+its title from schema/findings.py as description and help. A result's
+physical location is the file it is about (relative to the working
+directory where it lies below it, else an absolute file URI); its logical
+location is the tensor. A waived finding carries an accepted external
+suppression with the waiver's reason as justification. An error that ended
+the run is a tool execution notification of an unsuccessful invocation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from dspark.cli.formats import JudgedFinding, Report, artifact_path, dspark_version
+from dspark.cli.terminal import json_text
+from dspark.schema.findings import FINDING_CODES, Severity
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def artifact_location(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    if Path(path).is_absolute():
+        return {"uri": Path(path).as_uri()}
+    return {"uri": quote(Path(path).as_posix()), "uriBaseId": "%SRCROOT%"}
+
+
+def rule(code: str) -> dict[str, Any]:
+    spec = FINDING_CODES[code]
+    return {
+        "id": code,
+        "shortDescription": {"text": spec.title},
+        "fullDescription": {"text": spec.title},
+        "help": {"text": f"{code}: {spec.title}. dspark's README lists every finding code (section Finding codes)."},
+        "defaultConfiguration": {"level": LEVEL[spec.severity]},
+        "properties": {"group": code[:3]},
+    }
+
+
+def result(report: Report, judged: JudgedFinding, rule_index: int) -> dict[str, Any]:
+    finding = judged.finding
+    location: dict[str, Any] = {}
+    where = artifact_location(artifact_path(report.subject, finding.file))
+    if where is not None:
+        location["physicalLocation"] = {"artifactLocation": where}
+    if finding.tensor:
+        location["logicalLocations"] = [{"name": finding.tensor, "fullyQualifiedName": finding.tensor, "kind": "variable"}]
+    out: dict[str, Any] = {
+        "ruleId": finding.code,
+        "ruleIndex": rule_index,
+        "level": LEVEL[finding.severity],
+        "message": {"text": finding.message},
+        "properties": {"fails": judged.fails, "detail": finding.detail},
+    }
+    if location:
+        out["locations"] = [location]
+    if judged.waived is not None:
+        out["suppressions"] = [{"kind": "external", "status": "accepted", "justification": judged.waived}]
+    return out
+
+
+def document(report: Report) -> dict[str, Any]:
+    codes = list(dict.fromkeys(j.finding.code for j in report.findings))
+    index = {code: i for i, code in enumerate(codes)}
+    invocation: dict[str, Any] = {"executionSuccessful": report.error is None, "exitCode": report.exit_code}
+    if report.error is not None:
+        error = report.error
+        invocation["toolExecutionNotifications"] = [{
+            "level": "error",
+            "message": {"text": error.message + (f" {error.hint}" if error.hint else "")},
+            "descriptor": {"id": error.code or error.type},
+        }]
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": "dspark", "version": dspark_version(), "rules": [rule(c) for c in codes]}},
+        "invocations": [invocation],
+        "results": [result(report, j, index[j.finding.code]) for j in report.findings],
+        "properties": {"command": report.command, "passed": report.passed},
+    }
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+
+
+def write(report: Report, stream) -> None:
+    stream.write(json_text(document(report)))

@@ -1,0 +1,62 @@
+"""`dspark gate`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
+from dspark.cli.formats import Report
+from dspark.cli.options import EngineOption, FormatOption, OutputFileOption, OutputFormat, QuietOption
+from dspark.cli.output import configure_output, emit
+from dspark.cli.terminal import progress_bar
+
+
+def gate(
+    draft: Annotated[Path, typer.Argument(metavar="DRAFT", help="The draft folder to deploy.", show_default=False)],
+    target: Annotated[
+        Optional[Path], typer.Option("--target", help="Target model folder or its config.json.")
+    ] = None,
+    policy: Annotated[
+        Optional[Path],
+        typer.Option("--policy", metavar="FILE", help="The policy file (default: dspark.toml or pyproject.toml "
+                      "[tool.dspark], found from the working directory upward)."),
+    ] = None,
+    engine: EngineOption = None,
+    output: FormatOption = OutputFormat.human,
+    output_file: OutputFileOption = None,
+    quiet: QuietOption = False,
+) -> None:
+    """The pre-deploy gate: deep check, manifest, smoke on a GPU; one summary, one exit code."""
+    settings = configure_output("gate", output.value, output_file, quiet)
+    from dspark.converters.gate import run_gate
+    from dspark.converters.policy import load_policy
+
+    rules = load_policy(policy)
+    runner, reason = _smoke_runner()
+    with progress_bar(settings.format == "human" and not quiet, "checking") as progress:
+        report = run_gate(draft, target=target, policy=rules, engine=engine, smoke=runner,
+                          no_smoke_reason=reason, progress=progress)
+    code = decide(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
+    emit(Report(command="gate", exit_code=code, document=report.to_dict(), findings=report.judged,
+                subject=report.checkpoint, data=report))
+    raise typer.Exit(code)
+
+
+def _smoke_runner():
+    """The smoke test on this machine's GPU, or why there is none."""
+    try:
+        import torch
+    except ImportError:
+        return None, "not run: torch is not installed (pip install 'dspark[torch]')"
+
+    if not torch.cuda.is_available():
+        return None, "not run: no GPU here (the smoke runs on a GPU; `dspark smoke --device cpu` runs it slowly)"
+    from dspark.kernels.smoke_checkpoint import smoke_checkpoint
+
+    def run(path, smoke_policy):
+        return smoke_checkpoint(path, device="cuda", tokens=smoke_policy.tokens, tolerance=smoke_policy.tolerance)
+
+    return run, ""

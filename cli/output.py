@@ -1,0 +1,66 @@
+"""Where a command's report goes: the format on stdout, or with `--output
+FILE` the machine report in FILE and the human page on the terminal."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from dspark.cli.settings import OutputSettings, output_settings
+from dspark.cli.formats import FORMAT_BY_SUFFIX, MACHINE_FORMATS, Report, format_module
+from dspark.schema.errors import UsageError
+
+
+def configure_output(command: str, output_format: str, file: Path | None, quiet: bool) -> OutputSettings:
+    """Record what the command line asked for (errors are told the same
+    way); `--output` with the human format takes the format from the file's
+    suffix."""
+    if file is not None and output_format == "human":
+        inferred = FORMAT_BY_SUFFIX.get(file.suffix.lower())
+        if inferred is None:
+            settings = OutputSettings("human", None, quiet, command)
+            output_settings.set(settings)
+            raise UsageError(
+                f"--output {file}: which format? Name one with --format ({', '.join(MACHINE_FORMATS)}) "
+                f"or end the file name in {', '.join(FORMAT_BY_SUFFIX)}.",
+            )
+        output_format = inferred
+    settings = OutputSettings(output_format, file, quiet, command)
+    output_settings.set(settings)
+    return settings
+
+
+def emit(report: Report) -> None:
+    """Hand `report` to the format(s) the command line asked for."""
+    settings = output_settings.get()
+    report.quiet = settings.quiet
+    if settings.file is not None:
+        write_report_file(settings.file, settings.format, report)
+        format_module("human").write(report)
+        return
+    if settings.format == "human":
+        format_module("human").write(report)
+        return
+    format_module(settings.format).write(report, sys.stdout)
+    sys.stdout.flush()
+
+
+def write_report_file(path: Path, output_format: str, report: Report) -> None:
+    """Write the report whole or not at all: a CI step that reads the file
+    never sees half of it."""
+    text = io.StringIO()
+    format_module(output_format).write(report, text)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"--output {path}: the folder {folder} does not exist.", path=str(path))
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text.getvalue())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,58 @@
+"""The pre-commit hook: `dspark check` on every draft folder a commit touches.
+
+pre-commit passes the changed files that match the hook's `files` pattern;
+their folders that hold a `config.json` are the drafts to check, each once,
+with the hook's `args` (dspark check options) before them. The exit code is
+the worst of the checks.
+
+    python -m dspark.cli.precommit [CHECK OPTIONS] FILE...
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from dspark.cli.main import run
+
+# dspark check options that take a value: what follows them is no file.
+VALUE_OPTIONS = {"--target", "--engine", "--config", "--format", "--output"}
+
+
+def split_arguments(args: Sequence[str]) -> tuple[list[str], list[Path]]:
+    options, files = [], []
+    taking_value = False
+    for arg in args:
+        if taking_value:
+            options.append(arg)
+            taking_value = False
+        elif arg.startswith("-"):
+            options.append(arg)
+            taking_value = arg in VALUE_OPTIONS
+        else:
+            files.append(Path(arg))
+    return options, files
+
+
+def draft_folders(files: Sequence[Path]) -> list[Path]:
+    """The folders of `files` that are drafts (a `config.json` beside the weights), in order, once each."""
+    folders = []
+    for file in files:
+        folder = file if file.is_dir() else file.parent
+        if (folder / "config.json").is_file() and folder not in folders:
+            folders.append(folder)
+    return folders
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options, files = split_arguments(sys.argv[1:] if argv is None else argv)
+    worst = 0
+    for folder in draft_folders(files):
+        code = run(["check", str(folder), *options])
+        worst = max(worst, code)
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())

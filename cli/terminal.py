@@ -1,0 +1,162 @@
+"""The terminal: whether to colour, the rich console, plain lines, progress.
+
+rich is imported only when something is drawn with it: `dspark check` in CI
+writes to a pipe, and importing rich's console and markup machinery would
+cost it a sixth of its start-up. Lines are built as styled segments;
+`write_lines` prints them through rich when colour is wanted and as plain
+text otherwise.
+
+Colour follows https://no-color.org and https://force-color.org: a
+non-empty `NO_COLOR` turns it off; a non-empty `FORCE_COLOR` turns it on
+even on a pipe, and wins over `NO_COLOR` (force-color.org's reference code
+checks it second). `FORCE_COLOR=0` is read as Node's tools read it, colour
+level 0: off; nobody writes 0 to mean "on". Colour never changes the
+layout: output that is not a terminal gets every path in full, however
+narrow the CI log.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import sys
+from contextlib import contextmanager
+from typing import Any
+
+# (rich style or None, text): a piece of a line, never parsed as markup.
+Segment = tuple[str | None, str]
+
+# Width rich lays out a page in when stdout is not a terminal: wide enough
+# that no path or tensor name is ever cut to `…` in a CI log.
+UNBOUNDED_WIDTH = 100_000
+
+
+def _isatty(stream) -> bool:
+    try:
+        return hasattr(stream, "isatty") and stream.isatty()
+    except ValueError:  # closed
+        return False
+
+
+def colour_wanted(stream=None) -> bool:
+    stream = sys.stdout if stream is None else stream
+    force = os.environ.get("FORCE_COLOR", "")
+    if force and force != "0":
+        return True
+    if os.environ.get("NO_COLOR") or force == "0":
+        return False
+    return _isatty(stream)
+
+
+def is_interactive(stream=None) -> bool:
+    """A person at a terminal: progress bars and the terminal's width."""
+    return _isatty(sys.stdout if stream is None else stream)
+
+
+@functools.lru_cache(maxsize=None)
+def console():
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1 here, as if the checkpoint had failed; the
+            # closed pipe goes to the one place that maps errors instead.
+            self.quiet = True
+            raise BrokenPipeError
+
+    colour = colour_wanted()
+    return _Console(
+        # emoji=False: a tensor named `x:fire:y` must print as it is named.
+        highlight=False, soft_wrap=True, emoji=False,
+        force_terminal=colour, no_color=not colour, color_system="auto" if colour else None,
+        width=None if is_interactive() else UNBOUNDED_WIDTH,
+    )
+
+
+class _LazyConsole:
+    """`stdout.print(...)` for the pages that always use rich (inspect's
+    tables, convert, smoke); rich is imported on first use."""
+
+    def __getattr__(self, name: str):
+        return getattr(console(), name)
+
+
+stdout = _LazyConsole()
+
+
+def escape(text: str) -> str:
+    """rich's markup escape, imported when needed."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def write_lines(lines: list[list[Segment]]) -> None:
+    if colour_wanted():
+        from rich.text import Text
+
+        for segments in lines:
+            console().print(Text.assemble(*[(text, style) if style else text for style, text in segments]))
+        return
+    sys.stdout.write("".join("".join(text for _, text in segments) + "\n" for segments in lines))
+    sys.stdout.flush()
+
+
+def strict_json(value: Any) -> Any:
+    """NaN and Inf are not JSON; they are written as null so that every
+    consumer can parse the report (the finding says what was non-finite)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(item) for item in value]
+    return value
+
+
+def json_text(document: Any) -> str:
+    return json.dumps(strict_json(document), indent=2, allow_nan=False) + "\n"
+
+
+def human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.2f} {unit}"
+        value /= 1024
+    return f"{count} B"
+
+
+# Payloads under this size stream faster than a bar can draw.
+PROGRESS_MIN_BYTES = 256 * 1024 * 1024
+
+
+@contextmanager
+def progress_bar(wanted: bool, label: str):
+    """A `progress` callable for the library (called once with the total
+    bytes, it returns a callable told each chunk's size) that draws a bar on
+    a terminal once the payload is large enough. The bar is gone when the
+    block ends, whether the work finished, stopped short or failed."""
+    bars = []
+
+    def start(total: int):
+        if total < PROGRESS_MIN_BYTES or not is_interactive():
+            return None
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+        bar = Progress(
+            label, BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+            console=console(), transient=True,
+        )
+        task = bar.add_task(label, total=total)
+        bars.append(bar)
+        bar.start()
+        return lambda count: bar.update(task, advance=count)
+
+    try:
+        yield start if wanted else None
+    finally:
+        for bar in bars:
+            bar.stop()

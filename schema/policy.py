@@ -1,0 +1,178 @@
+"""A deploy gate's policy, and the decision it makes on findings.
+
+The policy is data a team keeps beside its drafts (`[tool.dspark]` in
+pyproject.toml, or dspark.toml; converters/policy.py reads the file):
+
+    engine = "tokenspeed@pr1031"          # the engine whose loader is the contract
+    require_target = true                 # the gate refuses to run without --target
+    fail_on_warnings = true               # or a list of warning codes: ["INV007", "PAY006"]
+
+    [waive]                               # code = "reason" (the reason is mandatory)
+    TGT003 = "the engine never compares layer counts; tracked in INFRA-123"
+
+    [smoke]
+    tolerance = 0.02                      # relative RMS error the fused path may show
+    tokens = 4096                         # rows of synthetic taps
+    required = false                      # true: no GPU here fails the gate
+
+A key the policy does not know is an error naming it: a misspelt waiver
+must never silently waive nothing, nor a misspelt `fail_on_warnings` let
+warnings through. Pure: this module opens no file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from dspark.schema.errors import UsageError
+from dspark.schema.findings import FINDING_CODES, Finding, Severity
+
+
+class PolicyError(UsageError):
+    """The policy cannot be applied as written (exit 2)."""
+
+
+@dataclass(frozen=True)
+class SmokePolicy:
+    tolerance: float | None = None
+    tokens: int | None = None
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Policy:
+    source: str | None = None  # where it was read; None: the defaults
+    engine: str | None = None
+    require_target: bool = False
+    # True: every warning fails; a set: the warnings of these codes fail
+    fail_on_warnings: bool | frozenset[str] = False
+    waivers: Mapping[str, str] = field(default_factory=dict)  # code -> reason
+    smoke: SmokePolicy = SmokePolicy()
+
+    def to_dict(self) -> dict[str, Any]:
+        fail = self.fail_on_warnings
+        return {
+            "source": self.source,
+            "engine": self.engine,
+            "require_target": self.require_target,
+            "fail_on_warnings": sorted(fail) if isinstance(fail, frozenset) else fail,
+            "waivers": [{"code": code, "reason": reason} for code, reason in self.waivers.items()],
+            "smoke": {"tolerance": self.smoke.tolerance, "tokens": self.smoke.tokens, "required": self.smoke.required},
+        }
+
+
+@dataclass(frozen=True)
+class JudgedFinding:
+    """A finding and what the run made of it."""
+
+    finding: Finding
+    fails: bool
+    waived: str | None = None  # the policy's reason, when a waiver covers it
+
+
+POLICY_KEYS = ("engine", "require_target", "fail_on_warnings", "waive", "smoke")
+SMOKE_KEYS = ("tolerance", "tokens", "required")
+
+
+def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
+    """A `Policy` from the table read from `source`; `PolicyError` names
+    the first key it cannot use and says what it takes."""
+    where = source or "the policy"
+
+    def fail(key: str, problem: str) -> PolicyError:
+        return PolicyError(f"{where}: {key}: {problem}", path=source,
+                           hint="The policy keys are documented in the README (section dspark gate).")
+
+    unknown = [key for key in table if key not in POLICY_KEYS]
+    if unknown:
+        raise fail(unknown[0], f"unknown policy key. Known: {', '.join(POLICY_KEYS)}.")
+
+    engine = table.get("engine")
+    if engine is not None:
+        if not isinstance(engine, str):
+            raise fail("engine", f"must be a string such as 'tokenspeed@pr1031', not {engine!r}.")
+        from dspark.schema.engines import engine_by_spec
+
+        try:
+            engine_by_spec(engine)
+        except UsageError as error:
+            raise fail("engine", f"{engine!r} is not an engine dspark models. {error.hint or ''}".strip()) from None
+
+    require_target = table.get("require_target", False)
+    if not isinstance(require_target, bool):
+        raise fail("require_target", f"must be true or false, not {require_target!r}.")
+
+    fail_on = table.get("fail_on_warnings", False)
+    if isinstance(fail_on, list):
+        for code in fail_on:
+            _known_code(code, "fail_on_warnings", fail)
+        fail_on = frozenset(fail_on)
+    elif not isinstance(fail_on, bool):
+        raise fail("fail_on_warnings", f"must be true, false or a list of finding codes, not {fail_on!r}.")
+
+    waive = table.get("waive", {})
+    if not isinstance(waive, Mapping):
+        raise fail("waive", 'must be a table of CODE = "reason".')
+    waivers = {}
+    for code, reason in waive.items():
+        _known_code(code, f"waive.{code}", fail)
+        if not isinstance(reason, str) or not reason.strip():
+            raise fail(f"waive.{code}", "a waiver needs a reason: CODE = \"why this finding may ship\".")
+        waivers[code] = reason.strip()
+
+    smoke_table = table.get("smoke", {})
+    if not isinstance(smoke_table, Mapping):
+        raise fail("smoke", "must be a table (tolerance, tokens, required).")
+    unknown = [key for key in smoke_table if key not in SMOKE_KEYS]
+    if unknown:
+        raise fail(f"smoke.{unknown[0]}", f"unknown policy key. Known: {', '.join(SMOKE_KEYS)}.")
+    tolerance = smoke_table.get("tolerance")
+    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                                  or not math.isfinite(tolerance) or tolerance <= 0):
+        raise fail("smoke.tolerance", f"must be a number > 0, not {tolerance!r}.")
+    tokens = smoke_table.get("tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+        raise fail("smoke.tokens", f"must be an integer >= 1, not {tokens!r}.")
+    required = smoke_table.get("required", False)
+    if not isinstance(required, bool):
+        raise fail("smoke.required", f"must be true or false, not {required!r}.")
+
+    return Policy(
+        source=source,
+        engine=engine,
+        require_target=require_target,
+        fail_on_warnings=fail_on,
+        waivers=waivers,
+        smoke=SmokePolicy(float(tolerance) if tolerance is not None else None, tokens, required),
+    )
+
+
+def _known_code(code: Any, key: str, fail) -> None:
+    if not isinstance(code, str) or code not in FINDING_CODES:
+        raise fail(key, f"{code!r} is not a finding code (see the README's finding-codes table).")
+
+
+def judge(findings: Iterable[Finding], policy: Policy) -> list[JudgedFinding]:
+    """What each finding does to the gate: an error fails it, a warning
+    fails it when `fail_on_warnings` names it (or is true), and a waived
+    finding fails nothing, whatever its severity; its reason is kept."""
+    judged = []
+    for finding in findings:
+        waived = policy.waivers.get(finding.code)
+        if waived is not None:
+            judged.append(JudgedFinding(finding, False, waived))
+            continue
+        fails = finding.severity is Severity.ERROR
+        if finding.severity is Severity.WARNING:
+            fail_on = policy.fail_on_warnings
+            fails = fail_on is True or (isinstance(fail_on, frozenset) and finding.code in fail_on)
+        judged.append(JudgedFinding(finding, fails))
+    return judged
+
+
+def unused_waivers(findings: Iterable[Finding], policy: Policy) -> list[str]:
+    """Waived codes no finding has: a waiver left behind after its cause was fixed."""
+    found = {f.code for f in findings}
+    return [code for code in policy.waivers if code not in found]

@@ -1,0 +1,185 @@
+"""`dspark gate`: the policy file found and read, the steps, the one exit
+code; the smoke step run through a real smoke on the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
+from dspark.converters.gate import run_gate
+from dspark.converters.policy import find_policy_file, load_policy
+from dspark.schema.errors import UsageError
+from dspark.schema.policy import Policy, SmokePolicy, parse_policy
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# --------------------------------------------------------------------------
+# finding and reading the policy
+
+
+def test_the_policy_is_found_from_the_working_directory_upward(tmp_path):
+    write(tmp_path / "repo" / "pyproject.toml", '[project]\nname = "x"\n\n[tool.dspark]\nfail_on_warnings = true\n')
+    start = tmp_path / "repo" / "drafts" / "k3"
+    start.mkdir(parents=True)
+    assert find_policy_file(start) == tmp_path / "repo" / "pyproject.toml"
+    policy = load_policy(start=start)
+    assert policy.fail_on_warnings is True and policy.source.endswith("pyproject.toml [tool.dspark]")
+    # a dspark.toml nearer wins; a pyproject without [tool.dspark] is passed over
+    write(tmp_path / "repo" / "drafts" / "pyproject.toml", '[project]\nname = "dspark-drafts"\n')
+    write(tmp_path / "repo" / "drafts" / "k3" / "dspark.toml", 'require_target = true\n')
+    assert find_policy_file(start) == start / "dspark.toml"
+    assert find_policy_file(tmp_path / "repo" / "drafts") == tmp_path / "repo" / "pyproject.toml"
+
+
+def test_no_policy_is_the_defaults(tmp_path):
+    assert find_policy_file(tmp_path) is None
+    assert load_policy(start=tmp_path) == Policy()
+
+
+def test_a_named_policy_file_is_read(tmp_path):
+    path = write(tmp_path / "gate.toml", '[waive]\nINV007 = "fp32 on purpose"\n[smoke]\ntokens = 16\n')
+    policy = load_policy(path)
+    assert policy.waivers == {"INV007": "fp32 on purpose"} and policy.smoke.tokens == 16
+
+
+@pytest.mark.parametrize("text", ["fail_on_warnings = [\n", "waive = 3\n"], ids=["not-toml", "bad-value"])
+def test_a_policy_that_cannot_be_read_is_a_usage_error(tmp_path, text):
+    with pytest.raises(UsageError) as refused:
+        load_policy(write(tmp_path / "dspark.toml", text))
+    assert "dspark.toml" in refused.value.message
+
+
+# --------------------------------------------------------------------------
+# the gate, from the command line
+
+
+def test_the_gate_passes_the_example_with_smoke_skipped_without_a_gpu(dspark, tiny_draft):
+    run = dspark("gate", tiny_draft())
+    assert run.exit_code == EXIT_OK, run.stdout + run.stderr
+    assert "PASS" in run.stdout.splitlines()[-1]
+    rows = {line.split()[0]: line.split()[1] for line in run.stdout.splitlines() if line.split()[:1] in (["check"], ["manifest"], ["smoke"])}
+    assert rows["check"] == "passed" and rows["manifest"] == "skipped"
+    assert rows["smoke"] == ("passed" if _gpu() else "skipped")
+
+
+def _gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def test_the_gate_fails_what_check_deep_fails(dspark, tiny_draft):
+    run = dspark("gate", tiny_draft(defect="nan"), "--format", "json")
+    assert run.exit_code == EXIT_CHECK_FAILED
+    document = run.json()
+    assert document["steps"][0] == {"name": "check", "status": "failed", "detail": document["steps"][0]["detail"]}
+    assert "PAY001" in document["steps"][0]["detail"]
+    assert document["steps"][2]["status"] == "skipped" and "check failed" in document["steps"][2]["detail"]
+
+
+def test_a_waived_error_passes_the_gate_and_the_reason_is_printed(dspark, tiny_draft, tmp_path):
+    draft = tiny_draft(defect="fc-norm-declared-not-shipped")
+    write(tmp_path / "pyproject.toml", '[tool.dspark.waive]\nFCN001 = "served by an engine without fc_norm until INFRA-7"\n')
+    run = dspark("gate", draft)
+    assert run.exit_code == EXIT_OK
+    assert "FCN001" in run.stdout and "[waived: served by an engine without fc_norm until INFRA-7]" in run.stdout
+    assert "1 waived" in run.stdout.splitlines()[-1]
+    (tmp_path / "pyproject.toml").unlink()
+    assert dspark("gate", draft).exit_code == EXIT_CHECK_FAILED
+
+
+def test_a_waiver_turns_a_failing_gate_into_a_passing_one(dspark, tiny_draft, tmp_path):
+    draft = tiny_draft(dtype="float32")
+    write(tmp_path / "dspark.toml", "fail_on_warnings = true\n")
+    assert dspark("gate", draft).exit_code == EXIT_CHECK_FAILED
+    write(tmp_path / "dspark.toml", 'fail_on_warnings = true\n[waive]\nINV007 = "fp32 is what this draft serves in"\n')
+    run = dspark("gate", draft, "--format", "json")
+    assert run.exit_code == EXIT_OK
+    (waived,) = [f for f in run.json()["findings"] if f["waived"]]
+    assert waived["code"] == "INV007" and waived["waived"] == "fp32 is what this draft serves in"
+
+
+def test_fail_on_warnings_names_the_codes(dspark, tiny_draft, tmp_path):
+    draft = tiny_draft(dtype="float32")
+    policy = write(tmp_path / "policy.toml", 'fail_on_warnings = ["PAY006"]\n')
+    assert dspark("gate", draft, "--policy", policy).exit_code == EXIT_OK
+    write(policy, 'fail_on_warnings = ["INV007"]\n')
+    assert dspark("gate", draft, "--policy", policy).exit_code == EXIT_CHECK_FAILED
+
+
+def test_unknown_policy_keys_exit_2_naming_the_key(dspark, tiny_draft, tmp_path):
+    write(tmp_path / "dspark.toml", "fail_on_warning = true\n")
+    run = dspark("gate", tiny_draft())
+    assert run.exit_code == EXIT_USAGE
+    assert "fail_on_warning: unknown policy key" in run.stderr
+
+
+def test_require_target_refuses_a_gate_without_one(dspark, tiny_draft, tmp_path):
+    write(tmp_path / "dspark.toml", "require_target = true\n")
+    run = dspark("gate", tiny_draft())
+    assert run.exit_code == EXIT_USAGE and "--target" in run.stderr
+    from dspark.examples.fabricate import SCALES
+
+    spec = SCALES["tiny"]
+    target = write(tmp_path / "target" / "config.json", "")
+    target.write_text(json.dumps({"hidden_size": spec.target_hidden_size, "num_hidden_layers": spec.target_num_hidden_layers,
+                                  "vocab_size": spec.vocab_size}))
+    assert dspark("gate", tiny_draft(name="d2"), "--target", target).exit_code == EXIT_OK
+
+
+def test_the_policy_engine_is_used_and_the_flag_wins(dspark, tiny_draft, tmp_path):
+    write(tmp_path / "dspark.toml", 'engine = "tokenspeed@pr1031"\n')
+    assert dspark("gate", tiny_draft(), "--format", "json").json()["engine"] == "tokenspeed@pr1031"
+    assert dspark("gate", tiny_draft(name="d2"), "--engine", "tokenspeed@main", "--format", "json").json()["engine"] == "tokenspeed@main"
+
+
+def test_a_converted_draft_has_its_manifest_verified(dspark, tiny_draft, tmp_path):
+    out = tmp_path / "served"
+    assert dspark("convert", tiny_draft(prefix="draft_model."), out, "-q").exit_code == EXIT_OK
+    document = dspark("gate", out, "--format", "json").json()
+    assert document["steps"][1]["status"] == "passed" and "MAN004" in {f["code"] for f in document["findings"]}
+    weights = next(out.glob("*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0x01
+    weights.write_bytes(bytes(data))
+    document = dspark("gate", out, "--format", "json").json()
+    assert document["passed"] is False and document["steps"][1]["status"] == "failed"
+
+
+# --------------------------------------------------------------------------
+# the smoke step, run for real on the CPU (the kernel under Triton's interpreter)
+
+
+def _cpu_smoke(path, smoke_policy: SmokePolicy):
+    from dspark.kernels.smoke_checkpoint import smoke_checkpoint
+
+    return smoke_checkpoint(path, device="cpu", tokens=smoke_policy.tokens or 8, tolerance=smoke_policy.tolerance)
+
+
+def test_the_smoke_step_runs_and_its_tolerance_comes_from_the_policy(tiny_draft, monkeypatch):
+    pytest.importorskip("torch")
+    if not _gpu():
+        monkeypatch.setenv("TRITON_INTERPRET", "1")  # read when the kernel module is first imported
+    draft = tiny_draft()
+    report = run_gate(draft, smoke=_cpu_smoke)
+    assert report.passed and report.steps[2].status == "passed" and report.smoke is not None
+    strict = run_gate(draft, policy=parse_policy({"smoke": {"tolerance": 1e-12, "tokens": 4}}, "dspark.toml"), smoke=_cpu_smoke)
+    assert not strict.passed and strict.steps[2].status == "failed" and "SMK002" in strict.steps[2].detail
+    assert strict.smoke.tokens == 4
+
+
+def test_a_required_smoke_without_a_gpu_fails_the_gate(tiny_draft):
+    report = run_gate(tiny_draft(), policy=parse_policy({"smoke": {"required": True}}, "dspark.toml"),
+                      no_smoke_reason="not run: no GPU here")
+    assert not report.passed and report.steps[2].status == "failed"
