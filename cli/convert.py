@@ -10,7 +10,7 @@ import typer
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
 from dspark.cli.formats import Report, judged
-from dspark.cli.options import ConfigOption, FormatOption, OutputFileOption, OutputFormat, QuietOption
+from dspark.cli.options import ConfigOption, EngineOption, FormatOption, OutputFileOption, OutputFormat, QuietOption
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
 
@@ -43,6 +43,7 @@ def convert(
         bool, typer.Option("--keep-skipped", help="Keep tensors the server skips (embed_tokens, lm_head, confidence_head, t2d/d2t).")
     ] = False,
     config: ConfigOption = None,
+    engine: EngineOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing DST, once the new one is complete.")] = False,
     plan_only: Annotated[bool, typer.Option("--plan", help="Print the renames, drops, casts and shards; write nothing.")] = False,
     output: FormatOption = OutputFormat.human,
@@ -54,7 +55,8 @@ def convert(
     from dspark.converters.convert import ConvertOptions, convert_checkpoint, plan_conversion
 
     options = ConvertOptions.from_flags(
-        dtype=dtype.value, max_shard_size=max_shard_size, keep_skipped=keep_skipped, config_path=config, force=force
+        dtype=dtype.value, max_shard_size=max_shard_size, keep_skipped=keep_skipped, config_path=config, force=force,
+        engine=engine,
     )
     if plan_only:
         plan = plan_conversion(src, dst, options)

@@ -27,6 +27,7 @@ from dspark.converters.writers.safetensors import (
     plan_shards,
 )
 from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES
+from dspark.schema.engines import engine_by_spec
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding, Severity, group_findings
@@ -45,6 +46,7 @@ class ConvertOptions:
     config_path: Path | None = None
     force: bool = False
     environ: Mapping[str, str] | None = None  # for the verification; os.environ when None
+    engine: str | None = None  # the engine the output is written and verified for (NAME[@REV])
 
     @classmethod
     def from_flags(
@@ -56,6 +58,7 @@ class ConvertOptions:
         config_path: Path | str | None = None,
         force: bool = False,
         environ: Mapping[str, str] | None = None,
+        engine: str | None = None,
     ) -> "ConvertOptions":
         """Options from the command line's spellings (`bfloat16`, `5GB`)."""
         if dtype != "keep" and dtype not in CAST_TARGETS:
@@ -70,6 +73,7 @@ class ConvertOptions:
             config_path=Path(config_path) if config_path is not None else None,
             force=force,
             environ=environ,
+            engine=engine_by_spec(engine).spec if engine else None,
         )
 
 
@@ -234,13 +238,14 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     )
     shard_of = {t.name: s.file for s in shards for t in s.tensors}
     tensors = [TensorPlan(entry, entry.served_name, dtype, shard_of[entry.served_name]) for entry, dtype in kept]
-    config, changes = normalise_config(checkpoint.config, family, [t.planned for t in tensors])
+    profile = engine_by_spec(options.engine)
+    config, changes = normalise_config(checkpoint.config, family, [t.planned for t in tensors], engine=profile)
 
     planned_entries = [
         TensorEntry(t.name, t.name, t.dtype, t.source.shape, t.shard) for t in tensors
     ]
     environ = os.environ if options.environ is None else options.environ
-    contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ)
+    contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=profile)
     findings = group_findings([f for f in checkpoint.findings if f.severity is not Severity.ERROR] + contract.findings)
 
     return ConvertPlan(

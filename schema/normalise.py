@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any, Mapping, Protocol, Sequence
 
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES, is_floating
-from dspark.schema.engines import DEFAULT_ENGINE
+from dspark.schema.engines import DEFAULT_ENGINE, EngineProfile
 from dspark.schema.families import DraftFamily, nested_field
 from dspark.schema.rules import DEFAULT_STREAM, STREAMS, load_config_schema
 
@@ -28,7 +28,11 @@ class WrittenWeight(Protocol):
 
 
 def normalise_config(
-    config: Mapping[str, Any], family: DraftFamily, tensors: Sequence[WrittenWeight]
+    config: Mapping[str, Any],
+    family: DraftFamily,
+    tensors: Sequence[WrittenWeight],
+    *,
+    engine: EngineProfile = DEFAULT_ENGINE,
 ) -> tuple[dict[str, Any], list[str]]:
     """The config as the server should read it: family identity, `fc_norm`
     and `aux_hidden_stream` explicit, `torch_dtype` true to the data.
@@ -46,7 +50,7 @@ def normalise_config(
             out[key] = value
             changes.append(f"{key}: {before} -> {value!r} ({why})")
 
-    loader = DEFAULT_ENGINE.loader_for(family.name)
+    loader = engine.loader_for(family.name)
     parseable = loader.model_types if loader is not None else family.model_types
     if out.get("model_type") not in parseable:
         # Pin what the new config class would otherwise default (TokenSpeed's

@@ -228,3 +228,15 @@ def test_cli_default_shard_size_is_the_library_default() -> None:
     from dspark.converters.convert import DEFAULT_MAX_SHARD_SIZE as library_default
 
     assert cli_default == library_default
+
+
+def test_convert_writes_and_verifies_for_the_engine_named(source: Path, tmp_path: Path) -> None:
+    # TokenSpeed main's K3 DSpark model has no fc_norm: an fc_norm draft
+    # cannot be made servable there, and convert says so instead of writing it.
+    result = dspark("convert", str(source), str(tmp_path / "main"), "--engine", "tokenspeed@main")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ENG001" in result.stdout + result.stderr and "tokenspeed@main" in result.stdout + result.stderr
+    assert not (tmp_path / "main").exists()
+    result = dspark("convert", str(source), str(tmp_path / "pr"), "--engine", "tokenspeed@pr1031")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert dspark("convert", str(source), str(tmp_path / "x"), "--engine", "vllm").returncode == 2
