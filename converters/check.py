@@ -254,6 +254,9 @@ def _scan_payloads(
 
 
 VERDICTS = ("served", "contents")
+# The reader's note that config.json was in another trainer's shape
+# (converters/layouts/speculators.py).
+TRAINER_CONFIG_CODE = "SRC005"
 
 
 def served_layout(checkpoint: Checkpoint) -> ServedLayout:
@@ -262,6 +265,12 @@ def served_layout(checkpoint: Checkpoint) -> ServedLayout:
     are none; never `.pt`, DCP or a single file named directly
     (model_loader/loader.py@f4d8ec6e:258-318)."""
     source = str(checkpoint.source)
+    trainer_shape = next((f for f in checkpoint.config_findings if f.code == TRAINER_CONFIG_CODE), None)
+    if trainer_shape is not None:
+        return ServedLayout(source, checkpoint.format, False,
+                            f"{checkpoint.config_display} is in {trainer_shape.detail['trainer']}' shape, which "
+                            "the engine's config loader does not parse (no model_type it knows, no architecture "
+                            "it registers)")
     if checkpoint.source.is_file():
         return ServedLayout(source, checkpoint.format, False,
                             "the engine loads a folder, not a single file")

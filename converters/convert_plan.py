@@ -240,13 +240,17 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     tensors = [TensorPlan(entry, entry.served_name, dtype, shard_of[entry.served_name]) for entry, dtype in kept]
     profile = engine_by_spec(options.engine)
     config, changes = normalise_config(checkpoint.config, family, [t.planned for t in tensors], engine=profile)
+    # A trainer's own config shape was rewritten when it was read (SRC005).
+    changes = [f"whole config: {f.detail['trainer']}' shape -> the {family.name} config the engine parses"
+               for f in checkpoint.config_findings if f.code == "SRC005"] + changes
 
     planned_entries = [
         TensorEntry(t.name, t.name, t.dtype, t.source.shape, t.shard) for t in tensors
     ]
     environ = os.environ if options.environ is None else options.environ
     contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=profile)
-    findings = group_findings([f for f in checkpoint.findings if f.severity is not Severity.ERROR] + contract.findings)
+    source_notes = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is not Severity.ERROR]
+    findings = group_findings(source_notes + contract.findings)
 
     return ConvertPlan(
         source=str(src),
@@ -296,7 +300,9 @@ def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
             path=checkpoint.config_display,
             hint="Fix model_type/architectures in the config (k3_dspark / K3DSparkModel for a K3 draft).",
         )
-    errors = [f for f in checkpoint.findings if f.severity is Severity.ERROR]
+    # A config read from another trainer's shape may lack what the engine
+    # needs (TAP004): refused like a broken file.
+    errors = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is Severity.ERROR]
     if errors:
         raise error_from_findings(
             errors,

@@ -13,7 +13,8 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES, is_floating
 from dspark.schema.engines import DEFAULT_ENGINE, EngineProfile
-from dspark.schema.families import DraftFamily, nested_field
+from dspark.schema.families import EAGLE3_LLAMA, DraftFamily, nested_field
+from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
 from dspark.schema.rules import DEFAULT_STREAM, STREAMS, load_config_schema
 
 
@@ -65,6 +66,14 @@ def normalise_config(
     first = next((a for a in architectures if a in family.architectures), None) if isinstance(architectures, list) else None
     if not isinstance(architectures, list) or not architectures or architectures[0] != first:
         put("architectures", [first or family.architectures[0]], f"the {family.name} family, first")
+
+    # The Llama EAGLE-3 draft counts only the top-level tap list while the
+    # target reads eagle_config's first (eagle3_common.py): a list given only
+    # under eagle_config (SpecForge's configs) is written at the top level too.
+    nested_taps = out.get("eagle_config")
+    if (family.name == EAGLE3_LLAMA.name and TAP_IDS_FIELD not in out and isinstance(nested_taps, dict)
+            and isinstance(nested_taps.get(TAP_IDS_FIELD), list) and nested_taps[TAP_IDS_FIELD]):
+        put(TAP_IDS_FIELD, list(nested_taps[TAP_IDS_FIELD]), "eagle_config's list, which the target captures")
 
     if "fc_norm" not in out and not any(family.fc_norm_index(t.name) is not None for t in tensors):
         put("fc_norm", False, "no fc_norm weights shipped; absent means false")

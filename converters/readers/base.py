@@ -15,6 +15,7 @@ from typing import Any, Iterator, Protocol
 
 from dspark.converters.configs import read_draft_config
 from dspark.converters.layouts.hf import CONFIG_NAME
+from dspark.converters.layouts.speculators import read_speculators_config
 from dspark.schema.errors import UsageError
 from dspark.schema.families import DraftFamily, family_for_config, strip_wrappers
 from dspark.schema.findings import Finding
@@ -96,6 +97,12 @@ def load_config_for(
     config, findings = read_draft_config(candidate, shown)
     if missing_note and candidate is None:
         findings = [replace(f, message=f"{f.message} {missing_note}") if f.code == "CFG001" else f for f in findings]
+    if config is not None:
+        # Another trainer's config shape is read as the config convert
+        # writes; the served verdict then says the engine cannot parse it.
+        trainer = read_speculators_config(config, shown)
+        if trainer is not None:
+            config, findings = trainer.config, findings + trainer.findings
     family = family_for_config(config) if config else None
     return config, candidate, findings, family
 

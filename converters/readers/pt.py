@@ -24,13 +24,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from dspark.converters.layouts.hf import TORCH_SUFFIXES
+from dspark.converters.layouts.specforge import DRAFT_STATE_KEY
 from dspark.converters.readers.base import Checkpoint, left_behind_finding, load_config_for, served_name_for
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, UnsafeInputError, require_torch
 from dspark.schema.inventory import TensorEntry, printable_name
 
-# Where training code nests the weights, most specific first.
-NESTED_STATE_DICT_KEYS = ("draft_model", "state_dict", "model", "module")
+# Where training code nests the weights, most specific first (SpecForge's
+# training_state.pt: converters/layouts/specforge.py).
+NESTED_STATE_DICT_KEYS = ("draft_model", DRAFT_STATE_KEY, "state_dict", "model", "module")
 _MAX_NESTING = 4
 
 # TorchSpec's DFlash exporter writes one .pt and no config

@@ -1,0 +1,134 @@
+"""EAGLE-3 drafts saved by vLLM's `speculators` trainer: recognising its
+config shape and reading it as the config the serving engine loads.
+
+A speculators checkpoint is a Hugging Face folder (`config.json` +
+`model.safetensors`, written by `save_pretrained`,
+vllm-project/speculators src/speculators/train/checkpointer.py@c05b95b:346),
+but its config is not a transformers config (read at c05b95b):
+
+    {"architectures": ["Eagle3Speculator"],          models/eagle3/config.py:28-31
+     "speculators_model_type": "eagle3",             models/eagle3/config.py:27
+     "transformer_layer_config": {model_type, hidden_size, vocab_size (the
+                                  target's), ...},   models/eagle3/config.py:33-36, 117-120
+     "draft_vocab_size": 32000,                      models/eagle3/config.py:38-41
+     "eagle_aux_hidden_state_layer_ids": [..]|null,  models/eagle3/config.py:53-56
+     "target_hidden_size": int|null, "norm_before_fc", "fc_norm", "norm_output",
+     "norm_before_residual",                         models/eagle3/config.py:43-81
+     "speculators_config": {algorithm, proposal_methods, verifier},
+     "speculators_version": ...}                     config.py:277-287
+
+and no top-level `model_type` (`to_dict` removes it, config.py:316-332).
+The engine's config loader finds no `model_type` it parses and no
+architecture it registers, so the folder is not servable as it is.
+
+Tensor names are the draft module's (models/eagle3/core.py:76, 94, 116;
+model.py:54-66; models/eagle3/model_definitions.py:37): `fc.weight`,
+`layers.0.*` (with `layers.0.hidden_norm.weight`), `norm.weight`,
+`lm_head.weight`, `embed_tokens.weight`, `d2t`/`t2d` when the draft
+vocabulary is pruned, `fc_norm.{i}.weight` / `input_norm.weight` when
+declared; `verifier_*` are never saved (core.py:39-42). `layers.0.` is the
+name the engine maps to `midlayer.` itself, so only the config needs
+rewriting.
+
+Pure functions of the config dict: no file is read here.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from dspark.schema.families import EAGLE3_LLAMA, EAGLE3_MLA
+from dspark.schema.findings import Finding
+
+TRAINER = "speculators"
+TYPE_FIELD = "speculators_model_type"
+LAYER_CONFIG_FIELD = "transformer_layer_config"
+EAGLE3_TYPE = "eagle3"
+TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"
+
+# Top-level fields of Eagle3SpeculatorConfig that mean the same thing in
+# the engine's EAGLE-3 config (models/eagle3/config.py@c05b95b:38-81). A
+# `null` (speculators' "not set") is left out rather than written.
+CARRIED_FIELDS = (
+    "draft_vocab_size",
+    "target_hidden_size",
+    TAP_IDS_FIELD,
+    "norm_before_fc",
+    "fc_norm",
+    "norm_output",
+    "norm_before_residual",
+    "torch_dtype",
+    "dtype",
+)
+# speculators' own bookkeeping: no serving meaning.
+DROPPED_FIELDS = (
+    TYPE_FIELD, LAYER_CONFIG_FIELD, "speculators_config", "speculators_version", "embed_requires_grad",
+    "architectures", "transformers_version",
+)
+# Layer configs whose attention is MLA go to the MLA EAGLE-3 model; the
+# rest (speculators builds llama and qwen3 layers,
+# models/eagle3/model_definitions.py@c05b95b:135-142) to the Llama one.
+MLA_MODEL_TYPES = ("deepseek_v3", "deepseek_v2", "kimi_k2")
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """A trainer's config read as the engine's: `config` is what `convert`
+    writes (before normalisation); `findings` say how it was read and what
+    the trainer left unsaid."""
+
+    trainer: str
+    shape: str  # what the file is, in words
+    config: dict[str, Any]
+    findings: list[Finding] = field(default_factory=list)
+
+
+def is_speculators_config(config: Mapping[str, Any]) -> bool:
+    return TYPE_FIELD in config and isinstance(config.get(LAYER_CONFIG_FIELD), Mapping)
+
+
+def read_speculators_config(config: Mapping[str, Any], config_file: str) -> TrainerConfig | None:
+    """The engine's EAGLE-3 config for a speculators `eagle3` config; None
+    for any other speculators model (DFlash, MTP, P-EAGLE: no family dspark
+    can serve them as), which then reads as an unknown family."""
+    if not is_speculators_config(config) or config.get(TYPE_FIELD) != EAGLE3_TYPE:
+        return None
+    layer = dict(copy.deepcopy(config[LAYER_CONFIG_FIELD]))
+    out = {k: v for k, v in layer.items() if k not in DROPPED_FIELDS}
+    for key in CARRIED_FIELDS:
+        if config.get(key) is not None:
+            out[key] = copy.deepcopy(config[key])
+    family = EAGLE3_MLA if layer.get("model_type") in MLA_MODEL_TYPES else EAGLE3_LLAMA
+    out["architectures"] = [family.architectures[0]]
+    shape = (f"speculators' Eagle3SpeculatorConfig ({TYPE_FIELD} {EAGLE3_TYPE!r}, architectures "
+             f"{config.get('architectures')!r}, the layer under {LAYER_CONFIG_FIELD})")
+    findings = [Finding(
+        "SRC005",
+        f"{config_file} is {shape}: read as the {family.name} config dspark convert writes "
+        f"(the {LAYER_CONFIG_FIELD} fields at the top level, architectures [{family.architectures[0]!r}], "
+        f"model_type {layer.get('model_type')!r}).",
+        file=config_file,
+        detail={"trainer": TRAINER, "family": family.name, "layer_model_type": layer.get("model_type")},
+    )]
+    if not config.get(TAP_IDS_FIELD):
+        # speculators resolves no ids to [2, N//2, N-3] of the verifier
+        # (models/utils.py@c05b95b:40-57); the engine's target captures
+        # [1, N//2-1, N-4] when no list is written (execution/factory.py@f4d8ec6e:44-75):
+        # the two never agree, so the draft would be fed other layers.
+        verifier = (config.get("speculators_config") or {}).get("verifier") or {}
+        findings.append(Finding(
+            "TAP004",
+            f"{config_file}: {TAP_IDS_FIELD} is {config.get(TAP_IDS_FIELD)!r}, so speculators trained this draft on "
+            f"the verifier's layers [2, N//2, N-3]; the engine's target captures [1, N//2-1, N-4] when no list is "
+            "written, so the draft would be served other layers than it was trained on, without a word. Write the "
+            f"list into the config ({TAP_IDS_FIELD}: [2, N//2, N-3] for the verifier's N layers"
+            + (f", {verifier.get('name_or_path')}" if verifier.get("name_or_path") else "")
+            + ") and convert with --config.",
+            file=config_file,
+            detail={"trainer": TRAINER, "field": TAP_IDS_FIELD, "trained_on": "[2, N//2, N-3]",
+                    "engine_default": "[1, N//2-1, N-4]",
+                    "source": "speculators src/speculators/models/utils.py@c05b95b:40-57"},
+        ))
+    return TrainerConfig(TRAINER, shape, out, findings)

@@ -1,0 +1,208 @@
+"""EAGLE-3 drafts from the other trainers: vLLM's `speculators` (config in
+its Eagle3SpeculatorConfig shape, `layers.0.*` names) and SpecForge (the
+engine's names already; taps under eagle_config; training_state.pt). Each
+is fabricated as its trainer writes it, checked as it is (a clear served
+verdict), converted, and the output judged by TokenSpeed's loader rules."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from safetensors import safe_open  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+
+from dspark.converters.check import check_checkpoint  # noqa: E402
+from dspark.converters.convert import ConvertOptions, convert_checkpoint  # noqa: E402
+from dspark.examples.fabricate import EAGLE3_SCALES, eagle3_config, eagle3_tensors, write_eagle3_draft  # noqa: E402
+from dspark.schema.engines import DEFAULT_ENGINE  # noqa: E402
+from dspark.schema.errors import CheckpointError  # noqa: E402
+from dspark.schema.families import EAGLE3_LLAMA  # noqa: E402
+
+TAPS = [2, 4, 5]
+LOADER = DEFAULT_ENGINE.loader_for("eagle3_llama")
+
+
+def speculators_config(flat: dict, *, taps: list[int] | None = TAPS, model_type: str = "eagle3") -> dict:
+    """config.json as speculators' save_pretrained writes it
+    (src/speculators/models/eagle3/config.py@c05b95b:27-81, config.py@c05b95b:277-332):
+    the layer's transformers config nested, no top-level model_type."""
+    layer_keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                  "num_key_value_heads", "head_dim", "vocab_size", "rms_norm_eps", "hidden_act",
+                  "tie_word_embeddings", "rope_theta", "max_position_embeddings", "model_type")
+    layer = {k: flat[k] for k in layer_keys}
+    layer.update(attention_bias=False, mlp_bias=False, use_cache=True, architectures=None)
+    return {
+        "architectures": ["Eagle3Speculator"],
+        "speculators_model_type": model_type,
+        "speculators_version": "0.3.0",
+        "transformer_layer_config": layer,
+        "draft_vocab_size": flat["draft_vocab_size"],
+        "norm_before_residual": False,
+        "norm_before_fc": False,
+        "fc_norm": False,
+        "norm_output": False,
+        "embed_requires_grad": False,
+        "target_hidden_size": None,
+        "eagle_aux_hidden_state_layer_ids": taps,
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "default_proposal_method": "greedy",
+            "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+            "verifier": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct", "architectures": ["LlamaForCausalLM"]},
+        },
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.56.0",
+    }
+
+
+def write_speculators_draft(out: Path, **config_options) -> Path:
+    """A speculators EAGLE-3 save: layers.0.* (with hidden_norm), fc, norm,
+    lm_head, the frozen embedding, d2t and t2d (core.py@c05b95b:76-116,
+    model.py@c05b95b:54-66)."""
+    flat = eagle3_config(EAGLE3_SCALES["tiny-llama"], tap_ids=TAPS)
+    tensors = eagle3_tensors(flat)
+    tensors = {("layers.0." + n[len("midlayer."):] if n.startswith("midlayer.") else n): t for n, t in tensors.items()}
+    tensors["embed_tokens.weight"] = torch.randn(flat["vocab_size"], flat["hidden_size"]).to(torch.bfloat16)
+    tensors["t2d"] = torch.zeros(flat["vocab_size"], dtype=torch.bool)
+    out.mkdir(parents=True)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(speculators_config(flat, **config_options), indent=2))
+    return out
+
+
+def dspark(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dspark.cli.main", *args], capture_output=True, text=True, timeout=120)
+
+
+def served_names(folder: Path) -> set[str]:
+    with safe_open(str(folder / "model.safetensors"), "pt") as handle:
+        return set(handle.keys())
+
+
+def assert_tokenspeed_accepts(folder: Path) -> dict:
+    """The config and names are what TokenSpeed's Llama EAGLE-3 loader
+    takes as they are: a model_type its config loader parses, the class it
+    registers first, every name one it maps to itself and one the family
+    expects."""
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] in LOADER.model_types
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert config["eagle_aux_hidden_state_layer_ids"] == TAPS
+    assert not any(key.startswith("speculators") or key == "transformer_layer_config" for key in config)
+    expected, unresolved = EAGLE3_LLAMA.expected_tensors(EAGLE3_LLAMA.resolve_dims(config))
+    assert not unresolved
+    for name in served_names(folder):
+        assert LOADER.engine_name(name) == name, name
+        assert name in expected, name
+    return config
+
+
+def test_speculators_folder_gets_srv001_with_the_convert_command(tmp_path):
+    source = write_speculators_draft(tmp_path / "spec")
+    report = check_checkpoint(source)
+    codes = {f.code for f in report.findings}
+    assert report.family == "eagle3_llama"
+    assert "SRC005" in codes
+    layout = [f for f in report.findings if f.code == "SRV001"]
+    assert len(layout) == 1 and f"dspark convert {source}" in layout[0].message
+    assert "speculators" in layout[0].message
+    # the contents are sound: only the layout keeps it from being served
+    assert report.verdicts() == {"served": False, "contents": True}, [(f.code, f.message) for f in report.errors]
+
+    result = dspark("check", str(source))
+    assert result.returncode == 1 and "SRV001" in result.stdout and "dspark convert" in result.stdout
+
+
+def test_speculators_folder_converts_to_what_tokenspeed_loads(tmp_path):
+    source = write_speculators_draft(tmp_path / "spec")
+    out = tmp_path / "served"
+    convert_checkpoint(source, out)
+    config = assert_tokenspeed_accepts(out)
+    assert config["draft_vocab_size"] == 40 and config["vocab_size"] == 96
+    names = served_names(out)
+    assert {"fc.weight", "norm.weight", "lm_head.weight", "d2t", "midlayer.hidden_norm.weight",
+            "midlayer.self_attn.q_proj.weight"} <= names
+    assert "t2d" not in names  # never read by the engine
+    report = check_checkpoint(out, deep=True)
+    assert report.passed(strict=True), [(f.code, f.message) for f in report.findings]
+    assert dspark("check", str(out), "--deep", "--strict").returncode == 0
+
+
+def test_speculators_draft_without_tap_ids_is_refused_until_they_are_written(tmp_path):
+    source = write_speculators_draft(tmp_path / "spec", taps=None)
+    report = check_checkpoint(source)
+    tap = [f for f in report.findings if f.code == "TAP004"]
+    assert tap and "[2, N//2, N-3]" in tap[0].message and not report.verdicts()["contents"]
+
+    out = tmp_path / "served"
+    with pytest.raises(CheckpointError) as raised:
+        convert_checkpoint(source, out)
+    assert raised.value.code == "TAP004" and not out.exists()
+
+    fixed = json.loads((source / "config.json").read_text())
+    fixed["eagle_aux_hidden_state_layer_ids"] = TAPS
+    (tmp_path / "fixed.json").write_text(json.dumps(fixed))
+    convert_checkpoint(source, out, ConvertOptions(config_path=tmp_path / "fixed.json"))
+    assert_tokenspeed_accepts(out)
+    assert check_checkpoint(out, deep=True).passed(strict=True)
+
+
+def test_a_speculators_model_with_no_servable_family_is_exit_2(tmp_path):
+    source = write_speculators_draft(tmp_path / "spec", model_type="dflash")
+    result = dspark("check", str(source))
+    assert result.returncode == 2 and "family not supported" in (result.stdout + result.stderr)
+
+
+def specforge_config() -> dict:
+    """SpecForge's draft config with the taps under eagle_config only
+    (configs/deepseek-v3-671b-eagle3.json@a6b6b02)."""
+    config = eagle3_config(EAGLE3_SCALES["tiny-llama"])
+    config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": TAPS, "use_aux_hidden_state": True}
+    return config
+
+
+def test_specforge_export_is_judged_as_it_is_and_convert_writes_the_taps_at_the_top(tmp_path):
+    # export --to sglang: midlayer.*, t2d/d2t, no embedding (to_sglang.py@a6b6b02:33-38, 84-86)
+    source = write_eagle3_draft(tmp_path / "sf", config_edit=lambda c: c.update(specforge_config()),
+                                tensor_edit=lambda t: t.update(t2d=torch.zeros(96, dtype=torch.bool)))
+    report = check_checkpoint(source)
+    assert report.family == "eagle3_llama" and "SRV001" not in {f.code for f in report.findings}
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+    out = tmp_path / "served"
+    convert_checkpoint(source, out)
+    assert_tokenspeed_accepts(out)
+    assert check_checkpoint(out, deep=True).passed(strict=True)
+
+
+def test_specforge_training_state_is_srv001_and_converts(tmp_path):
+    # {run_id}-step{N}/training_state.pt (training/checkpoint.py@a6b6b02:11-15, controller.py@a6b6b02:845-866)
+    config = specforge_config()
+    step = tmp_path / "run-step100"
+    step.mkdir()
+    tensors = eagle3_tensors(config)
+    tensors["t2d"] = torch.zeros(96, dtype=torch.bool)
+    torch.save({
+        "draft_state_dict": tensors,
+        "global_step": 100, "epoch": 0, "strategy": "eagle3", "run_id": "run", "world_size": 1,
+        "replicated_optimizer_state": {"state": {0: {"exp_avg": torch.zeros(3)}}, "param_groups": [{"lr": 1e-4}]},
+    }, step / "training_state.pt")
+    torch.save({"rng": {"cpu": torch.zeros(4, dtype=torch.uint8)}}, step / "training_state_rank0.pt")
+    draft_config = tmp_path / "draft-config.json"
+    draft_config.write_text(json.dumps(config))
+
+    report = check_checkpoint(step / "training_state.pt", config_path=draft_config)
+    layout = [f for f in report.findings if f.code == "SRV001"]
+    assert layout and "dspark convert" in layout[0].message
+    assert report.verdicts()["contents"], [(f.code, f.message) for f in report.errors]
+
+    out = tmp_path / "served"
+    convert_checkpoint(step / "training_state.pt", out, ConvertOptions(config_path=draft_config))
+    assert_tokenspeed_accepts(out)
+    assert check_checkpoint(out, deep=True).passed(strict=True)
