@@ -8,7 +8,8 @@ folder with `Range` support, plus the few Hugging Face Hub routes
     /<org>/<repo>/resolve/<rev>/<file>             a repository file, by range
 
 A Hub repository `org/repo` is the folder `<root>/hub/org/repo`; its one
-revision is "main" (commit `HUB_COMMIT`).
+revision is "main" (commit `HUB_COMMIT`). Served folders may be symbolic
+links (a full-size sparse draft is served without copying it).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class RangeServer:
         self.root = Path(root)
         self.honour_range = honour_range
         self.traffic = Traffic()
+        self._in_flight = 0
+        self._idle = threading.Condition()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -58,10 +61,10 @@ class RangeServer:
                 pass
 
             def do_HEAD(self) -> None:
-                server._answer(self, head=True)
+                server._counted(self, head=True)
 
             def do_GET(self) -> None:
-                server._answer(self, head=False)
+                server._counted(self, head=False)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
@@ -81,11 +84,29 @@ class RangeServer:
         self._httpd.server_close()
         self._thread.join(timeout=10)
 
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Until every request is answered and counted: a client has its
+        last byte before the server has counted it."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+
+    def _counted(self, handler, *, head: bool) -> None:
+        with self._idle:
+            self._in_flight += 1
+        try:
+            self._answer(handler, head=head)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
     # -- routes ---------------------------------------------------------
 
     def _answer(self, handler: BaseHTTPRequestHandler, *, head: bool) -> None:
         path = unquote(urlsplit(handler.path).path)
         parts = [p for p in path.split("/") if p]
+        if any(p in (".", "..") or "\\" in p for p in parts):
+            return self._error(handler, 404, "EntryNotFound")  # nothing outside the served folder
         if parts[:1] == ["files"]:
             return self._send_file(handler, self.root.joinpath(*parts[1:]), head)
         if parts[:2] == ["api", "models"] and len(parts) in (4, 6):
@@ -123,7 +144,7 @@ class RangeServer:
         self.traffic.add(handler.command, handler.path, len(body))
 
     def _send_file(self, handler, file: Path, head: bool) -> None:
-        if not file.resolve().is_relative_to(self.root.resolve()) or not file.is_file():
+        if not file.is_file():
             return self._error(handler, 404, "EntryNotFound")
         total = file.stat().st_size
         start, end = 0, total  # [start, end)
