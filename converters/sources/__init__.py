@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Protocol
-
+from dspark.converters.sources.base import REMOTE_EXTRA_HINT, Source, SourceError
 from dspark.schema.errors import UsageError
 from dspark.schema.inventory import printable_name
 
@@ -29,31 +28,6 @@ _OPENERS = {
     "hf": "dspark.converters.sources.hub:open_hub",
 }
 _FSSPEC_OPENER = "dspark.converters.sources.objstore:open_objstore"
-
-REMOTE_EXTRA_HINT = "Install the remote extra: pip install 'dspark[remote]'."
-
-
-class Source(Protocol):
-    """A folder of files, read by byte range. Names are plain file names
-    inside the folder (`layouts.hf.is_plain_file_name`)."""
-
-    url: str  # what the user named, for messages and reports
-
-    def list(self) -> list[str]:
-        """The file names at the top of the folder (no sub-folders)."""
-
-    def stat(self, name: str) -> int | None:
-        """The size of `name` in bytes, or None when there is no such file."""
-
-    def read_range(self, name: str, start: int, end: int) -> bytes:
-        """The bytes [start, end) of `name`; fewer only where the file ends.
-        Raises `SourceError` when the source cannot be read."""
-
-
-class SourceError(OSError):
-    """A remote read that failed (network, permissions, server): the
-    message names the URL and the reason."""
-
 
 def url_scheme(text: str) -> str | None:
     """The scheme of a URL (`hf`, `https`, `s3`, …), or None for a local path."""
@@ -74,11 +48,4 @@ def open_source(url: str) -> Source:
     return getattr(importlib.import_module(module), name)(url)
 
 
-def refuse_url(value: object, what: str) -> None:
-    """A usage error for commands that read local files only."""
-    if is_url(value):
-        raise UsageError(
-            f"{printable_name(str(value))}: {what} reads a local checkpoint; remote ones are read by "
-            "`dspark check` and `dspark inspect` only.",
-            hint="Download the checkpoint first (e.g. `hf download ORG/REPO --local-dir DIR`), then pass DIR.",
-        )
+__all__ = ["REMOTE_EXTRA_HINT", "Source", "SourceError", "is_url", "open_source", "url_scheme"]

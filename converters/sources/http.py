@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 
 from dspark.converters.layouts.hf import CONFIG_NAME, MANIFEST_NAME, SAFETENSORS_INDEX, SINGLE_SAFETENSORS
-from dspark.converters.sources import SourceError
+from dspark.converters.sources.base import SourceError
 
 HEAD_BYTES = 64 * 1024
 TIMEOUT_S = 60

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from dspark.converters.sources import REMOTE_EXTRA_HINT, SourceError
+from dspark.converters.sources.base import REMOTE_EXTRA_HINT, SourceError
 from dspark.converters.sources.http import RangeSource, parse_range_response
 from dspark.schema.errors import MissingDependencyError, UsageError
 from dspark.schema.inventory import printable_name

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dspark.converters.sources import SourceError
+from dspark.converters.sources.base import SourceError
 
 
 class LocalSource:

@@ -7,7 +7,7 @@ reads each file by range (`cat_file(path, start, end)`).
 
 from __future__ import annotations
 
-from dspark.converters.sources import REMOTE_EXTRA_HINT, SourceError
+from dspark.converters.sources.base import REMOTE_EXTRA_HINT, SourceError
 from dspark.schema.errors import MissingDependencyError, UsageError
 from dspark.schema.inventory import printable_name
 
