@@ -10,7 +10,7 @@ import typer
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
 from dspark.cli.formats import Report, judged
 from dspark.cli.options import (
-    CheckpointArg,
+    CheckpointOrUrlArg,
     ConfigOption,
     EngineOption,
     FormatOption,
@@ -24,7 +24,7 @@ from dspark.converters.check import CheckReport, check_checkpoint
 
 
 def check(
-    checkpoint: CheckpointArg,
+    checkpoint: CheckpointOrUrlArg,
     target: Annotated[
         Optional[Path],
         typer.Option("--target", help="Target model folder or its config.json: check what it can honour."),

@@ -10,7 +10,7 @@ import typer
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
 from dspark.cli.formats import Report, judged
-from dspark.cli.options import ConfigOption, EngineOption, FormatOption, OutputFileOption, OutputFormat, QuietOption
+from dspark.cli.options import ConfigOption, EngineOption, FormatOption, OutputFileOption, OutputFormat, QuietOption, local_path
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
 
@@ -30,9 +30,9 @@ class DtypeChoice(str, enum.Enum):
 def convert(
     src: Annotated[
         Path,
-        typer.Argument(metavar="SRC", help="HF safetensors folder or file, DCP folder (iter_N/, its model/, or the run), or .pt state dict.", show_default=False),
+        typer.Argument(metavar="SRC", help="HF safetensors folder or file, DCP folder (iter_N/, its model/, or the run), or .pt state dict.", show_default=False, parser=local_path),
     ],
-    dst: Annotated[Path, typer.Argument(metavar="DST", help="Output folder (must not exist unless --force).", show_default=False)],
+    dst: Annotated[Path, typer.Argument(metavar="DST", help="Output folder (must not exist unless --force).", show_default=False, parser=local_path)],
     dtype: Annotated[
         DtypeChoice, typer.Option("--dtype", help="Cast floating-point weights (round to nearest even), or keep them.")
     ] = DtypeChoice.keep,

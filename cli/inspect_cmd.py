@@ -7,7 +7,7 @@ import typer
 from dspark.cli.check import check_report
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
 from dspark.cli.options import (
-    CheckpointArg,
+    CheckpointOrUrlArg,
     ConfigOption,
     EngineOption,
     FormatOption,
@@ -20,7 +20,7 @@ from dspark.converters.check import inspect_checkpoint
 
 
 def inspect(
-    checkpoint: CheckpointArg,
+    checkpoint: CheckpointOrUrlArg,
     config: ConfigOption = None,
     engine: EngineOption = None,
     output: FormatOption = OutputFormat.human,

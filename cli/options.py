@@ -24,9 +24,36 @@ class DataFormat(str, enum.Enum):
     json = "json"
 
 
+def local_path(value: str) -> Path:
+    """A local path argument; a URL is refused here, before `Path` would
+    collapse its `//` (`s3://b/d` -> `s3:/b/d`) into a confusing
+    "no such file"."""
+    from dspark.converters.sources import is_url
+
+    if is_url(value):
+        raise typer.BadParameter(
+            f"{value}: this command reads a local checkpoint; only `dspark check` and `dspark inspect` read "
+            "remote ones. Download it first (e.g. `hf download ORG/REPO --local-dir DIR`)."
+        )
+    return Path(value)
+
+
 CheckpointArg = Annotated[
     Path,
-    typer.Argument(metavar="CKPT", help="Checkpoint folder, .safetensors file, DCP folder or .pt file.", show_default=False),
+    typer.Argument(
+        metavar="CKPT", help="Checkpoint folder, .safetensors file, DCP folder or .pt file.", show_default=False,
+        parser=local_path,
+    ),
+]
+# check and inspect: also a URL, kept as text (never a Path).
+CheckpointOrUrlArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="CKPT",
+        help="Checkpoint folder, .safetensors file, DCP folder or .pt file; or a remote safetensors folder: "
+        "hf://ORG/REPO[@REV], https://…/folder/, s3://bucket/folder (any fsspec URL).",
+        show_default=False,
+    ),
 ]
 FormatOption = Annotated[
     OutputFormat,

@@ -19,12 +19,13 @@ from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
 from dspark.converters.layouts.hf import MANIFEST_NAME
 from dspark.converters.readers import Checkpoint, open_checkpoint
+from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, group_findings
 from dspark.schema.rules import ResolvedDraft, ServedLayout, check_contract, layout_findings, payload_findings
-from dspark.schema.inventory import PayloadStats
+from dspark.schema.inventory import PayloadStats, printable_name
 
 
 @dataclass
@@ -142,6 +143,11 @@ def check_checkpoint(
         raise UsageError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}.")
     profile = engine if isinstance(engine, EngineProfile) else engine_by_spec(engine)
     target_facts = read_target_facts(Path(target)) if target is not None else None
+    if verify_hashes and is_url(path):
+        raise UsageError(
+            f"{printable_name(str(path))}: --verify reads a local checkpoint (its manifest hashes every file).",
+            hint="Use --deep to read every value remotely, or download the checkpoint and --verify the copy.",
+        )
     checkpoint = open_checkpoint(path, config_path=config_path)
     environ = os.environ if environ is None else environ
 
@@ -175,7 +181,9 @@ def check_checkpoint(
         expected = contract.expected
     findings = _apply_engine_severities(findings, profile, verdict)
 
-    has_manifest = (checkpoint.root / MANIFEST_NAME).is_file()
+    # A remote folder's manifest is not verified (its hashes need every
+    # byte of every file); --verify refuses it before this point.
+    has_manifest = not checkpoint.is_remote and (checkpoint.root / MANIFEST_NAME).is_file()
     read_payloads = deep or verify_hashes
     scanned, digests = 0, None
     if payload_stats is not None:
@@ -187,7 +195,8 @@ def check_checkpoint(
         findings += findings_from_scan
     else:
         findings.append(_not_read_finding())
-    findings += hole_findings(checkpoint.root, checkpoint.entries)
+    if not checkpoint.is_remote:  # holes are a local filesystem's to report
+        findings += hole_findings(checkpoint.root, checkpoint.entries)
 
     if has_manifest:
         from dspark.converters.writers.manifest import verify_manifest
@@ -271,7 +280,9 @@ def served_layout(checkpoint: Checkpoint) -> ServedLayout:
                             f"{checkpoint.config_display} is in {trainer_shape.detail['trainer']}' shape, which "
                             "the engine's config loader does not parse (no model_type it knows, no architecture "
                             "it registers)")
-    if checkpoint.source.is_file():
+    # a remote folder (a Hub repository, an HTTP or object-store folder) is
+    # judged as the folder the engine loads once it is downloaded
+    if not checkpoint.is_remote and checkpoint.source.is_file():
         return ServedLayout(source, checkpoint.format, False,
                             "the engine loads a folder, not a single file")
     if checkpoint.format.startswith("safetensors"):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 # The strict JSON reader, shared by every reader of JSON input (json_input.py).
-from dspark.converters.json_input import JsonInputError, parse_json_object
+from dspark.converters.json_input import JsonInputError, parse_json_object, read_json_object_from
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Finding
@@ -31,8 +31,20 @@ def read_draft_config(path: Path | None, shown: str) -> tuple[dict[str, Any] | N
             "draft's config.json from the training run next to the weights, or pass --config.",
             file=shown,
         )]
+    return _config_or_findings(lambda: parse_json_object(path, max_bytes=MAX_CONFIG_BYTES), shown)
+
+
+def read_draft_config_from(source, shown: str = CONFIG_NAME) -> tuple[dict[str, Any] | None, list[Finding]]:
+    """The draft's config from a remote `Source` (converters/sources), with
+    the same findings as a local one."""
+    if source.stat(CONFIG_NAME) is None:
+        return read_draft_config(None, shown)
+    return _config_or_findings(lambda: read_json_object_from(source, CONFIG_NAME, max_bytes=MAX_CONFIG_BYTES), shown)
+
+
+def _config_or_findings(load, shown: str) -> tuple[dict[str, Any] | None, list[Finding]]:
     try:
-        return parse_json_object(path, max_bytes=MAX_CONFIG_BYTES), []
+        return load(), []
     except JsonInputError as exc:
         if exc.reason == "nonfinite":
             return None, [Finding(

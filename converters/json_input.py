@@ -139,3 +139,29 @@ def parse_json_object(path: Path, *, max_bytes: int = MAX_JSON_BYTES) -> dict[st
     if not isinstance(value, dict):
         raise JsonInputError(f"top level is a JSON {type(value).__name__}, not an object", reason="not_object")
     return value
+
+
+def parse_json_object_bytes(data: bytes) -> dict[str, Any]:
+    """`parse_json_object` for bytes already read (a remote file); the
+    caller bounds how many it reads."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonInputError(f"not UTF-8 ({exc.reason})", reason="not_utf8") from None
+    value = loads_strict(text)
+    if not isinstance(value, dict):
+        raise JsonInputError(f"top level is a JSON {type(value).__name__}, not an object", reason="not_object")
+    return value
+
+
+def read_json_object_from(source, name: str, *, max_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """One JSON object file of a remote `Source` (converters/sources), read
+    whole by range, at most `max_bytes`. Raises `JsonInputError` or OSError."""
+    size = source.stat(name)
+    if size is None:
+        raise FileNotFoundError(f"no {name} in {source.url}")
+    if size > max_bytes:
+        raise JsonInputError(
+            f"{size:,} bytes, more than the {max_bytes:,} a file of this kind can need", reason="too_large"
+        )
+    return parse_json_object_bytes(source.read_range(name, 0, size))

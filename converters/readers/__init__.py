@@ -19,6 +19,7 @@ from typing import Callable
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES
 from dspark.converters.layouts.torchspec import holds_dcp
 from dspark.converters.readers.base import Checkpoint, TensorReader
+from dspark.converters.sources import is_url
 from dspark.schema.errors import UsageError
 from dspark.schema.inventory import printable_name
 
@@ -112,7 +113,14 @@ def detect_format(path: Path) -> str:
 
 
 def open_checkpoint(path: Path | str, *, config_path: Path | str | None = None) -> Checkpoint:
-    """Open a checkpoint for inspection: headers only, no payload read."""
+    """Open a checkpoint for inspection: headers only, no payload read.
+    A URL (`hf://`, `https://`, `s3://`, …) is read through its source
+    (converters/sources) and never made a `Path`."""
+    config = Path(config_path) if config_path else None
+    if isinstance(path, str) and is_url(path):
+        from dspark.converters.readers.remote import open_remote
+
+        return open_remote(path, config_path=config)
     path = Path(path)
     return reader_for(path).open(path, config_path=Path(config_path) if config_path else None)
 

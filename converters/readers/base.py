@@ -39,8 +39,8 @@ class TensorReader(Protocol):
 class Checkpoint:
     """A checkpoint as dspark sees it before reading any payload."""
 
-    source: Path  # what the user named
-    root: Path  # the folder that holds the weights
+    source: Path | str  # what the user named: a path, or a URL (never made a Path: it would lose its `//`)
+    root: Path | None  # the local folder that holds the weights; None for a remote source
     format: str  # "safetensors" | "safetensors-sharded" | "dcp" | "pt"
     weight_files: list[str]  # relative to root
     entries: list[TensorEntry]  # every stored tensor that could be listed
@@ -51,10 +51,17 @@ class Checkpoint:
     config_findings: list[Finding] = field(default_factory=list)
     family: DraftFamily | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    remote: Any = None  # the converters.sources.Source read, for a URL
+
+    @property
+    def is_remote(self) -> bool:
+        return self.remote is not None
 
     @property
     def config_display(self) -> str:
-        return _display(self.config_path, self.root) if self.config_path else CONFIG_NAME
+        if self.config_path is None:
+            return CONFIG_NAME
+        return _display(self.config_path, self.root) if self.root is not None else str(self.config_path)
 
     def entry(self, served_name: str) -> TensorEntry | None:
         return next((e for e in self.entries if e.served_name == served_name), None)

@@ -5,7 +5,7 @@ index. Headers only; every inconsistency is a finding, not an exception, so
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from dspark.converters.json_input import parse_json_object
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX, is_plain_file_name
@@ -31,7 +31,7 @@ class SafetensorsReader:
         return iter_range_chunks(self.root / entry.file, start, end, chunk_bytes)
 
 
-def _finding_from_error(error: CheckpointError) -> Finding:
+def finding_from_error(error: CheckpointError) -> Finding:
     return Finding(error.code, error.message, file=error.path, tensor=error.tensor, detail=dict(error.detail))
 
 
@@ -97,8 +97,37 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
         try:
             headers[name] = read_header(root / name, display_name=name)
         except CheckpointError as error:
-            findings.append(_finding_from_error(error))
+            findings.append(finding_from_error(error))
 
+    entries, more = entries_from_headers(files, headers, listed, index_total, family)
+    findings += more
+    metadata = merged_metadata(headers)
+    return Checkpoint(
+        source=path,
+        root=root,
+        format=fmt,
+        weight_files=files,
+        entries=entries,
+        findings=findings,
+        reader=SafetensorsReader(root),
+        config=config,
+        config_path=config_file,
+        config_findings=config_findings,
+        family=family,
+        metadata=metadata,
+    )
+
+
+def entries_from_headers(
+    files: list[str],
+    headers: dict[str, SafetensorsHeader],
+    listed: dict[str, str] | None,
+    index_total: Any,
+    family,
+) -> tuple[list[TensorEntry], list[Finding]]:
+    """The inventory from the headers read, and what is inconsistent
+    between the files and the index (the same for a local or remote folder)."""
+    findings: list[Finding] = []
     entries: list[TensorEntry] = []
     owner: dict[str, str] = {}  # tensor -> the file its entry comes from
     holders: dict[str, list[str]] = {}  # tensor -> every file that stores it
@@ -130,28 +159,24 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
 
     if listed is not None:
         findings += _index_consistency(listed, index_total, headers, holders, entries)
+    return entries, findings
 
+
+def merged_metadata(headers: dict[str, SafetensorsHeader]) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for header in headers.values():
         if header.metadata:
             metadata.update(header.metadata)
-    return Checkpoint(
-        source=path,
-        root=root,
-        format=fmt,
-        weight_files=files,
-        entries=entries,
-        findings=findings,
-        reader=SafetensorsReader(root),
-        config=config,
-        config_path=config_file,
-        config_findings=config_findings,
-        family=family,
-        metadata=metadata,
-    )
+    return metadata
 
 
 def _read_index(index_path: Path) -> tuple[dict[str, str] | None, Any, list[Finding]]:
+    return index_from(lambda: parse_json_object(index_path))
+
+
+def index_from(load: Callable[[], dict[str, Any]]) -> tuple[dict[str, str] | None, Any, list[Finding]]:
+    """The index's weight map and total size, or IDX001 saying why not;
+    `load` reads the index file (local or remote) as a JSON object."""
     def bad(message: str) -> tuple[None, None, list[Finding]]:
         return None, None, [Finding(
             "IDX001",
@@ -160,7 +185,7 @@ def _read_index(index_path: Path) -> tuple[dict[str, str] | None, Any, list[Find
         )]
 
     try:
-        index = parse_json_object(index_path)
+        index = load()
     except (ValueError, OSError) as exc:
         return bad(str(exc))
     weight_map = index.get("weight_map")

@@ -47,28 +47,12 @@ def read_header(path: Path, display_name: str | None = None) -> SafetensorsHeade
     shown = display_name or str(path)
 
     def corrupt(reason: str, message: str, tensor: str | None = None) -> CheckpointError:
-        return CheckpointError(
-            f"{shown}: {message}",
-            code="STF001",
-            path=shown,
-            tensor=tensor,
-            hint="Re-export or re-download this file; it is not a valid safetensors file.",
-        ).with_reason(reason)
+        return _corrupt(shown, reason, message, tensor)
 
     try:
         with open(path, "rb") as handle:
             file_bytes = os.fstat(handle.fileno()).st_size
-            prefix = handle.read(HEADER_LENGTH_BYTES)
-            if len(prefix) < HEADER_LENGTH_BYTES:
-                raise corrupt("truncated", f"file is {file_bytes} bytes, too short for a header length")
-            (header_len,) = struct.unpack("<Q", prefix)
-            if header_len > MAX_HEADER_BYTES:
-                raise corrupt("header_too_large", f"header length {header_len:,} exceeds the 100 MB limit")
-            if HEADER_LENGTH_BYTES + header_len > file_bytes:
-                raise corrupt(
-                    "header_out_of_file",
-                    f"header length {header_len:,} runs past the end of the {file_bytes:,}-byte file",
-                )
+            header_len = _header_length(handle.read(HEADER_LENGTH_BYTES), file_bytes, corrupt)
             raw = handle.read(header_len)
     except OSError as exc:
         raise CheckpointError(
@@ -77,7 +61,71 @@ def read_header(path: Path, display_name: str | None = None) -> SafetensorsHeade
             path=shown,
             hint="Check the file's permissions and that it is fully written.",
         ).with_reason("unreadable") from exc
+    return _parse_header(raw, header_len, file_bytes, path, corrupt)
 
+
+# A remote header is fetched with one range request of this many bytes
+# first (a K3 draft's header is ~10 KB); a longer header costs one more.
+REMOTE_HEAD_BYTES = 64 * 1024
+
+
+def read_header_from_source(source, name: str, display_name: str | None = None) -> SafetensorsHeader:
+    """The same validated header, read by byte range from a remote
+    `Source` (converters/sources): its size from `stat`, then one range
+    read of the first `REMOTE_HEAD_BYTES`, and a second only when the
+    header is longer. No payload byte is fetched beyond that first read."""
+    shown = display_name or name
+
+    def corrupt(reason: str, message: str, tensor: str | None = None) -> CheckpointError:
+        return _corrupt(shown, reason, message, tensor)
+
+    try:
+        file_bytes = source.stat(name)
+        if file_bytes is None:
+            raise CheckpointError(f"{shown}: no such file in {source.url}", code="STF001", path=shown,
+                                  hint="Check the checkpoint's address.").with_reason("unreadable")
+        head = source.read_range(name, 0, min(file_bytes, REMOTE_HEAD_BYTES))
+        header_len = _header_length(head[:HEADER_LENGTH_BYTES], file_bytes, corrupt)
+        raw = head[HEADER_LENGTH_BYTES:HEADER_LENGTH_BYTES + header_len]
+        if len(raw) < header_len:
+            raw += source.read_range(name, HEADER_LENGTH_BYTES + len(raw), HEADER_LENGTH_BYTES + header_len)
+        if len(raw) < header_len:
+            raise corrupt("truncated", f"the source returned {len(raw):,} of the header's {header_len:,} bytes")
+    except OSError as exc:
+        raise CheckpointError(
+            f"{shown}: cannot read: {exc}",
+            code="STF001",
+            path=shown,
+            hint="Check the address, your access to it and the network.",
+        ).with_reason("unreadable") from exc
+    return _parse_header(raw, header_len, file_bytes, Path(name), corrupt)
+
+
+def _corrupt(shown: str, reason: str, message: str, tensor: str | None = None) -> CheckpointError:
+    return CheckpointError(
+        f"{shown}: {message}",
+        code="STF001",
+        path=shown,
+        tensor=tensor,
+        hint="Re-export or re-download this file; it is not a valid safetensors file.",
+    ).with_reason(reason)
+
+
+def _header_length(prefix: bytes, file_bytes: int, corrupt) -> int:
+    if len(prefix) < HEADER_LENGTH_BYTES:
+        raise corrupt("truncated", f"file is {file_bytes} bytes, too short for a header length")
+    (header_len,) = struct.unpack("<Q", prefix)
+    if header_len > MAX_HEADER_BYTES:
+        raise corrupt("header_too_large", f"header length {header_len:,} exceeds the 100 MB limit")
+    if HEADER_LENGTH_BYTES + header_len > file_bytes:
+        raise corrupt(
+            "header_out_of_file",
+            f"header length {header_len:,} runs past the end of the {file_bytes:,}-byte file",
+        )
+    return header_len
+
+
+def _parse_header(raw: bytes, header_len: int, file_bytes: int, path: Path, corrupt) -> SafetensorsHeader:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

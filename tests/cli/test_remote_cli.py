@@ -1,0 +1,266 @@
+"""Remote checkpoints: `dspark check` over HTTP, the Hub (HF_ENDPOINT at a
+local server) and fsspec, read by range, judged as the local copy is.
+
+Every server here is `tests/range_server.py` on 127.0.0.1, started and
+stopped by the test; nothing else is reached. fsspec's s3 backend cannot be
+tested offline: object stores are tested through fsspec's `memory://` and
+`file://` filesystems, which take the same code path (`FsspecSource`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
+from dspark.converters.check import check_checkpoint
+from dspark.examples.fabricate import write_sparse_draft
+from range_server import HUB_COMMIT, RangeServer
+
+
+def codes(report) -> list[str]:
+    return sorted(f.code for f in report.findings)
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`served(draft, repo="org/draft", honour_range=True)` -> a started
+    server holding `draft` under /files/draft/ and as Hub repo `repo`,
+    with HF_ENDPOINT pointed at it; stopped when the test ends."""
+    started: list[RangeServer] = []
+
+    def serve(draft: Path, *, repo: str = "org/draft", honour_range: bool = True) -> RangeServer:
+        root = tmp_path / "served"
+        (root / "hub" / repo).parent.mkdir(parents=True)
+        # links, not copies: a copy of a sparse 6.6 GiB draft is 6.6 GiB on disk
+        (root / "draft").symlink_to(draft.resolve(), target_is_directory=True)
+        (root / "hub" / repo).symlink_to(draft.resolve(), target_is_directory=True)
+        server = RangeServer(root, honour_range=honour_range).__enter__()
+        started.append(server)
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        return server
+
+    yield serve
+    for server in started:
+        server.__exit__(None, None, None)
+
+
+# --------------------------------------------------------------------------
+# The same verdict as the local copy
+
+
+@pytest.mark.parametrize("options", [{}, {"shards": 2}, {"defect": "missing-layer"}, {"defect": "no-config"}],
+                         ids=["single", "sharded", "missing-layer", "no-config"])
+def test_http_folder_is_judged_as_the_local_copy(tiny_draft, served, options):
+    draft = tiny_draft(**options)
+    server = served(draft)
+    local = check_checkpoint(draft)
+    remote = check_checkpoint(f"{server.url}/files/draft/")
+    assert codes(remote) == codes(local)
+    assert (remote.format, remote.family, remote.tensor_count, remote.total_bytes) == (
+        local.format, local.family, local.tensor_count, local.total_bytes)
+    assert remote.checkpoint == f"{server.url}/files/draft/"
+
+
+def test_deep_reads_payloads_by_range(tiny_draft, served, dspark):
+    draft = tiny_draft(defect="nan")
+    server = served(draft)
+    local = check_checkpoint(draft, deep=True)
+    remote = check_checkpoint(f"{server.url}/files/draft", deep=True)
+    assert "PAY001" in codes(remote) and codes(remote) == codes(local)
+    assert remote.payloads_read and remote.scanned_bytes == local.scanned_bytes
+    run = dspark("check", f"{server.url}/files/draft", "--deep")
+    assert run.exit_code == EXIT_CHECK_FAILED and "PAY001" in run.stdout
+
+
+def test_deep_streams_in_bounded_ranges(served):
+    """A payload is asked for in ranges of at most the scan's chunk size,
+    never whole: memory stays bounded however large the file."""
+    from dspark.converters.payload_scan import scan_payloads
+    from dspark.converters.readers import open_checkpoint
+
+    draft = write_sparse_draft(Path("k3"), scale="k3")
+    server = served(draft)
+    checkpoint = open_checkpoint(f"{server.url}/files/draft/")
+    server.wait_idle()
+    # two tensors past the header's first read, a few MiB each
+    entries = [e for e in checkpoint.entries if e.byte_range[0] > 2**20 and e.nbytes <= 8 * 2**20][:2]
+    assert entries
+    server.traffic.clear()
+    chunk = 256 * 1024
+    scans = scan_payloads(checkpoint.reader, entries, chunk_bytes=chunk)
+    server.wait_idle()
+    assert all(scan.error is None for scan in scans)
+    assert max(sent for _, _, sent in server.traffic.requests) <= chunk
+    assert server.traffic.bytes_sent == sum(e.nbytes for e in entries)
+
+
+def test_full_size_draft_is_judged_from_its_headers(served):
+    """A 6.6 GiB K3 draft over HTTP: under 1 MiB and a few requests per file."""
+    draft = write_sparse_draft(Path("k3"), scale="k3")
+    server = served(draft)
+    report = check_checkpoint(f"{server.url}/files/draft/")
+    server.wait_idle()
+    assert report.passed() and report.total_bytes > 6 * 2**30
+    assert server.traffic.bytes_sent < 2**20
+    assert len(server.traffic.requests) <= 3 * 4  # the probed names, one request each for these sizes
+
+
+def test_server_that_ignores_range_is_refused_not_downloaded(served, dspark):
+    draft = write_sparse_draft(Path("k3"), scale="k3")
+    server = served(draft, honour_range=False)
+    run = dspark("check", f"{server.url}/files/draft/")
+    server.wait_idle()
+    assert run.exit_code == EXIT_USAGE
+    assert "ignores Range requests" in run.stderr
+    assert server.traffic.bytes_sent < 64 * 2**20  # the client hung up; never the 6.6 GiB
+
+
+def test_missing_http_folder_is_a_usage_error(served, tiny_draft, dspark):
+    server = served(tiny_draft())
+    run = dspark("check", f"{server.url}/files/nothing-here/")
+    assert run.exit_code == EXIT_USAGE and "not a checkpoint folder" in run.stderr
+
+
+def test_unreachable_server_is_a_usage_error(dspark):
+    run = dspark("check", "http://127.0.0.1:9/draft/")
+    assert run.exit_code == EXIT_USAGE and "127.0.0.1:9" in run.stderr and "Traceback" not in run.stderr
+
+
+# --------------------------------------------------------------------------
+# The Hub, through huggingface_hub and HF_ENDPOINT
+
+
+def test_hub_repo_is_judged_as_the_downloaded_folder(tiny_draft, served, dspark):
+    pytest.importorskip("huggingface_hub")
+    draft = tiny_draft(shards=2)
+    served(draft)
+    local = check_checkpoint(draft)
+    for url in ("hf://org/draft", "hf://org/draft@main", f"hf://org/draft@{HUB_COMMIT}"):
+        remote = check_checkpoint(url)
+        assert codes(remote) == codes(local), url
+        assert "SRV001" not in codes(remote)  # a repository is servable as a folder
+    run = dspark("check", "hf://org/draft", "--format", "json")
+    assert run.exit_code == EXIT_OK and run.json()["checkpoint"] == "hf://org/draft"
+
+
+def test_hub_reads_headers_only(served):
+    pytest.importorskip("huggingface_hub")
+    draft = write_sparse_draft(Path("k3"), scale="k3")
+    server = served(draft)
+    report = check_checkpoint("hf://org/draft")
+    server.wait_idle()
+    assert report.passed()
+    assert server.traffic.bytes_sent < 2**20
+    # model_info once, then config.json and each weight file's header once
+    assert len(server.traffic.requests) <= 1 + 2 * len(report.files) + 2
+    assert any(path.startswith("/api/models/org/draft") for _, path, _ in server.traffic.requests)
+
+
+@pytest.mark.parametrize("url, words", [
+    ("hf://org/nothing", "no repository org/nothing"),
+    ("hf://org/draft@v9", "no revision 'v9'"),
+    ("hf://just-a-name", "not a model repository address"),
+], ids=["no-repo", "no-revision", "bad-address"])
+def test_hub_errors_are_usage_errors(tiny_draft, served, dspark, url, words):
+    pytest.importorskip("huggingface_hub")
+    served(tiny_draft())
+    run = dspark("check", url)
+    assert run.exit_code == EXIT_USAGE and words in run.stderr and "Traceback" not in run.stderr
+
+
+# --------------------------------------------------------------------------
+# Object stores through fsspec (memory:// and file:// stand in for s3://)
+
+
+def test_fsspec_memory_and_file_urls(tiny_draft):
+    fsspec = pytest.importorskip("fsspec")
+    draft = tiny_draft(shards=2)
+    memory = fsspec.filesystem("memory")
+    for file in draft.iterdir():
+        memory.pipe_file(f"/bucket/draft/{file.name}", file.read_bytes())
+    local = check_checkpoint(draft, deep=True)
+    for url in ("memory://bucket/draft", f"file://{draft}"):
+        remote = check_checkpoint(url, deep=True)
+        assert codes(remote) == codes(local), url
+        assert remote.scanned_bytes == local.scanned_bytes
+
+
+def test_s3_url_keeps_its_slashes(dspark):
+    """Not "no such file s3:/bucket/draft": the URL reaches fsspec whole."""
+    pytest.importorskip("fsspec")
+    run = dspark("check", "s3://bucket/draft")
+    assert run.exit_code == EXIT_USAGE
+    assert "s3://bucket/draft" in run.stderr and "s3:/bucket" not in run.stderr.replace("s3://", "")
+    assert "Traceback" not in run.stderr
+
+
+# --------------------------------------------------------------------------
+# What is refused
+
+
+def test_remote_dcp_or_pt_is_refused(tmp_path, dspark):
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file("/runs/pt/model.pt", b"not read")
+    memory.pipe_file("/runs/dcp/.metadata", b"not read")
+    for url in ("memory://runs/pt", "memory://runs/dcp"):
+        run = dspark("check", url)
+        assert run.exit_code == EXIT_USAGE and "read only as safetensors" in run.stderr, url
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "s3://bucket/draft", "--verify"],
+    ["convert", "s3://bucket/draft", "out"],
+    ["gate", "hf://org/draft"],
+    ["smoke", "https://example.invalid/draft/"],
+], ids=["verify", "convert", "gate", "smoke"])
+def test_local_only_commands_refuse_urls(dspark, argv):
+    run = dspark(*argv)
+    assert run.exit_code == EXIT_USAGE
+    assert argv[1] in run.stderr  # named whole, never as a mangled path
+
+
+# --------------------------------------------------------------------------
+# A local check never loads a network client
+
+
+CLIENT_PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from dspark.cli.main import main
+    sys.argv = ["dspark", *sys.argv[1:]]
+    try:
+        main()
+    except SystemExit as exit:
+        code = exit.code
+    clients = sorted(m for m in ("huggingface_hub", "fsspec", "requests", "urllib3", "httpx", "httpx2",
+                                 "urllib.request", "http.client") if m in sys.modules)
+    sys.stderr.write(json.dumps({"exit": code, "clients": clients}) + "\\n")
+    """
+)
+
+
+def _probe(*args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", CLIENT_PROBE, *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def test_local_check_imports_no_network_client(tiny_draft):
+    assert _probe("check", str(tiny_draft()), "--deep") == {"exit": 0, "clients": []}
+
+
+def test_http_check_imports_no_hub_client(tiny_draft, served):
+    server = served(tiny_draft())
+    result = _probe("check", f"{server.url}/files/draft/")
+    assert result["exit"] == 0
+    assert not {"huggingface_hub", "fsspec", "requests", "httpx2"} & set(result["clients"])
