@@ -121,6 +121,9 @@ class FamilyLoader:
     lowercased_fields: tuple[str, ...] = ()
     # Fields the model never reads (a value there cannot be wrong).
     ignored_fields: tuple[str, ...] = ()
+    # Boolean flags other trainers write that change what the draft computes
+    # but that this loader never reads: true means served wrong, silently.
+    unread_flags: Mapping[str, FeatureSupport] = field(default_factory=dict)
     # When the engine serves the target's head instead of the draft's
     # (families with their own `lm_head`): "draft_vocab_size_null" (absent
     # or null), "draft_vocab_size_absent" (only absent, and a shipped head

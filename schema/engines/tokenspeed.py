@@ -260,6 +260,18 @@ _DEEPSEEK_V3_DEFAULTS = {
     "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-6,
 }
 
+# speculators' EAGLE-3 config can set norm_before_residual (the layer
+# normalises the hidden state before adding the residual); no TokenSpeed
+# model reads the key (`git grep norm_before_residual` over python/ at
+# f4d8ec6e finds nothing), so a draft trained with it on is served the
+# other arithmetic.
+_NORM_BEFORE_RESIDUAL = FeatureSupport(
+    supported=False,
+    source=Source(EAGLE3_LLAMA_MODEL, "(never read)", MAIN),
+    when_unsupported="no TokenSpeed model reads norm_before_residual: the decoder layer adds the residual "
+    "before its norm, whatever the draft was trained with",
+)
+
 EAGLE3_LLAMA_LOADER = FamilyLoader(
     family="eagle3_llama",
     model_class="LlamaForCausalLMEagle3",
@@ -297,6 +309,7 @@ EAGLE3_LLAMA_LOADER = FamilyLoader(
         "fc_norm": FeatureSupport(supported=True, source=_main("489-498", _LE3)),
         "norm_before_fc": FeatureSupport(supported=True, source=_main("480-488", _LE3)),
     },
+    unread_flags={"norm_before_residual": _NORM_BEFORE_RESIDUAL},
     tap_low=-1,
     tap_high_offset=-2,
     stream=None,
@@ -363,6 +376,7 @@ EAGLE3_MLA_LOADER = FamilyLoader(
     ),
     unexpected="drops_logged",
     missing="uninitialised",
+    unread_flags={"norm_before_residual": _NORM_BEFORE_RESIDUAL},
     features={
         "fc_norm": FeatureSupport(supported=True, source=_main("2166-2175", _DS3)),
         "norm_before_fc": FeatureSupport(

@@ -195,3 +195,23 @@ def _fc_norm_shape_findings(
                 detail={"missing": missing, "taps": taps},
             ))
     return findings
+
+
+def unread_flag_findings(
+    loader: FamilyLoader | None, engine: EngineProfile, config: Mapping[str, Any], config_file: str
+) -> list[Finding]:
+    """A flag that changes the draft's arithmetic, set true, where this
+    engine never reads it: the draft loads and is served wrong."""
+    findings: list[Finding] = []
+    for flag, support in (loader.unread_flags.items() if loader is not None else ()):
+        if config.get(flag):
+            findings.append(Finding(
+                "ENG001",
+                f"{config_file}: {flag} is {config[flag]!r}, but {engine.spec} does not honour it "
+                f"({support.when_unsupported}). Serve the draft on an engine that reads {flag}, or retrain "
+                "without it.",
+                file=config_file,
+                detail={"feature": flag, "engine": engine.spec, "declared": config[flag],
+                        "source": support.source.cite()},
+            ))
+    return findings

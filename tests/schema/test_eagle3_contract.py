@@ -450,3 +450,19 @@ def test_a_rotary_inv_freq_buffer_is_skipped_not_refused(tmp_path):
     report = check_checkpoint(write_eagle3_draft(tmp_path / "d", tensor_edit=add))
     assert report.passed(strict=True)
     assert "midlayer.self_attn.rotary_emb.inv_freq" in {f.tensor for f in report.findings if f.code == "INV005"}
+
+
+def test_norm_before_residual_is_not_read_by_the_engine(tmp_path):
+    # No TokenSpeed model reads norm_before_residual (speculators writes it):
+    # a draft trained with it on is served the other arithmetic.
+    def on(config):
+        config["norm_before_residual"] = True
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "on", config_edit=on))
+    assert [f.code for f in report.errors] == ["ENG001"]
+    assert "norm_before_residual" in report.errors[0].message
+
+    def off(config):
+        config["norm_before_residual"] = False
+
+    assert check_checkpoint(write_eagle3_draft(tmp_path / "off", config_edit=off)).passed(strict=True)
