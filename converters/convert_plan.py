@@ -300,8 +300,8 @@ def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
             path=checkpoint.config_display,
             hint="Fix model_type/architectures in the config (k3_dspark / K3DSparkModel for a K3 draft).",
         )
-    # A config read from another trainer's shape may lack what the engine
-    # needs (TAP004): refused like a broken file.
+    # Errors in the input's own files (or a config read from another
+    # trainer's shape) refuse the conversion like a broken file.
     errors = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is Severity.ERROR]
     if errors:
         raise error_from_findings(

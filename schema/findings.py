@@ -60,7 +60,6 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("TAP001", E, "the draft's tap count differs from the number of taps the target captures"),
     ("TAP002", E, "tap ids the draft declares are not the ones the target captures"),
     ("TAP003", I, "no tap ids: the engine assumes 3 taps at the target's defaults"),
-    ("TAP004", E, "no tap ids in a speculators draft: trained on other default layers than the engine captures"),
     # the draft's own head and its token map (EAGLE-3)
     ("LMH001", W, "lm_head shipped but not served (tied, or replaced by the target's head)"),
     ("VOC001", E, "d2t missing while the head has fewer rows than the vocabulary"),

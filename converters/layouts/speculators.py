@@ -112,23 +112,17 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
         file=config_file,
         detail={"trainer": TRAINER, "family": family.name, "layer_model_type": layer.get("model_type")},
     )]
-    if not config.get(TAP_IDS_FIELD):
-        # speculators resolves no ids to [2, N//2, N-3] of the verifier
-        # (models/utils.py@c05b95b:40-57); the engine's target captures
-        # [1, N//2-1, N-4] when no list is written (execution/factory.py@f4d8ec6e:44-75):
-        # the two never agree, so the draft would be fed other layers.
-        verifier = (config.get("speculators_config") or {}).get("verifier") or {}
-        findings.append(Finding(
-            "TAP004",
-            f"{config_file}: {TAP_IDS_FIELD} is {config.get(TAP_IDS_FIELD)!r}, so speculators trained this draft on "
-            f"the verifier's layers [2, N//2, N-3]; the engine's target captures [1, N//2-1, N-4] when no list is "
-            "written, so the draft would be served other layers than it was trained on, without a word. Write the "
-            f"list into the config ({TAP_IDS_FIELD}: [2, N//2, N-3] for the verifier's N layers"
-            + (f", {verifier.get('name_or_path')}" if verifier.get("name_or_path") else "")
-            + ") and convert with --config.",
-            file=config_file,
-            detail={"trainer": TRAINER, "field": TAP_IDS_FIELD, "trained_on": "[2, N//2, N-3]",
-                    "engine_default": "[1, N//2-1, N-4]",
-                    "source": "speculators src/speculators/models/utils.py@c05b95b:40-57"},
-        ))
+    ids = config.get(TAP_IDS_FIELD)
+    if isinstance(ids, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        # speculators numbers a tap by its index in the verifier's
+        # hidden_states (0 is the embedding output; convert/dflash/
+        # converter.py@c05b95b:117-126 adds 1 to z-lab's layer ids for that
+        # reason); TokenSpeed numbers it by the layer whose output it is and
+        # captures hidden_states[id + 1] (models/base/causal_lm.py@f4d8ec6e:
+        # 133-144). Written for the engine, every id is one less.
+        out[TAP_IDS_FIELD] = [t - 1 for t in ids]
+    # No ids: speculators trains on hidden_states [2, N//2, N-3]
+    # (models/utils.py@c05b95b:40-57), the very layers the engine's target
+    # captures by default as ids [1, N//2-1, N-4] (execution/factory.py@
+    # f4d8ec6e:44-75, causal_lm.py@f4d8ec6e:137-140): nothing to write.
     return TrainerConfig(TRAINER, shape, out, findings)

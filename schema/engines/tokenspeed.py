@@ -14,6 +14,10 @@ Two revisions are modelled:
 change for `k3_dspark`, main for every other family.
 
 Where DESIGN.md and this code disagree, this code wins (see docs/contract.md).
+
+Why this module is long: it is one engine's contract, four family loaders
+of cited facts read from one repository; split per family, the shared
+revision constants and citations would be spelled in several places.
 """
 
 from __future__ import annotations

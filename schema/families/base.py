@@ -207,7 +207,14 @@ def nested_field(config: Mapping[str, Any], name: str) -> tuple[Any, str | None]
     when it is truthy: null, "" or [] fall through to the top level
     (tokenspeed execution/drafter/dflash.py@4b9766f6:52-58, 146-162)."""
     nested = config.get("dflash_config")
-    if isinstance(nested, Mapping) and nested.get(name):
+    # ...except the mask token, which it takes whenever it is not None, 0
+    # included (execution/drafter/dflash.py@4b9766f6:155-157).
+    if isinstance(nested, Mapping):
+        value = nested.get(name)
+        wins = value is not None if name == "mask_token_id" else bool(value)
+    else:
+        wins = False
+    if wins:
         return nested[name], f"dflash_config.{name}"
     if name in config:
         return config[name], name

@@ -154,10 +154,18 @@ def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_
 
     if family.needs_mask_token:
         mask, mask_path = nested_field(config, "mask_token_id")
+        top_level_only = family.tap_count_field is not None and config.get("mask_token_id") is None
+        if top_level_only:
+            # The K3 config class validates the top-level field alone and
+            # refuses the draft without it, whatever dflash_config holds
+            # (configs/kimi_k3_dspark_config.py@4b9766f6:114, 230-234).
+            mask, mask_path = None, None
         if mask is None:
+            where = (" at the top level (the engine's config validator reads only that one and refuses the "
+                     "draft without it, whatever dflash_config holds)" if top_level_only else "")
             findings.append(Finding(
                 "CFG008",
-                f"{config_file}: mask_token_id is missing; the draft fills its block with this token. "
+                f"{config_file}: mask_token_id is missing{where}; the draft fills its block with this token. "
                 "Set it to the id the draft was trained with.",
                 file=config_file,
                 detail={"field": "mask_token_id"},
@@ -199,7 +207,8 @@ def _override_findings(config: Mapping[str, Any], family: DraftFamily, config_fi
         return findings
     for name in ("target_layer_ids", "mask_token_id"):
         inner, outer = nested.get(name), config.get(name)
-        if inner and outer is not None and inner != outer:
+        served = inner is not None if name == "mask_token_id" else bool(inner)
+        if served and outer is not None and inner != outer:
             findings.append(Finding(
                 "OVR001",
                 f"{config_file}: dflash_config.{name} = {inner!r} but {name} = {outer!r}. The engine "

@@ -69,7 +69,9 @@ def stream_findings(
                 detail={"env": variable, "value": value, "served": served},
             ))
     resolved.stream = served
-    if served is None:
+    if served is None or support is None:
+        # A family without a stream to choose (GQA, EAGLE-3) gets no note:
+        # only a declaration the engine would ignore matters (ENG001 above).
         return findings
     findings.append(Finding(
         "STR002",

@@ -35,12 +35,23 @@ def own_head_served(loader: FamilyLoader | None, config: Mapping[str, Any], head
     tied embedding or the target's head)."""
     if config.get("tie_word_embeddings"):
         return False
+    if _shares_nothing(config):
+        return True  # nothing of the target's is attached: the draft's own head, or garbage
     rule = loader.head_from_target if loader is not None else ""
     if rule == "draft_vocab_size_null":
         return config.get("draft_vocab_size") is not None
     if rule == "draft_vocab_size_absent":
         return "draft_vocab_size" in config or head_shipped
     return True
+
+
+def _shares_nothing(config: Mapping[str, Any]) -> bool:
+    """`set_embed_and_head` returns before attaching the target's embedding
+    and head when `target_hidden_size` is present and differs from
+    `hidden_size` (models/llama_eagle3.py@f4d8ec6e:729-733;
+    models/deepseek_v3.py@f4d8ec6e:2408-2413): the draft's own are served,
+    shipped or not."""
+    return "target_hidden_size" in config and config["target_hidden_size"] != config.get("hidden_size")
 
 
 def vocab_findings(
@@ -58,6 +69,18 @@ def vocab_findings(
         findings += _head_findings(head, loader, config, shipped, config_file)
     if table is not None:
         findings += _table_findings(table, config, shipped, config_file)
+    embedding = expected_all.get("embed_tokens.weight")
+    if embedding is not None and _shares_nothing(config) and embedding.name not in shipped:
+        findings.append(Finding(
+            "INV001",
+            f"{embedding.name} {shape_text(embedding.shape)} is missing; target_hidden_size "
+            f"{config.get('target_hidden_size')!r} differs from hidden_size {config.get('hidden_size')!r}, so the "
+            "engine never attaches the target's embedding and serves this one uninitialised (garbage) without "
+            "a word. Ship the embedding, or drop target_hidden_size if the widths are equal.",
+            tensor=embedding.name,
+            detail={"expected_shape": list(embedding.shape),
+                    "source": "models/deepseek_v3.py@f4d8ec6e:2408-2413; models/llama_eagle3.py@f4d8ec6e:729-733"},
+        ))
     return findings
 
 

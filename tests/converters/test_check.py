@@ -146,7 +146,6 @@ def test_every_finding_code_of_check_is_tested():
         "SWA001",
         # tests/schema/test_eagle3_contract.py: EAGLE-3 taps and heads
         "TAP003", "LMH001",
-        "TAP004",  # tests/converters/test_trainer_inputs.py: a speculators draft without tap ids
         # Kept for their meaning, produced by no engine dspark models today:
         # an unknown family is exit 2 (UnsupportedFamilyError), and TokenSpeed
         # no longer reads the stream environment variable.

@@ -86,7 +86,7 @@ def served_names(folder: Path) -> set[str]:
         return set(handle.keys())
 
 
-def assert_tokenspeed_accepts(folder: Path) -> dict:
+def assert_tokenspeed_accepts(folder: Path, expected_taps=TAPS) -> dict:
     """The config and names are what TokenSpeed's Llama EAGLE-3 loader
     takes as they are: a model_type its config loader parses, the class it
     registers first, every name one it maps to itself and one the family
@@ -94,7 +94,7 @@ def assert_tokenspeed_accepts(folder: Path) -> dict:
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] in LOADER.model_types
     assert config["architectures"] == ["LlamaForCausalLMEagle3"]
-    assert config["eagle_aux_hidden_state_layer_ids"] == TAPS
+    assert config["eagle_aux_hidden_state_layer_ids"] == expected_taps
     assert not any(key.startswith("speculators") or key == "transformer_layer_config" for key in config)
     expected, unresolved = EAGLE3_LLAMA.expected_tensors(EAGLE3_LLAMA.resolve_dims(config))
     assert not unresolved
@@ -124,7 +124,7 @@ def test_speculators_folder_converts_to_what_tokenspeed_loads(tmp_path):
     source = write_speculators_draft(tmp_path / "spec")
     out = tmp_path / "served"
     convert_checkpoint(source, out)
-    config = assert_tokenspeed_accepts(out)
+    config = assert_tokenspeed_accepts(out, expected_taps=[t - 1 for t in TAPS])
     assert config["draft_vocab_size"] == 40 and config["vocab_size"] == 96
     names = served_names(out)
     assert {"fc.weight", "norm.weight", "lm_head.weight", "d2t", "midlayer.hidden_norm.weight",
@@ -135,23 +135,26 @@ def test_speculators_folder_converts_to_what_tokenspeed_loads(tmp_path):
     assert dspark("check", str(out), "--deep", "--strict").returncode == 0
 
 
-def test_speculators_draft_without_tap_ids_is_refused_until_they_are_written(tmp_path):
-    source = write_speculators_draft(tmp_path / "spec", taps=None)
-    report = check_checkpoint(source)
-    tap = [f for f in report.findings if f.code == "TAP004"]
-    assert tap and "[2, N//2, N-3]" in tap[0].message and not report.verdicts()["contents"]
-
+def test_speculators_tap_ids_are_renumbered_for_the_engine(tmp_path):
+    # speculators' id k is hidden_states[k] (convert/dflash/converter.py@c05b95b:117-126);
+    # TokenSpeed's id k captures hidden_states[k + 1] (causal_lm.py@f4d8ec6e:133-144).
+    source = write_speculators_draft(tmp_path / "spec")
     out = tmp_path / "served"
-    with pytest.raises(CheckpointError) as raised:
-        convert_checkpoint(source, out)
-    assert raised.value.code == "TAP004" and not out.exists()
+    convert_checkpoint(source, out)
+    config = json.loads((out / "config.json").read_text())
+    assert config["eagle_aux_hidden_state_layer_ids"] == [t - 1 for t in TAPS]
 
-    fixed = json.loads((source / "config.json").read_text())
-    fixed["eagle_aux_hidden_state_layer_ids"] = TAPS
-    (tmp_path / "fixed.json").write_text(json.dumps(fixed))
-    convert_checkpoint(source, out, ConvertOptions(config_path=tmp_path / "fixed.json"))
-    assert_tokenspeed_accepts(out)
-    assert check_checkpoint(out, deep=True).passed(strict=True)
+
+def test_speculators_draft_without_tap_ids_converts_to_the_engines_defaults(tmp_path):
+    # speculators' default hidden_states [2, N//2, N-3] are the layers the
+    # engine captures by default ([1, N//2-1, N-4] as layer ids).
+    source = write_speculators_draft(tmp_path / "spec", taps=None)
+    assert check_checkpoint(source, verdict="contents").passed()
+    out = tmp_path / "served"
+    convert_checkpoint(source, out)
+    config = json.loads((out / "config.json").read_text())
+    assert "eagle_aux_hidden_state_layer_ids" not in config
+    assert check_checkpoint(out, deep=True).passed()
 
 
 def test_a_speculators_model_with_no_servable_family_is_exit_2(tmp_path):

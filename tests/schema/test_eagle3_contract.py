@@ -96,9 +96,6 @@ def test_torchspec_draft_configs_with_their_weights_pass(tmp_path, name, layout)
     # Header-only fixtures leave the payload a hole, which check flags (PAY006).
     unexpected = [f.message for f in report.findings if f.severity is not Severity.INFO and f.code != "PAY006"]
     assert report.passed() and not unexpected, unexpected
-    # fc is [H, 3H]: three taps, from eagle_config or the engine's default.
-    fc = next(e for e in eagle3_tensor_specs(config).items() if e[0] == "fc.weight")
-    assert fc[1][0] == (config["hidden_size"], 3 * config["hidden_size"])
 
 
 def test_the_pruned_qwen3_draft_ships_its_head_and_d2t(tmp_path):
@@ -466,3 +463,24 @@ def test_norm_before_residual_is_not_read_by_the_engine(tmp_path):
         config["norm_before_residual"] = False
 
     assert check_checkpoint(write_eagle3_draft(tmp_path / "off", config_edit=off)).passed(strict=True)
+
+
+def test_an_mla_draft_wider_taps_without_its_own_embedding_and_head_fails(tmp_path):
+    # deepseek_v3.py@f4d8ec6e:2408-2413: with target_hidden_size != hidden_size
+    # nothing of the target's is attached; an absent embedding or head stays
+    # uninitialised.
+    def wide(config):
+        config["target_hidden_size"] = config["hidden_size"] + 8
+        config.pop("draft_vocab_size", None)
+
+    def strip(tensors):
+        for name in [n for n in tensors if n.startswith(("embed_tokens.", "lm_head.", "d2t"))]:
+            tensors.pop(name)
+
+    def widen_fc(tensors):
+        strip(tensors)
+
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=wide, tensor_edit=widen_fc)
+    report = check_checkpoint(draft)
+    missing = {f.tensor for f in report.errors if f.code == "INV001"}
+    assert {"embed_tokens.weight", "lm_head.weight"} <= missing, [(f.code, f.tensor) for f in report.errors]

@@ -398,3 +398,21 @@ def test_gqa_pre_stacked_qkv_and_gate_up_load(tmp_path):
                 [tensors.pop(p + "mlp.gate_proj.weight"), tensors.pop(p + "mlp.up_proj.weight")])
 
     assert check_checkpoint(write_gqa(tmp_path / "d", GQA, edit=stack)).passed(strict=True)
+
+
+def test_k3_needs_its_mask_token_at_the_top_level(tmp_path):
+    # configs/kimi_k3_dspark_config.py@4b9766f6:114, 230-234 validate only
+    # the top-level field; the drafter's nested copy does not save the load.
+    def nested_only(config):
+        config["dflash_config"] = {"mask_token_id": config.pop("mask_token_id")}
+
+    assert "CFG008" in errors(check_checkpoint(write_k3(tmp_path / "d", config_edit=nested_only)))
+
+
+def test_a_nested_mask_token_of_zero_is_served_and_must_agree(tmp_path):
+    # execution/drafter/dflash.py@4b9766f6:155-157 takes the nested mask
+    # whenever it is not None, 0 included.
+    def zero(config):
+        config["dflash_config"] = {"mask_token_id": 0}
+
+    assert "OVR001" in errors(check_checkpoint(write_k3(tmp_path / "d", config_edit=zero)))

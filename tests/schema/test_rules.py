@@ -75,13 +75,22 @@ def test_a_negative_mask_token_is_reported_once():
     assert codes(check(config)) == Counter({"CFG008": 1})
 
 
-def test_mask_token_and_taps_may_sit_in_dflash_config():
+def test_a_nested_mask_token_out_of_range_is_named_where_it_sits():
+    # The drafter serves dflash_config's mask token (it must agree with the
+    # validated top-level one, OVR001) and it must be a token of the vocabulary.
     config = draft_config(TINY)
-    config.pop("mask_token_id")
     config["dflash_config"] = {"mask_token_id": TINY.vocab_size, "target_layer_ids": [1, 4, 7, 9, 11]}
     result = check(config)
-    assert codes(result) == Counter({"CFG008": 1})
+    assert codes(result) == Counter({"CFG008": 1, "OVR001": 1})
     assert "dflash_config.mask_token_id" in next(f.message for f in result.findings if f.code == "CFG008")
+
+
+def test_a_k3_mask_token_only_in_dflash_config_is_refused():
+    config = draft_config(TINY)
+    config["dflash_config"] = {"mask_token_id": config.pop("mask_token_id")}
+    result = check(config)
+    assert codes(result) == Counter({"CFG008": 1})
+    assert "at the top level" in next(f.message for f in result.findings if f.code == "CFG008")
 
 
 def test_fc_norm_weights_with_a_non_canonical_index_are_flagged():
