@@ -316,6 +316,9 @@ EAGLE3_LLAMA_LOADER = FamilyLoader(
     unread_flags={"norm_before_residual": _NORM_BEFORE_RESIDUAL},
     tap_low=-1,
     tap_high_offset=-2,
+    # id N captures the residual after the last layer
+    # (models/base/transformer_model.py@f4d8ec6e:251-264); N-1 is never captured.
+    tap_final_residual=True,
     stream=None,
     sources={
         "load_weights": _main("675-719", _LE3),

@@ -108,13 +108,15 @@ def target_findings(
     layer_ids, _ = bounded_taps(family, config)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:
         low, high = loader.tap_low, target.num_hidden_layers + loader.tap_high_offset
-        outside = [t for t in layer_ids if is_int(t) and not low <= t <= high]
+        final = target.num_hidden_layers if loader.tap_final_residual else None
+        outside = [t for t in layer_ids if is_int(t) and not (low <= t <= high or t == final)]
         if outside:
             findings.append(Finding(
                 "TGT005",
                 f"taps {outside} cannot be captured from the target ({target.source}, "
-                f"{target.num_hidden_layers} layers): the engine accepts tap ids in [{low}, {high}] for a "
-                f"{family.name} draft and {loader.taps_outside_range}.",
+                f"{target.num_hidden_layers} layers): the engine accepts tap ids in [{low}, {high}]"
+                + (f" and {final}" if final is not None else "")
+                + f" for a {family.name} draft and {loader.taps_outside_range}.",
                 file=target.source,
                 detail={"outside": outside, "target_layers": target.num_hidden_layers, "range": [low, high],
                         "source": loader.sources.get("taps vs target").cite()
