@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
 from dspark.converters.layouts.hf import MANIFEST_NAME
+from dspark.converters.layouts.torchspec import vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
@@ -274,6 +275,11 @@ def served_layout(checkpoint: Checkpoint) -> ServedLayout:
     are none; never `.pt`, DCP or a single file named directly
     (model_loader/loader.py@f4d8ec6e:258-318)."""
     source = str(checkpoint.source)
+    if vllm_shifted_taps(checkpoint.config, (e.stored_name for e in checkpoint.entries)):
+        return ServedLayout(source, checkpoint.format, False,
+                            "TorchSpec's --vllm export added 1 to this kimi_k2 draft's tap ids for vLLM "
+                            "(tools/convert_to_hf.py@6f21829:146-159); the engine reads them as layer ids and "
+                            "would capture every tap one layer late; convert takes the 1 off")
     trainer_shape = next((f for f in checkpoint.config_findings if f.code == TRAINER_CONFIG_CODE), None)
     if trainer_shape is not None:
         return ServedLayout(source, checkpoint.format, False,

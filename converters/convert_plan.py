@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from dspark.converters.casting import CASTABLE, output_dtype
 from dspark.converters.destination import check_paths
 from dspark.converters.layouts.hf import CONFIG_NAME
+from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.writers.safetensors import (
     DEFAULT_MAX_SHARD_SIZE,
@@ -239,7 +240,11 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     shard_of = {t.name: s.file for s in shards for t in s.tensors}
     tensors = [TensorPlan(entry, entry.served_name, dtype, shard_of[entry.served_name]) for entry, dtype in kept]
     profile = engine_by_spec(options.engine)
-    config, changes = normalise_config(checkpoint.config, family, [t.planned for t in tensors], engine=profile)
+    source_config, unshifted = checkpoint.config, []
+    if vllm_shifted_taps(source_config, [e.stored_name for e in checkpoint.entries]):
+        source_config, unshifted = unshift_vllm_taps(source_config)
+    config, changes = normalise_config(source_config, family, [t.planned for t in tensors], engine=profile)
+    changes = unshifted + changes
     # A trainer's own config shape was rewritten when it was read (SRC005).
     changes = [f"whole config: {f.detail['trainer']}' shape -> the {family.name} config the engine parses"
                for f in checkpoint.config_findings if f.code == "SRC005"] + changes

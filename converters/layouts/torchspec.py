@@ -364,3 +364,38 @@ def draft_keys(fqns: list[str]) -> list[str]:
         if chosen:
             return chosen
     return [k for k in fqns if not k.startswith(NON_MODEL_PREFIXES)]
+
+
+# TorchSpec's exporter, in its `--vllm` mode, renames `midlayer.` to
+# `layers.0.` and adds 1 to a kimi_k2 draft's tap ids ("vLLM uses 1-indexed
+# layer IDs for kimi_k2", tools/convert_to_hf.py@6f21829:129-159); it marks
+# its config with `_torchspec_version`. TokenSpeed reads the ids as layer
+# ids (models/deepseek_v3.py@f4d8ec6e:1688-1695), so as written every tap
+# is captured one layer late.
+EXPORT_MARKER = "_torchspec_version"
+VLLM_LAYER_PREFIX = "layers.0."
+SHIFTED_MODEL_TYPE = "kimi_k2"
+TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"
+
+
+def vllm_shifted_taps(config: dict | None, stored_names) -> bool:
+    """Whether this folder is TorchSpec's `--vllm` export of a kimi_k2
+    draft, whose tap ids carry vLLM's +1."""
+    if not isinstance(config, dict) or EXPORT_MARKER not in config:
+        return False
+    if config.get("model_type") != SHIFTED_MODEL_TYPE:
+        return False
+    return any(name.startswith(VLLM_LAYER_PREFIX) for name in stored_names)
+
+
+def unshift_vllm_taps(config: dict) -> tuple[dict, list[str]]:
+    """The config with vLLM's +1 taken off every tap list, and what changed."""
+    out = json.loads(json.dumps(config))
+    changes = []
+    for holder, where in ((out, TAP_IDS_FIELD), (out.get("eagle_config"), f"eagle_config.{TAP_IDS_FIELD}")):
+        if isinstance(holder, dict) and isinstance(holder.get(TAP_IDS_FIELD), list):
+            before = holder[TAP_IDS_FIELD]
+            holder[TAP_IDS_FIELD] = [t - 1 if isinstance(t, int) else t for t in before]
+            changes.append(f"{where}: {before!r} -> {holder[TAP_IDS_FIELD]!r} (TorchSpec's --vllm export "
+                           "added 1 for vLLM; the engine reads layer ids)")
+    return out, changes

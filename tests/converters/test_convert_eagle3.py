@@ -69,3 +69,21 @@ def test_an_mla_export_with_model_prefixed_names_becomes_servable(tmp_path):
     out = tmp_path / "out"
     convert_checkpoint(source, out)
     assert check_checkpoint(out).passed(strict=True)
+
+
+def test_torchspecs_vllm_export_of_a_kimi_k2_draft_has_its_taps_shifted_back(tmp_path):
+    # tools/convert_to_hf.py@6f21829:146-159 (TorchSpec) adds 1 to kimi_k2 tap
+    # ids in its --vllm export; TokenSpeed reads layer ids.
+    def vllm_kimi(config):
+        config.update(model_type="kimi_k2", _torchspec_version="0.1.0", eagle_config=None,
+                      eagle_aux_hidden_state_layer_ids=[2, 6, 10])
+
+    source = write_eagle3_draft(tmp_path / "vllm", scale="tiny-mla", layout="layers.0", config_edit=vllm_kimi)
+    report = check_checkpoint(source)
+    [layout] = [f for f in report.errors if f.code == "SRV001"]
+    assert "one layer late" in layout.message
+    out = tmp_path / "served"
+    convert_checkpoint(source, out)
+    config = json.loads((out / "config.json").read_text())
+    assert config["eagle_aux_hidden_state_layer_ids"] == [1, 5, 9]
+    assert check_checkpoint(out, deep=True).passed()
