@@ -84,6 +84,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("ENG002", E, "the engine resolves architectures to another model class"),
     ("ENG003", W, "the engine coerces or ignores a config value"),
     ("ENG004", I, "a launch setting the draft needs"),
+    ("ENG005", E, "the config declares quantization the draft's tensors do not carry"),
     ("OVR001", E, "dflash_config overrides a top-level value with a different one"),
     ("ROP001", E, "RoPE scaling lacks a key the engine needs"),
     ("ROP002", W, "RoPE parameters the engine fills in or replaces silently"),

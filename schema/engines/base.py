@@ -205,6 +205,10 @@ class EngineProfile:
     # problem harmless (it never reads the field) or worse.
     severity_overrides: Mapping[str, str] = field(default_factory=dict)
     severity_sources: Mapping[str, Source] = field(default_factory=dict)
+    # Config keys that make the engine build quantized layers (scale
+    # parameters a plain floating-point draft does not ship), and where.
+    quantization_keys: tuple[str, ...] = ()
+    quantization_source: Source | None = None
 
     @property
     def spec(self) -> str:

@@ -426,6 +426,11 @@ _INDEX_SOURCE = _main("254-272", WEIGHT_UTILS)
 
 _COMMON = dict(
     repository=REPOSITORY,
+    # ModelConfig._verify_quantization reads either key from the draft's
+    # config.json and builds every linear layer quantized
+    # (configs/model_config.py@f4d8ec6e:605-700).
+    quantization_keys=("quantization_config", "compression_config"),
+    quantization_source=_main("605-700", _RT + "configs/model_config.py"),
     architectures=ARCHITECTURES,
     ignored_env_vars=("TOKENSPEED_DFLASH_AUX_STREAM",),
     severity_overrides=_INDEX_SEVERITIES,

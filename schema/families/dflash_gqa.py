@@ -88,6 +88,17 @@ def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding
     """Sliding-attention layers need config.sliding_window
     (models/dflash.py@f4d8ec6e:542-592)."""
     layer_types = config.get("layer_types")
+    layers = config.get("num_hidden_layers")
+    if isinstance(layer_types, list) and isinstance(layers, int) and len(layer_types) != layers:
+        # transformers' config validation refuses it before the model is built
+        # (the pinned transformers 5.12, python/pyproject.toml@f4d8ec6e:83).
+        return [Finding(
+            "CFG003",
+            f"{config_file}: layer_types lists {len(layer_types)} layers but num_hidden_layers is {layers}; "
+            "the engine's config loader refuses the draft. List one type per layer.",
+            file=config_file,
+            detail={"field": "layer_types", "validator": "engine"},
+        )]
     if isinstance(layer_types, list) and "sliding_attention" in layer_types and not config.get("sliding_window"):
         return [Finding(
             "SWA001",

@@ -11,7 +11,7 @@ from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
 from dspark.schema.rules.common import bounded_taps
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
-from dspark.schema.rules.features import unread_flag_findings
+from dspark.schema.rules.features import quantization_findings, unread_flag_findings
 from dspark.schema.rules.inventory import inventory_findings
 from dspark.schema.rules.resolve import ResolvedDraft, resolve_family
 from dspark.schema.rules.stream import stream_findings
@@ -72,6 +72,7 @@ def check_contract(
     findings += cross_field_findings(view, family, config_file)
     findings += rope_findings(view, config_file)
     findings += unread_flag_findings(loader, engine, view, config_file)
+    findings += quantization_findings(engine, view, config_file)
     findings += stream_findings(view, resolved, config_file, environ, target, engine=engine, loader=loader)
     if target is not None:
         findings += target_findings(view, target, family, loader)

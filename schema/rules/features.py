@@ -215,3 +215,21 @@ def unread_flag_findings(
                         "source": support.source.cite()},
             ))
     return findings
+
+
+def quantization_findings(engine: EngineProfile, config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """A quantization block makes the engine build quantized layers with
+    scale parameters; no draft family dspark models ships them, so such a
+    draft fails to load or serves unscaled weights."""
+    declared = [key for key in engine.quantization_keys if config.get(key)]
+    if not declared:
+        return []
+    source = engine.quantization_source.cite() if engine.quantization_source else None
+    return [Finding(
+        "ENG005",
+        f"{config_file}: {', '.join(declared)} is set, so {engine.spec} builds every linear layer quantized, "
+        "with scale parameters this draft's floating-point tensors do not fill. Drop the block for a "
+        "bf16/fp16 draft.",
+        file=config_file,
+        detail={"fields": declared, "engine": engine.spec, "source": source},
+    )]

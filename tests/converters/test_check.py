@@ -142,7 +142,7 @@ def test_every_finding_code_of_check_is_tested():
         "IDX001", "IDX002", "IDX003", "IDX004", "IDX005", "IDX006", "IDX007",  # test_sharded_index.py
         "PAY003",  # below
         # tests/schema/test_engine_contract.py: what the engine's loader does
-        "SRV001", "ENG001", "ENG002", "ENG003", "ENG004", "OVR001", "ROP001", "ROP002",
+        "SRV001", "ENG001", "ENG002", "ENG003", "ENG004", "ENG005", "OVR001", "ROP001", "ROP002",
         "SWA001",
         # tests/schema/test_eagle3_contract.py: EAGLE-3 taps and heads
         "TAP003", "LMH001",

@@ -416,3 +416,18 @@ def test_a_nested_mask_token_of_zero_is_served_and_must_agree(tmp_path):
         config["dflash_config"] = {"mask_token_id": 0}
 
     assert "OVR001" in errors(check_checkpoint(write_k3(tmp_path / "d", config_edit=zero)))
+
+
+def test_gqa_layer_types_must_list_every_layer(tmp_path):
+    config = dict(GQA, layer_types=["full_attention"])  # 2 layers
+    report = check_checkpoint(write_gqa(tmp_path / "d", config))
+    assert [f.code for f in report.errors] == ["CFG003"] and "layer_types" in report.errors[0].message
+
+
+def test_a_quantization_block_fails_a_floating_point_draft(tmp_path):
+    # configs/model_config.py@f4d8ec6e:605-700: a quantization_config makes
+    # every linear layer quantized, with scales a bf16 draft does not ship.
+    def quantized(config):
+        config["quantization_config"] = {"quant_method": "fp8"}
+
+    assert "ENG005" in errors(check_checkpoint(write_k3(tmp_path / "d", config_edit=quantized)))
