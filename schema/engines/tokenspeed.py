@@ -253,7 +253,8 @@ _EAGLE3_TAPS_OUTSIDE = ("never captures the rest, without a word: fc then gets f
                         "and the draft fails at the first request or is served the wrong layers")
 
 # transformers' LlamaConfig and DeepseekV3Config defaults: what the config
-# class fills in for a field the config.json leaves out.
+# class fills in for a field the config.json leaves out (read off
+# transformers 5.12.0, the version TokenSpeed pins: python/pyproject.toml@f4d8ec6e:83).
 _LLAMA_DEFAULTS = {
     "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
     "num_attention_heads": 32, "rms_norm_eps": 1e-6,
