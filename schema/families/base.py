@@ -200,6 +200,23 @@ def evaluate_dim(expression: str, dims: Mapping[str, int]) -> int:
     return walk(ast.parse(expression, mode="eval"))
 
 
+def is_int(value: Any) -> bool:
+    """A JSON integer: `True` is not a layer count."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def head_dim_or_split(config: Mapping[str, Any]) -> Any:
+    """`getattr(config, "head_dim", hidden_size // num_attention_heads)`, the
+    engine's reading for its GQA and Llama attention
+    (models/dflash.py@f4d8ec6e:78-80; models/llama.py@f4d8ec6e:148-150)."""
+    if "head_dim" in config:
+        return config["head_dim"]
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if is_int(hidden) and is_int(heads) and heads > 0:
+        return hidden // heads
+    return None
+
+
 def nested_field(config: Mapping[str, Any], name: str) -> tuple[Any, str | None]:
     """A field that may sit in `dflash_config` or at the top level. Returns
     the value and the path it came from. The engine's drafter reads

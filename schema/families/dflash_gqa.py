@@ -11,19 +11,22 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from dspark.schema.families.base import DECODER_MLP_AND_NORMS, SHARED_DIMS, DraftFamily, TensorRule
+from dspark.schema.families.base import (
+    DECODER_MLP_AND_NORMS,
+    SHARED_DIMS,
+    DraftFamily,
+    TensorRule,
+    head_dim_or_split,
+    nested_field,
+)
 from dspark.schema.findings import Finding
 
 
 def gqa_taps(config: Mapping[str, Any]) -> tuple[Any, str | None]:
     """`dflash_config.target_layer_ids` when non-empty, else the top level;
     no default (models/dflash.py@f4d8ec6e:382-385)."""
-    nested = config.get("dflash_config")
-    if isinstance(nested, Mapping) and nested.get("target_layer_ids"):
-        return nested["target_layer_ids"], "dflash_config.target_layer_ids"
-    if config.get("target_layer_ids"):
-        return config["target_layer_ids"], "target_layer_ids"
-    return None, None
+    ids, path = nested_field(config, "target_layer_ids")
+    return (ids, path) if ids else (None, None)
 
 
 def _tap_count(config: Mapping[str, Any]) -> Any:
@@ -35,14 +38,9 @@ def gqa_head_dim(config: Mapping[str, Any]) -> Any:
     """`head_dim` when present; else the config class's default: 128 for
     TokenSpeed's Qwen3Config (configs/qwen3_config.py@f4d8ec6e:173-197),
     hidden_size // heads otherwise (models/dflash.py@f4d8ec6e:78-80)."""
-    if "head_dim" in config:
-        return config["head_dim"]
-    if config.get("model_type") == "qwen3":
+    if "head_dim" not in config and config.get("model_type") == "qwen3":
         return 128
-    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
-    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
-        return hidden // heads
-    return None
+    return head_dim_or_split(config)
 
 
 def _markov_rank(config: Mapping[str, Any]) -> Any:

@@ -18,16 +18,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from dspark.schema.families.base import TensorRule
+from dspark.schema.families.base import TensorRule, is_int
 from dspark.schema.findings import Finding
 
 TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"
 DEFAULT_TAP_COUNT = 3
 DEFAULT_TAPS_TEXT = "[1, N//2-1, N-4] of the target's N layers"
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def target_capture_ids(config: Mapping[str, Any]) -> tuple[Any, str | None]:
@@ -78,7 +74,7 @@ def tap_agreement_rule(draft_taps: DraftTapReader, draft_reader_text: str):
 
     def rule(config: Mapping[str, Any], config_file: str) -> list[Finding]:
         draft_ids, draft_path, count = draft_taps(config)
-        if not _is_int(count):
+        if not is_int(count):
             return []  # the schema reports an unreadable list
         target_ids, target_path = target_capture_ids(config)
         draft_from = f"{draft_path} ({_show(draft_ids)})" if draft_path else f"no list, so {DEFAULT_TAP_COUNT}"
@@ -158,7 +154,7 @@ def one_layer(model: str, source: str):
 
     def rule(config: Mapping[str, Any], config_file: str) -> list[Finding]:
         layers = config.get("num_hidden_layers")
-        if layers == 1 or not _is_int(layers):
+        if layers == 1 or not is_int(layers):
             return []
         return [Finding(
             "CFG003",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from dspark.schema.families.base import DraftFamily, TensorRule
+from dspark.schema.families.base import DraftFamily, TensorRule, head_dim_or_split
 from dspark.schema.families.eagle3_common import (
     DEFAULT_TAP_COUNT,
     EAGLE3_RENAMES,
@@ -41,17 +41,6 @@ def llama_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
 
 def _tap_count(config: Mapping[str, Any]) -> Any:
     return llama_draft_taps(config)[2]
-
-
-def _head_dim(config: Mapping[str, Any]) -> Any:
-    """`getattr(config, "head_dim", hidden_size // heads)`
-    (models/llama.py@f4d8ec6e:148-150)."""
-    if "head_dim" in config:
-        return config["head_dim"]
-    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
-    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
-        return hidden // heads
-    return None
 
 
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
@@ -94,7 +83,7 @@ EAGLE3_LLAMA = DraftFamily(
         "N": "num_hidden_layers",
         "nh": "num_attention_heads",
         "nkv": lambda c: c.get("num_key_value_heads", c.get("num_attention_heads")),
-        "hd": _head_dim,
+        "hd": head_dim_or_split,
         "vocab": "vocab_size",
         "draft_vocab": head_rows,
         "S": _tap_count,

@@ -5,12 +5,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from dspark.schema.families import DraftFamily
-from dspark.schema.families.base import MAX_TAPS
+from dspark.schema.families.base import MAX_TAPS, is_int
 
-
-def is_int(value: Any) -> bool:
-    """A JSON integer: `True` is not a layer count."""
-    return isinstance(value, int) and not isinstance(value, bool)
+__all__ = ["bounded_taps", "is_int", "shape_text"]
 
 
 def shape_text(shape: Sequence[int]) -> str:
