@@ -122,6 +122,12 @@ def _write_machine_error(report, settings: OutputSettings) -> None:
         return
     from dspark.cli.output import write_report_file
 
+    if settings.terminal != "human":
+        import io
+
+        text = io.StringIO()
+        format_module(settings.terminal).write(report, text)
+        _write_stdout(text.getvalue())
     try:
         write_report_file(settings.file, settings.format, report)
     except (OSError, DsparkError):

@@ -69,7 +69,8 @@ OutputFileOption = Annotated[
         "--output",
         metavar="FILE",
         help="Write the machine report (--format, or by suffix: .json, .sarif, .xml) to FILE; "
-        "the terminal keeps the human one.",
+        "the terminal keeps the human one (with --format github: the annotations, and the file's "
+        "format comes from its suffix).",
     ),
 ]
 QuietOption = Annotated[

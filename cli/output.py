@@ -1,5 +1,6 @@
 """Where a command's report goes: the format on stdout, or with `--output
-FILE` the machine report in FILE and the human page on the terminal."""
+FILE` the machine report in FILE and the human page on the terminal (the
+github annotations instead, with `--format github`)."""
 
 from __future__ import annotations
 
@@ -16,19 +17,23 @@ from dspark.schema.errors import UsageError
 
 def configure_output(command: str, output_format: str, file: Path | None, quiet: bool) -> OutputSettings:
     """Record what the command line asked for (errors are told the same
-    way); `--output` with the human format takes the format from the file's
-    suffix."""
-    if file is not None and output_format == "human":
+    way). `--output` with the human format takes the file's format from its
+    suffix; with the github format too, and the annotations go to the
+    terminal, so that one run both annotates a pull request and leaves, say,
+    a SARIF file to upload."""
+    terminal = "human"
+    if file is not None and output_format in ("human", "github"):
         inferred = FORMAT_BY_SUFFIX.get(file.suffix.lower())
         if inferred is None:
-            settings = OutputSettings("human", None, quiet, command)
+            settings = OutputSettings(output_format if output_format == "github" else "human", None, quiet, command)
             output_settings.set(settings)
             raise UsageError(
                 f"--output {file}: which format? Name one with --format ({', '.join(MACHINE_FORMATS)}) "
                 f"or end the file name in {', '.join(FORMAT_BY_SUFFIX)}.",
             )
+        terminal = output_format
         output_format = inferred
-    settings = OutputSettings(output_format, file, quiet, command)
+    settings = OutputSettings(output_format, file, quiet, command, terminal)
     output_settings.set(settings)
     return settings
 
@@ -39,7 +44,11 @@ def emit(report: Report) -> None:
     report.quiet = settings.quiet
     if settings.file is not None:
         write_report_file(settings.file, settings.format, report)
-        format_module("human").write(report)
+        if settings.terminal == "human":
+            format_module("human").write(report)
+        else:
+            format_module(settings.terminal).write(report, sys.stdout)
+            sys.stdout.flush()
         return
     if settings.format == "human":
         format_module("human").write(report)

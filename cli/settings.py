@@ -19,6 +19,9 @@ class OutputSettings:
     file: Path | None = None
     quiet: bool = False
     command: str | None = None
+    # With `file`: what the terminal gets, the human page or, for a CI job
+    # that wants annotations and a report file from one run, the github format.
+    terminal: str = "human"
 
 
 # The command sets this once it has parsed its options, so an error is

@@ -77,8 +77,49 @@ def test_the_pre_commit_hook_checks_the_changed_draft_folders(tmp_path):
     assert done.returncode == 1 and "FCN002" in done.stdout, done.stdout + done.stderr
 
 
-def test_the_action_runs_the_gate_with_github_annotations():
+def _action_step_script(step_id: str) -> str:
+    """The bash `run: |` block of the action's step `step_id`, dedented."""
+    lines = (ROOT / "action.yml").read_text().splitlines()
+    start = lines.index(f"      id: {step_id}")
+    run = next(i for i in range(start, len(lines)) if lines[i].strip() == "run: |")
+    body = []
+    for line in lines[run + 1:]:
+        if line.strip() and not line.startswith(" " * 8):
+            break
+        body.append(line[8:])
+    return "\n".join(body)
+
+
+def _run_action_gate(tmp_path, draft: Path, **inputs: str):
+    github_output = tmp_path / "github_output"
+    github_output.write_text("")
+    env = environment(DRAFT=str(draft), TARGET="", POLICY="", ENGINE="", SARIF="", GITHUB_OUTPUT=str(github_output))
+    env.update(inputs)
+    done = subprocess.run(["bash", "-c", _action_step_script("gate")], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=300)
+    return done, github_output.read_text()
+
+
+def test_the_action_annotates_and_writes_sarif_in_one_gate_run(tmp_path):
+    import json
+
     text = (ROOT / "action.yml").read_text()
-    assert "using: composite" in text
-    assert re.search(r"args=\(\"\$DRAFT\" --format github\)", text) and 'dspark gate "${args[@]}"' in text
-    assert "pip install" in text
+    assert "using: composite" in text and "github/codeql-action/upload-sarif" in text
+
+    broken = tmp_path / "broken"
+    shutil.copytree(ROOT / EXAMPLE, broken)
+    (broken / "config.json").write_text((broken / "config.json").read_text().replace('"fc_norm": true', '"fc_norm": false'))
+    done, outputs = _run_action_gate(tmp_path, broken, SARIF="dspark.sarif")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "exit-code=1" in outputs
+    assert any(line.startswith("::error") and "FCN002" in line for line in done.stdout.splitlines()), done.stdout
+    sarif = json.loads((tmp_path / "dspark.sarif").read_text())
+    assert sarif["version"] == "2.1.0"
+    assert "FCN002" in {result["ruleId"] for result in sarif["runs"][0]["results"]}
+
+
+def test_the_action_without_sarif_writes_no_file(tmp_path):
+    done, outputs = _run_action_gate(tmp_path, ROOT / EXAMPLE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "exit-code=0" in outputs and "PASS" in done.stdout
+    assert not list(tmp_path.glob("*.sarif"))

@@ -200,6 +200,22 @@ def test_output_without_a_format_it_can_tell_is_a_usage_error(dspark, tiny_draft
     assert "--output" in run.stderr and not (tmp_path / "report.txt").exists()
 
 
+def test_github_with_output_annotates_the_terminal_and_writes_the_file_by_its_suffix(dspark, tiny_draft, tmp_path):
+    run = dspark("check", tiny_draft(defect="unexpected-tensor"), "--format", "github",
+                 "--output", tmp_path / "check.sarif")
+    assert run.exit_code == EXIT_CHECK_FAILED
+    assert any(line.startswith("::error ") and "INV002" in line for line in run.stdout.splitlines())
+    assert_valid_sarif(json.loads((tmp_path / "check.sarif").read_text()))
+    # an error: annotated, and in the file
+    run = dspark("check", tmp_path / "missing", "--format", "github", "--output", tmp_path / "error.json")
+    assert run.exit_code == EXIT_USAGE
+    assert run.stdout.startswith("::error ")
+    assert json.loads((tmp_path / "error.json").read_text())["error"]["type"] == "UsageError"
+    # github is no file format: the suffix must name one
+    run = dspark("check", tiny_draft(), "--format", "github", "--output", tmp_path / "report.txt")
+    assert run.exit_code == EXIT_USAGE and not (tmp_path / "report.txt").exists()
+
+
 def test_an_error_goes_to_the_output_file_too(dspark, tmp_path):
     run = dspark("check", tmp_path / "missing", "--output", tmp_path / "report.json")
     assert run.exit_code == EXIT_USAGE
