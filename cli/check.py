@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -17,6 +16,7 @@ from dspark.cli.options import (
     OutputFileOption,
     OutputFormat,
     QuietOption,
+    TargetOption,
 )
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
@@ -25,10 +25,7 @@ from dspark.converters.check import CheckReport, check_checkpoint
 
 def check(
     checkpoint: CheckpointOrUrlArg,
-    target: Annotated[
-        Optional[Path],
-        typer.Option("--target", help="Target model folder or its config.json: check what it can honour."),
-    ] = None,
+    target: TargetOption = None,
     deep: Annotated[
         bool, typer.Option("--deep", help="Also stream every payload: NaN/Inf, zero norms, identity fc_norm.")
     ] = False,

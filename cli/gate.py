@@ -9,16 +9,22 @@ import typer
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
 from dspark.cli.formats import Report
-from dspark.cli.options import EngineOption, FormatOption, OutputFileOption, OutputFormat, QuietOption, local_path
+from dspark.cli.options import (
+    EngineOption,
+    FormatOption,
+    OutputFileOption,
+    OutputFormat,
+    QuietOption,
+    TargetOption,
+    local_path,
+)
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
 
 
 def gate(
     draft: Annotated[Path, typer.Argument(metavar="DRAFT", help="The draft folder to deploy.", show_default=False, parser=local_path)],
-    target: Annotated[
-        Optional[Path], typer.Option("--target", help="Target model folder or its config.json.")
-    ] = None,
+    target: TargetOption = None,
     policy: Annotated[
         Optional[Path],
         typer.Option("--policy", metavar="FILE", help="The policy file (default: dspark.toml or pyproject.toml "

@@ -55,6 +55,15 @@ CheckpointOrUrlArg = Annotated[
         show_default=False,
     ),
 ]
+TargetOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--target",
+        metavar="PATH|URL",
+        help="Target model folder or its config.json, local or remote (hf://ORG/REPO[@REV], https://…, "
+        "s3://…): check what it can honour.",
+    ),
+]
 FormatOption = Annotated[
     OutputFormat,
     typer.Option(

@@ -143,7 +143,7 @@ def check_checkpoint(
     if verdict not in VERDICTS:
         raise UsageError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}.")
     profile = engine if isinstance(engine, EngineProfile) else engine_by_spec(engine)
-    target_facts = read_target_facts(Path(target)) if target is not None else None
+    target_facts = read_target_facts(target) if target is not None else None
     if verify_hashes and is_url(path):
         raise UsageError(
             f"{printable_name(str(path))}: --verify reads a local checkpoint (its manifest hashes every file).",

@@ -12,6 +12,7 @@ from typing import Any
 # The strict JSON reader, shared by every reader of JSON input (json_input.py).
 from dspark.converters.json_input import JsonInputError, parse_json_object, read_json_object_from
 from dspark.converters.layouts.hf import CONFIG_NAME
+from dspark.converters.sources import is_url, open_source, url_scheme
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import printable_name
@@ -68,8 +69,13 @@ def _config_or_findings(load, shown: str) -> tuple[dict[str, Any] | None, list[F
         )]
 
 
-def read_target_facts(target: Path) -> TargetFacts:
-    """`--target` accepts a model folder or its config.json."""
+def read_target_facts(target: Path | str) -> TargetFacts:
+    """`--target` accepts a model folder or its config.json, local or a URL
+    (`hf://ORG/REPO[@REV]`, an HTTP or object-store folder, or the URL of
+    its config.json)."""
+    if is_url(str(target)):
+        return _read_remote_target_facts(str(target))
+    target = Path(target)
     config_path = target / CONFIG_NAME if target.is_dir() else target
     shown = printable_name(str(target))
     if not target.exists():
@@ -86,3 +92,26 @@ def read_target_facts(target: Path) -> TargetFacts:
             f"--target {printable_name(str(config_path))}: {exc}.", hint="Pass a valid target config.json."
         ) from None
     return TargetFacts.from_config(config, str(config_path))
+
+
+def _read_remote_target_facts(url: str) -> TargetFacts:
+    """The target's config.json read by range from a remote folder; a URL
+    whose last part names a .json file is that file in its folder (a Hub
+    address is always a repository, whose root holds the config)."""
+    folder, name = url, CONFIG_NAME
+    head, _, last = url.rstrip("/").rpartition("/")
+    if last.lower().endswith(".json") and url_scheme(url) != "hf" and "://" in head + "/":
+        folder, name = head + "/", last
+    shown = printable_name(url)
+    source = open_source(folder)
+    try:
+        if source.stat(name) is None:
+            raise UsageError(
+                f"--target {shown}: no {name} there.",
+                hint="Pass the target model's folder (with its config.json) or the URL of the config file itself.",
+            )
+        config = read_json_object_from(source, name, max_bytes=MAX_CONFIG_BYTES)
+    except (ValueError, OSError) as exc:  # SourceError is an OSError
+        raise UsageError(f"--target {shown}: {exc}.", hint="Pass a valid target config.json.") from None
+    location = folder.rstrip("/") + "/" + name
+    return TargetFacts.from_config(config, location)

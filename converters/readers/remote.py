@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 from dspark.converters.configs import read_draft_config, read_draft_config_from
 from dspark.converters.json_input import read_json_object_from
-from dspark.converters.layouts.hf import CONFIG_NAME, SAFETENSORS_INDEX, TORCH_SUFFIXES, is_plain_file_name
+from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES, is_plain_file_name
 from dspark.converters.readers.base import Checkpoint
 from dspark.converters.readers.safetensors import entries_from_headers, finding_from_error, index_from, merged_metadata
 from dspark.converters.readers.safetensors_io import SafetensorsHeader, read_header_from_source

@@ -204,6 +204,67 @@ def test_s3_url_keeps_its_slashes(dspark):
 
 
 # --------------------------------------------------------------------------
+# A remote --target: the target's config.json read by range
+
+
+def _target_config(draft: Path, **fields) -> dict:
+    config = json.loads((draft / "config.json").read_text())
+    return {"model_type": "kimi_k3", "hidden_size": config["target_hidden_size"],
+            "num_hidden_layers": config["target_num_hidden_layers"], "vocab_size": config["vocab_size"], **fields}
+
+
+def test_a_remote_target_is_judged_as_the_local_one(tiny_draft, served, tmp_path, dspark):
+    draft = tiny_draft()
+    short = _target_config(draft, num_hidden_layers=10)  # the draft's last tap, 11, is past it
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(short))
+    (draft / "target.json").write_text(json.dumps(short))  # served beside the draft, under its own name
+    server = served(draft)
+    local = check_checkpoint(draft, target=target)
+    assert "TGT005" in codes(local)
+    url = f"{server.url}/files/draft/target.json"
+    remote = check_checkpoint(draft, target=url)
+    assert codes(remote) == codes(local)
+    assert remote.target == url
+    run = dspark("check", draft, "--target", f"{server.url}/files/draft/target.json", "--format", "json")
+    assert run.exit_code == EXIT_CHECK_FAILED and "TGT005" in {f["code"] for f in run.json()["findings"]}
+
+
+def test_a_target_on_the_hub_or_an_object_store(tiny_draft, served, tmp_path):
+    fsspec = pytest.importorskip("fsspec")
+    draft = tiny_draft()
+    good = _target_config(draft)
+    short = _target_config(draft, num_hidden_layers=10)
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file("/models/short/config.json", json.dumps(short).encode())
+    assert check_checkpoint(draft, target="memory://models/short").passed() is False
+    assert "TGT005" in codes(check_checkpoint(draft, target="memory://models/short/config.json"))
+
+    pytest.importorskip("huggingface_hub")
+    target = tmp_path / "hub-target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(good))
+    served(target, repo="org/target")
+    report = check_checkpoint(draft, target="hf://org/target")
+    assert report.passed(strict=True), codes(report)
+    assert report.target == "hf://org/target/config.json"
+
+
+@pytest.mark.parametrize("where, words", [
+    ("memory://models/none", "no config.json there"),
+    ("memory://models/bad/config.json", "Pass a valid target config.json"),
+], ids=["no-config", "not-json"])
+def test_a_remote_target_that_cannot_be_read_is_a_usage_error(tiny_draft, dspark, where, words):
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file("/models/none/README.md", b"no config")
+    memory.pipe_file("/models/bad/config.json", b"{not json")
+    run = dspark("check", tiny_draft(), "--target", where)
+    assert run.exit_code == EXIT_USAGE and words in run.stderr + run.stdout and "Traceback" not in run.stderr
+
+
+# --------------------------------------------------------------------------
 # What is refused
 
 
