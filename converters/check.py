@@ -157,6 +157,8 @@ def check_checkpoint(
     expected: dict = {}
     if checkpoint.config is not None:
         layout = served_layout(checkpoint)
+        if config_path is not None and not layout.engine_openable:
+            layout = dataclasses.replace(layout, convert_options=("--config", str(config_path)))
         contract = check_contract(
             checkpoint.config,
             checkpoint.entries,

@@ -82,6 +82,7 @@ class ConvertReport:
             "bytes_in": self.plan.bytes_in,
             "bytes_out": self.plan.bytes_out,
             "renamed": len(self.plan.renames),
+            "splits": self.plan.splits,
             "dropped": [d.to_dict() for d in self.plan.dropped],
             "casts": self.plan.casts,
             "not_cast": self.plan.not_cast,
@@ -180,7 +181,7 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
         tensor = by_name[planned.name]
         src, dst = tensor.source.dtype, tensor.dtype
         scanner = payload_scanner(dst)
-        for chunk in reader.iter_chunks(tensor.source, CHUNK_BYTES):
+        for chunk in tensor.source_chunks(reader, CHUNK_BYTES):
             # Readers reuse their buffers too, so even an uncast chunk is
             # copied into the ring.
             out = cast.cast_into(chunk, src, dst, ring[turn])
@@ -246,7 +247,7 @@ def payload_refusals(plan: ConvertPlan, written_stats: Mapping[str, PayloadStats
             # Rare: read this one tensor's input again to tell the input's
             # NaN/Inf from the cast's overflow.
             source_stats = scan_chunks(
-                tensor.source.dtype, plan.checkpoint.reader.iter_chunks(tensor.source, CHUNK_BYTES)
+                tensor.source.dtype, tensor.source_chunks(plan.checkpoint.reader, CHUNK_BYTES)
             )
             from_input = source_stats.nonfinite_count
             made = stats.nonfinite_count - from_input
@@ -260,7 +261,7 @@ def payload_refusals(plan: ConvertPlan, written_stats: Mapping[str, PayloadStats
                     tensor=tensor.name,
                     detail={"made_nonfinite": made, "source_dtype": tensor.source.dtype, "dtype": tensor.dtype},
                 ))
-        entry = TensorEntry(tensor.name, tensor.source.stored_name, tensor.dtype, tensor.source.shape, tensor.source.file)
+        entry = TensorEntry(tensor.name, tensor.source.stored_name, tensor.dtype, tensor.shape, tensor.source.file)
         judged.append((entry, PayloadStats(from_input, stats.all_zero, stats.all_one)))
     findings += payload_findings(judged, plan.expected)
     return [f for f in findings if f.severity is Severity.ERROR]

@@ -9,13 +9,15 @@ would pass `dspark check`. `convert.py` carries it out.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from dspark.converters.casting import CASTABLE, output_dtype
 from dspark.converters.destination import check_paths
+from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
@@ -27,7 +29,7 @@ from dspark.converters.writers.safetensors import (
     parse_size,
     plan_shards,
 )
-from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES
+from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES, nbytes_of
 from dspark.schema.engines import engine_by_spec
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import DraftFamily
@@ -80,36 +82,65 @@ class ConvertOptions:
 
 @dataclass(frozen=True)
 class TensorPlan:
-    """One tensor to write: where it comes from and what it becomes."""
+    """One tensor to write: where it comes from and what it becomes.
+    `rows` is set when it is rows [start, stop) of a pre-fused source
+    tensor the engine does not take (converters/fused_split.py)."""
 
     source: TensorEntry
     name: str
     dtype: str
     shard: str
+    rows: tuple[int, int] | None = None
 
     @property
     def renamed(self) -> bool:
-        return self.source.stored_name != self.name
+        return self.rows is None and self.source.stored_name != self.name
 
     @property
     def cast(self) -> bool:
         return self.source.dtype != self.dtype
 
     @property
+    def shape(self) -> tuple[int, ...]:
+        if self.rows is None:
+            return self.source.shape
+        return (self.rows[1] - self.rows[0], *self.source.shape[1:])
+
+    @property
+    def bytes_read(self) -> int:
+        return nbytes_of(self.source.dtype, self.shape)
+
+    @property
     def planned(self) -> PlannedTensor:
-        return PlannedTensor(self.name, self.dtype, self.source.shape)
+        return PlannedTensor(self.name, self.dtype, self.shape)
+
+    def source_chunks(self, reader, chunk_bytes: int) -> Iterator[memoryview]:
+        """The source bytes this tensor is written from, in chunks."""
+        if self.rows is None:
+            return reader.iter_chunks(self.source, chunk_bytes)
+        row_bytes = nbytes_of(self.source.dtype, self.source.shape[1:])
+        start, stop = self.rows[0] * row_bytes, self.rows[1] * row_bytes
+        if self.source.byte_range is not None:
+            # read by range (safetensors): read the part's own bytes only
+            first = self.source.byte_range[0]
+            part = dataclasses.replace(self.source, shape=self.shape, byte_range=(first + start, first + stop))
+            return reader.iter_chunks(part, chunk_bytes)
+        return iter_rows(reader.iter_chunks(self.source, chunk_bytes), start, stop)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "source": self.source.stored_name,
             "source_file": self.source.file,
             "source_dtype": self.source.dtype,
             "dtype": self.dtype,
-            "shape": list(self.source.shape),
+            "shape": list(self.shape),
             "shard": self.shard,
             "nbytes": self.planned.nbytes,
         }
+        if self.rows is not None:
+            out["source_rows"] = list(self.rows)
+        return out
 
 
 @dataclass(frozen=True)
@@ -154,6 +185,15 @@ class ConvertPlan:
         return [(t.source.stored_name, t.name) for t in self.tensors if t.renamed]
 
     @property
+    def splits(self) -> list[dict[str, Any]]:
+        """Pre-fused source tensors written as their parts."""
+        parts: dict[str, list[dict[str, Any]]] = {}
+        for t in self.tensors:
+            if t.rows is not None:
+                parts.setdefault(t.source.stored_name, []).append({"name": t.name, "rows": list(t.rows)})
+        return [{"from": name, "to": to} for name, to in parts.items()]
+
+    @property
     def casts(self) -> dict[str, dict[str, int]]:
         """"F32->BF16" -> tensors, bytes in, bytes out."""
         summary: dict[str, dict[str, int]] = {}
@@ -161,7 +201,7 @@ class ConvertPlan:
             if tensor.cast:
                 row = summary.setdefault(f"{tensor.source.dtype}->{tensor.dtype}", {"tensors": 0, "bytes_in": 0, "bytes_out": 0})
                 row["tensors"] += 1
-                row["bytes_in"] += tensor.source.nbytes
+                row["bytes_in"] += tensor.bytes_read
                 row["bytes_out"] += tensor.planned.nbytes
         return dict(sorted(summary.items()))
 
@@ -174,7 +214,7 @@ class ConvertPlan:
 
     @property
     def bytes_in(self) -> int:
-        return sum(t.source.nbytes for t in self.tensors)
+        return sum(t.bytes_read for t in self.tensors)
 
     @property
     def bytes_out(self) -> int:
@@ -193,6 +233,7 @@ class ConvertPlan:
             "config_source": self.config_source,
             "tensors": [t.to_dict() for t in self.tensors],
             "renames": [{"from": a, "to": b} for a, b in self.renames],
+            "splits": self.splits,
             "dropped": [d.to_dict() for d in self.dropped],
             "casts": self.casts,
             "not_cast": self.not_cast,
@@ -220,7 +261,12 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     _refuse_unconvertible(checkpoint)
     family: DraftFamily = checkpoint.family
 
-    kept: list[tuple[TensorEntry, str]] = []
+    profile = engine_by_spec(options.engine)
+    # Pre-fused tensors the engine's loader refuses are written as their parts.
+    splits: dict[str, FusedSplit] = plan_fused_splits(
+        checkpoint.entries, family, profile.loader_for(family.name), checkpoint.config
+    )
+    kept: list[tuple[TensorEntry, str, str, tuple[int, int] | None]] = []
     dropped: list[DroppedTensor] = []
     owners: dict[str, TensorEntry] = {}
     for entry in checkpoint.entries:
@@ -229,17 +275,18 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
         if reason and not options.keep_skipped:
             dropped.append(DroppedTensor(entry.stored_name, name, reason, entry.dtype, entry.nbytes))
             continue
-        _refuse_bad_name(entry, owners.get(name))
-        owners[name] = entry
-        kept.append((entry, output_dtype(entry.dtype, options.dtype)))
-    kept.sort(key=lambda item: natural_key(item[0].served_name))
+        split = splits.get(entry.stored_name)
+        outputs = [(p.name, (p.start, p.stop)) for p in split.parts] if split else [(name, None)]
+        for out_name, rows in outputs:
+            _refuse_bad_name(entry, owners.get(out_name), out_name)
+            owners[out_name] = entry
+            kept.append((entry, out_name, output_dtype(entry.dtype, options.dtype), rows))
+    kept.sort(key=lambda item: natural_key(item[1]))
 
-    shards = plan_shards(
-        [PlannedTensor(entry.served_name, dtype, entry.shape) for entry, dtype in kept], options.max_shard_size
-    )
+    unsharded = [TensorPlan(entry, name, dtype, "", rows) for entry, name, dtype, rows in kept]
+    shards = plan_shards([t.planned for t in unsharded], options.max_shard_size)
     shard_of = {t.name: s.file for s in shards for t in s.tensors}
-    tensors = [TensorPlan(entry, entry.served_name, dtype, shard_of[entry.served_name]) for entry, dtype in kept]
-    profile = engine_by_spec(options.engine)
+    tensors = [dataclasses.replace(t, shard=shard_of[t.name]) for t in unsharded]
     source_config, unshifted = checkpoint.config, []
     if vllm_shifted_taps(source_config, [e.stored_name for e in checkpoint.entries]):
         source_config, unshifted = unshift_vllm_taps(source_config)
@@ -250,12 +297,13 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
                for f in checkpoint.config_findings if f.code == "SRC005"] + changes
 
     planned_entries = [
-        TensorEntry(t.name, t.name, t.dtype, t.source.shape, t.shard) for t in tensors
+        TensorEntry(t.name, t.name, t.dtype, t.shape, t.shard) for t in tensors
     ]
     environ = os.environ if options.environ is None else options.environ
     contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=profile)
     source_notes = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is not Severity.ERROR]
-    findings = group_findings(source_notes + contract.findings)
+    split_notes = [split.note() for split in splits.values()]
+    findings = group_findings(source_notes + split_notes + contract.findings)
 
     return ConvertPlan(
         source=str(src),
@@ -341,8 +389,7 @@ def _drop_reason(family: DraftFamily, served_name: str) -> str | None:
     return None
 
 
-def _refuse_bad_name(entry: TensorEntry, first: TensorEntry | None) -> None:
-    name = entry.served_name
+def _refuse_bad_name(entry: TensorEntry, first: TensorEntry | None, name: str) -> None:
     if not name or has_control_characters(name):
         raise CheckpointError(
             f"{entry.file}: tensor name {printable_name(entry.stored_name)!r} is empty or holds control characters.",
@@ -358,5 +405,6 @@ def _refuse_bad_name(entry: TensorEntry, first: TensorEntry | None) -> None:
             code="INV006",
             path=entry.file,
             tensor=name,
-            hint="Remove one of them from the input (they differ only in wrapper prefixes).",
+            hint="Remove one of them from the input (they differ only in wrapper prefixes, or one is the "
+            "pre-fused form of the other).",
         )

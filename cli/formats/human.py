@@ -217,7 +217,9 @@ def plan_page(report: Report) -> None:
     for tensor in plan.tensors:
         dtype = f"{tensor.source.dtype}->{tensor.dtype}" if tensor.cast else tensor.dtype
         renamed = f"  <- {printable_name(tensor.source.stored_name)}" if tensor.renamed else ""
-        line = f"  {printable_name(tensor.name):<{width}}  {dtype:<9}  {str(list(tensor.source.shape)):<14}  {tensor.shard}{renamed}"
+        if tensor.rows is not None:
+            renamed = f"  <- rows {tensor.rows[0]}-{tensor.rows[1] - 1} of {printable_name(tensor.source.stored_name)}"
+        line = f"  {printable_name(tensor.name):<{width}}  {dtype:<9}  {str(list(tensor.shape)):<14}  {tensor.shard}{renamed}"
         stdout.print(escape(line))
 
     if plan.dropped:
@@ -249,7 +251,7 @@ def convert_page(report: Report) -> None:
     lines = [
         f"{len(plan.tensors)} tensors, {human_bytes(plan.bytes_out)} in {len(plan.shards)} shard(s) ({plan.source_format} -> safetensors, {plan.family})",
         f"casts: {_dtype_text(plan)}",
-        f"renamed {len(plan.renames)}, dropped {len(plan.dropped)}"
+        f"renamed {len(plan.renames)}, split {len(plan.splits)}, dropped {len(plan.dropped)}"
         + (f" ({', '.join(sorted({d.reason for d in plan.dropped}))})" if plan.dropped else ""),
         f"config.json: {len(plan.config_changes)} change(s)",
         f"verified: every value written was read (no NaN/Inf, no all-zero weights) and dspark check passes; "

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES
+from dspark.converters.layouts.specforge import holds_training_state
 from dspark.converters.layouts.torchspec import holds_dcp
 from dspark.converters.readers.base import Checkpoint, TensorReader
 from dspark.converters.sources import is_url
@@ -76,7 +77,8 @@ READERS: tuple[ReaderSpec, ...] = (
     ReaderSpec(
         "pt",
         claims_file=lambda p: p.suffix in TORCH_SUFFIXES,
-        claims_folder=_single_torch_file,
+        # a SpecForge step folder holds training_state.pt and a file per rank
+        claims_folder=lambda p: holds_training_state(p) or _single_torch_file(p),
         opener="dspark.converters.readers.pt:open_pt",
     ),
 )
@@ -101,7 +103,8 @@ def reader_for(path: Path) -> ReaderSpec:
     if spec is None:
         raise UsageError(
             f"{printable_name(str(path))}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP "
-            ".metadata, training run (checkpoints/iter_N/) or single .pt file in it.",
+            ".metadata, training run (checkpoints/iter_N/), SpecForge checkpoint "
+            "({run_id}-step{N}/training_state.pt) or single .pt file in it.",
             hint="Pass the folder that holds the draft's weights and config.json.",
         )
     return spec

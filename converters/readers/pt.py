@@ -24,8 +24,22 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from dspark.converters.layouts.hf import TORCH_SUFFIXES
-from dspark.converters.layouts.specforge import DRAFT_STATE_KEY
-from dspark.converters.readers.base import Checkpoint, left_behind_finding, load_config_for, served_name_for
+from dspark.converters.layouts.specforge import (
+    DRAFT_STATE_KEY,
+    NO_CONFIG_SAVED,
+    PROVENANCE_KEY,
+    holds_training_state,
+    locate_training_state,
+    recorded_draft_config,
+    refuse_rank_state,
+)
+from dspark.converters.readers.base import (
+    Checkpoint,
+    find_config_upwards,
+    left_behind_finding,
+    load_config_for,
+    served_name_for,
+)
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, UnsafeInputError, require_torch
 from dspark.schema.inventory import TensorEntry, printable_name
@@ -263,20 +277,35 @@ def _join(parts: list[str], name: str) -> str:
 
 
 def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> Checkpoint:
-    """Open a state dict: the file itself, or a folder holding exactly one."""
+    """Open a state dict: the file itself, a folder holding exactly one, or
+    a SpecForge step folder or output folder (its training_state.pt; the
+    per-rank optimizer files beside it are never read)."""
     torch = require_torch("Reading a .pt checkpoint")
-    if path.is_dir():
+    location = None
+    if path.is_dir() and holds_training_state(path):
+        location = locate_training_state(path)
+        weights = location.state_file
+    elif path.is_dir():
         weights = next(p for p in sorted(path.iterdir()) if p.suffix in TORCH_SUFFIXES and p.is_file())
     else:
         weights = path
+    refuse_rank_state(weights)
     root = weights.parent
     shown = weights.name
     obj, mapped = load_weights_only(weights, torch)
     tensors, nested_under, left_behind = find_state_dict(obj, torch, shown)
     for name, tensor in tensors.items():
         require_dense(tensor, file=shown, name=name)
+    explicit, missing_note, config_from = config_path, PT_HAS_NO_CONFIG, None
+    if nested_under == DRAFT_STATE_KEY and explicit is None and find_config_upwards(root, 1) is None:
+        recorded = recorded_draft_config(obj)
+        if recorded.path is not None:
+            explicit, config_from = recorded.path, f"{shown}: {PROVENANCE_KEY}.draft_config"
+        else:
+            missing_note = (f"{NO_CONFIG_SAVED}, and {recorded.problem}: pass --config with the draft config "
+                            "the run was trained with.")
     config, config_file, config_findings, family = load_config_for(
-        root, config_path, search_parents=1, missing_note=PT_HAS_NO_CONFIG
+        root, explicit, search_parents=1, missing_note=missing_note
     )
 
     entries = [
@@ -290,10 +319,14 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
         )
         for name, tensor in tensors.items()
     ]
-    findings = [left_behind_finding(left_behind, shown)] if left_behind else []
+    findings = [location.note] if location is not None and location.note else []
+    if left_behind:
+        findings.append(left_behind_finding(left_behind, shown))
     metadata: dict[str, Any] = {"memory_mapped": mapped}
     if nested_under:
         metadata["state_dict_key"] = nested_under
+    if config_from:
+        metadata["config_from"] = config_from
     return Checkpoint(
         source=path,
         root=root,

@@ -123,7 +123,7 @@ def inventory_findings(
                     "INV002",
                     f"{entry.file}: {printable_name(name)} (stored as {printable_name(entry.stored_name)}) is "
                     f"pre-fused; the {family.name} loader only builds it from {', '.join(parts)}, and it "
-                    f"{when_pre_fused}. Ship the parts separately.",
+                    f"{when_pre_fused}. Ship the parts separately; dspark convert splits it into them.",
                     file=entry.file,
                     tensor=name,
                     detail={"shape": list(entry.shape), "dtype": entry.dtype, "parts": parts},

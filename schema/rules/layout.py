@@ -33,6 +33,9 @@ class ServedLayout:
     format: str
     engine_openable: bool
     why_not: str | None = None
+    # Options the convert command needs as well (`--config FILE` when the
+    # config was given by hand): the command printed must work as it is.
+    convert_options: tuple[str, ...] = ()
 
 
 def layout_findings(
@@ -75,7 +78,8 @@ def layout_findings(
     if not reasons:
         return []
     source = layout.source
-    command = f"dspark convert {shlex.quote(source)} {shlex.quote(source.rstrip('/') + '-served')}"
+    command = " ".join(shlex.quote(arg) for arg in (
+        "dspark", "convert", source, source.rstrip("/") + "-served", *layout.convert_options))
     detail["command"] = command
     detail["reasons"] = reasons
     return [Finding(

@@ -6,7 +6,9 @@ verdict), converted, and the output judged by TokenSpeed's loader rules."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +211,209 @@ def test_specforge_training_state_is_srv001_and_converts(tmp_path):
     convert_checkpoint(step / "training_state.pt", out, ConvertOptions(config_path=draft_config))
     assert_tokenspeed_accepts(out)
     assert check_checkpoint(out, deep=True).passed(strict=True)
+
+
+# --------------------------------------------------------------------------
+# SpecForge training checkpoints: step folders and the output folder
+
+
+def file_identity(path: Path) -> tuple:
+    """SpecForge's stat-v2 identity of a JSON file: (kind, absolute path,
+    ("sha256", "", size, hex)) (training/provenance.py@a6b6b02:78-114)."""
+    data = path.read_bytes()
+    return ("file-stat-v2", str(path.resolve()), ("sha256", "", len(data), hashlib.sha256(data).hexdigest()))
+
+
+def write_specforge_step(output: Path, run: str, step: int, *, draft_config: Path | None, seed: int = 0,
+                         world_size: int = 2, provenance: bool = True, latest: bool = True) -> dict:
+    """One `{run_id}-step{N}/` as CheckpointManager.save writes it: the
+    shared training_state.pt (controller.py@a6b6b02:849-871, with the
+    trainer's resume contract, trainer.py@a6b6b02:247-276) and one
+    training_state_rank{r}.pt per rank (optimizer shard and RNG), then the
+    `{run_id}-latest` symlink (checkpoint.py@a6b6b02:98-105, 428-442).
+    Returns the draft tensors saved."""
+    folder = output / f"{run}-step{step}"
+    folder.mkdir(parents=True)
+    config = specforge_config()
+    tensors = eagle3_tensors(config, seed=seed)
+    tensors["t2d"] = torch.zeros(96, dtype=torch.bool)
+    state = {
+        "draft_state_dict": tensors,
+        "global_step": step, "epoch": 0, "epoch_batch": step, "epoch_samples": step * 4,
+        "strategy": "eagle3", "run_id": run, "world_size": world_size,
+        "dataset_size": 4000, "batch_size": 4, "accumulation_steps": 1, "num_epochs": 1,
+        "effective_total_steps": 1000, "tp_size": 1, "sp_ulysses_size": 1, "sp_ring_size": 1,
+        "specforge_step_options": (("ttt_length", 7),),
+        "offline_sampler_version": 1, "sampler_seed": 0, "source_dataset_size": 4000,
+    }
+    if provenance:
+        state["specforge_model_provenance"] = (
+            ("capture_layers", tuple(TAPS)),
+            ("draft_config", file_identity(draft_config) if draft_config is not None else None),
+            ("draft_revision", None),
+            ("embedding_key", "model.embed_tokens.weight"),
+            ("input_modality", "text"),
+            ("lm_head_key", "lm_head.weight"),
+            ("load_target_embedding", True),
+            ("source_identity_format", "stat-v2"),
+            ("target_model", ("reference", "meta-llama/Llama-3.1-8B-Instruct")),
+            ("target_revision", None),
+            ("torch_dtype", "bfloat16"),
+            ("vocab_mapping", None),
+        )
+    torch.save(state, folder / "training_state.pt")
+    for rank in range(world_size):
+        torch.save({
+            "optimizer": {"state": {0: {"exp_avg": torch.zeros(8), "step": torch.tensor(float(step))}},
+                          "param_groups": [{"lr": 1e-4, "params": [0]}]},
+            "rng": {"cpu": torch.get_rng_state()},
+        }, folder / f"training_state_rank{rank}.pt")
+    if latest:
+        link = output / f"{run}-latest"
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(folder.name)
+    return tensors
+
+
+def draft_config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "configs" / "llama3-8b-eagle3.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(specforge_config(), indent=2))
+    return path
+
+
+def assert_weights_of(out: Path, tensors: dict) -> None:
+    with safe_open(str(out / "model.safetensors"), "pt") as handle:
+        assert torch.equal(handle.get_tensor("fc.weight"), tensors["fc.weight"])
+
+
+def test_specforge_output_folder_reads_the_latest_step_with_the_recorded_config(tmp_path):
+    config = draft_config_file(tmp_path)
+    output = tmp_path / "outputs" / "llama3-8b-eagle3"
+    for n, step in enumerate((100, 200, 300)):
+        newest = write_specforge_step(output, "run", step, draft_config=config, seed=n)
+    (output / "run-best").symlink_to("run-step200")
+
+    report = check_checkpoint(output)
+    codes = {f.code for f in report.findings}
+    note = next(f for f in report.findings if f.code == "SRC001")
+    assert "reading run-step300/training_state.pt, the one run-latest points to" in note.message
+    assert "the best by eval is run-step200" in note.message and "Pass a run-step{N} folder" in note.message
+    assert note.detail["steps"] == ["run-step100", "run-step200", "run-step300"]
+    assert "CFG001" not in codes and report.family == "eagle3_llama"
+    layout = [f for f in report.findings if f.code == "SRV001"]
+    assert len(layout) == 1 and layout[0].detail["command"] == f"dspark convert {output} {output}-served"
+    assert report.verdicts() == {"served": False, "contents": True}, [(f.code, f.message) for f in report.errors]
+
+    # the command SRV001 prints is the one that works
+    result = dspark("check", str(output))
+    assert result.returncode == 1 and "SRV001" in result.stdout
+    command = shlex.split(layout[0].detail["command"])
+    converted = subprocess.run([sys.executable, "-m", "dspark.cli.main", *command[1:]],
+                               capture_output=True, text=True, timeout=120)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    served = Path(f"{output}-served")
+    assert_tokenspeed_accepts(served)
+    assert_weights_of(served, newest)
+    assert check_checkpoint(served, deep=True).passed(strict=True)
+
+
+def test_specforge_step_folder_is_read_as_named_and_rank_files_are_never_opened(tmp_path):
+    config = draft_config_file(tmp_path)
+    output = tmp_path / "out"
+    older = write_specforge_step(output, "run", 100, draft_config=config, seed=1)
+    write_specforge_step(output, "run", 200, draft_config=config, seed=2)
+    step = output / "run-step100"
+    # a rank file that is not even a torch file: reading it would fail
+    (step / "training_state_rank1.pt").write_bytes(b"not a torch file")
+
+    report = check_checkpoint(step)
+    assert "SRC001" not in {f.code for f in report.findings}  # nothing was picked for the user
+    assert [f.detail["command"] for f in report.findings if f.code == "SRV001"] == [
+        f"dspark convert {step} {step}-served"]
+    out = tmp_path / "served"
+    convert_checkpoint(step, out)
+    assert_weights_of(out, older)
+    assert check_checkpoint(out, deep=True).passed(strict=True)
+
+
+def test_specforge_output_without_a_latest_link_reads_the_highest_step(tmp_path):
+    config = draft_config_file(tmp_path)
+    output = tmp_path / "out"
+    write_specforge_step(output, "run", 90, draft_config=config, seed=1, latest=False)
+    newest = write_specforge_step(output, "run", 100, draft_config=config, seed=2, latest=False)
+    (output / "run-step110").mkdir()  # an unfinished save: no training_state.pt yet
+
+    note = next(f for f in check_checkpoint(output).findings if f.code == "SRC001")
+    assert "reading run-step100/training_state.pt, the highest step (there is no run-latest link)" in note.message
+    out = tmp_path / "served"
+    convert_checkpoint(output, out)
+    assert_weights_of(out, newest)
+
+
+def test_specforge_output_with_two_runs_is_not_guessed_at(tmp_path):
+    config = draft_config_file(tmp_path)
+    output = tmp_path / "out"
+    write_specforge_step(output, "alpha", 100, draft_config=config)
+    write_specforge_step(output, "beta", 50, draft_config=config)
+    result = dspark("check", str(output))
+    assert result.returncode == 2
+    text = result.stdout + result.stderr
+    assert "2 SpecForge runs" in text and "alpha-step100" in text and "beta-step50" in text
+
+
+def test_a_specforge_rank_file_named_directly_is_exit_2(tmp_path):
+    output = tmp_path / "out"
+    write_specforge_step(output, "run", 100, draft_config=draft_config_file(tmp_path))
+    result = dspark("check", str(output / "run-step100" / "training_state_rank0.pt"))
+    assert result.returncode == 2
+    assert "optimizer and RNG state" in result.stdout + result.stderr
+
+
+def test_specforge_config_beside_the_checkpoints_wins_over_the_recorded_one(tmp_path):
+    recorded = draft_config_file(tmp_path)
+    output = tmp_path / "out"
+    write_specforge_step(output, "run", 100, draft_config=recorded)
+    (output / "config.json").write_text(json.dumps(specforge_config()))
+    checkpoint_config = check_checkpoint(output).to_dict()
+    assert "CFG001" not in {f["code"] for f in checkpoint_config["findings"]}
+    from dspark.converters.readers import open_checkpoint
+
+    assert open_checkpoint(output).config_path == output / "config.json"
+    assert open_checkpoint(recorded.parent.parent / "out" / "run-step100").config_path == output / "config.json"
+
+
+@pytest.mark.parametrize("case, expected", [
+    pytest.param("edited", "has changed since training", id="config-edited-since-training"),
+    pytest.param("moved", "which is not found here", id="config-gone"),
+    pytest.param("generated", "generated its draft config from the target model", id="config-generated"),
+    pytest.param("old", "no specforge_model_provenance", id="no-provenance"),
+])
+def test_specforge_checkpoint_without_a_usable_config_asks_for_config(tmp_path, case, expected):
+    config = draft_config_file(tmp_path)
+    output = tmp_path / "out"
+    write_specforge_step(output, "run", 100, draft_config=None if case == "generated" else config,
+                         provenance=case != "old")
+    if case == "edited":
+        config.write_text(json.dumps({**specforge_config(), "hidden_size": 64}))
+    elif case == "moved":
+        config.unlink()
+
+    report = check_checkpoint(output)
+    missing = [f for f in report.findings if f.code == "CFG001"]
+    assert len(missing) == 1 and expected in missing[0].message and "pass --config" in missing[0].message
+
+    result = dspark("convert", str(output), str(tmp_path / "served"))
+    assert result.returncode == 1 and "--config" in result.stdout + result.stderr
+    assert not (tmp_path / "served").exists()
+
+    # --config is the way out, and check's SRV001 then prints it in the command
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(specforge_config()))
+    report = check_checkpoint(output, config_path=good)
+    (layout,) = [f for f in report.findings if f.code == "SRV001"]
+    assert layout.detail["command"] == f"dspark convert {output} {output}-served --config {good}"
+    assert report.verdicts()["contents"]
+    assert dspark(*shlex.split(layout.detail["command"])[1:]).returncode == 0
+    assert check_checkpoint(Path(f"{output}-served"), deep=True).passed(strict=True)
