@@ -1,12 +1,21 @@
-"""Fabricate K3 DSpark draft checkpoints: good ones, and ones with a defect.
+"""Fabricate draft checkpoints of every family dspark gates: good ones, and
+ones with a named defect, at tiny or full size.
 
 Used by the tests, the benchmarks and the bundled example. Tensors are made
 with torch and written by the safetensors library; `--sparse` instead
 writes a header and leaves the payload as a hole (right size on disk
-listings, no bytes written) for header-only benchmarks at full K3 size.
+listings, no bytes written) for header-only checks at full size.
 
-    python -m dspark.examples.fabricate OUT [--scale tiny|k3] [--defect NAME]
-        [--fc-norm/--no-fc-norm] [--shards N] [--dtype bfloat16] [--sparse]
+    python -m dspark.examples.fabricate OUT [--family FAMILY] [--scale tiny|full]
+        [--defect NAME] [--variant dflash|dspark] [--fc-norm/--no-fc-norm]
+        [--norm-before-fc] [--stream S] [--shards N] [--dtype bfloat16]
+        [--sparse] [--target-config FILE]
+    python -m dspark.examples.fabricate --list-defects [--family FAMILY]
+
+Families: k3_dspark (the default), dflash_gqa, eagle3_llama, eagle3_mla.
+This module holds the K3 DSpark draft, the family registry and the command;
+the other families are in `fabricate_gqa` and `fabricate_eagle3`, the parts
+they share in `fabricate_parts`.
 """
 
 from __future__ import annotations
@@ -14,12 +23,53 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import struct
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from dspark.schema.dtypes import nbytes_of
+from dspark.examples.fabricate_eagle3 import (  # noqa: F401 - re-exported: the tests import them from here
+    EAGLE3_DEFECTS,
+    EAGLE3_LLAMA_DEFECTS,
+    EAGLE3_MLA_DEFECTS,
+    EAGLE3_SCALES,
+    Eagle3Spec,
+    eagle3_config,
+    eagle3_target_config,
+    eagle3_tensor_specs,
+    eagle3_tensors,
+    write_eagle3_draft,
+)
+from dspark.examples.fabricate_gqa import (  # noqa: F401 - re-exported
+    GQA_DEFECTS,
+    GQA_SCALES,
+    VARIANTS,
+    GqaSpec,
+    gqa_config,
+    gqa_target_config,
+    gqa_tensor_shapes,
+)
+from dspark.examples.fabricate_parts import (  # noqa: F401 - re-exported
+    Defect,
+    DefectNotApplicable,
+    FabricateError,
+    drop,
+    fill,
+    make_tensors,
+    mutate,
+    narrow,
+    poke,
+    safetensors_dtype,
+    set_field,
+    shape_tensors,
+    specs_of,
+    unset,
+    widen,
+    write_config,
+    write_header_file,
+    write_header_only,
+    write_safetensors,
+)
 
 
 @dataclass(frozen=True)
@@ -134,68 +184,10 @@ def tensor_shapes(spec: DraftSpec, *, fc_norm: bool = True, skipped: bool = True
     return shapes
 
 
-def _is_norm(name: str) -> bool:
-    return name.endswith("norm.weight") or name.startswith("fc_norm.") or "layernorm" in name
-
-
-def make_tensors(shapes: dict[str, tuple[int, ...]], *, dtype: str = "bfloat16", seed: int = 0):
-    """Seeded tensors: norms near 1 (never exactly 1), matrices ~N(0, 0.02)."""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    torch_dtype = getattr(torch, dtype)
-    tensors = {}
-    for name, shape in shapes.items():
-        values = torch.randn(shape, generator=generator, dtype=torch.float32)
-        values = 1.0 + 0.05 * values if _is_norm(name) else 0.02 * values
-        tensors[name] = values.to(torch_dtype).contiguous()
-    return tensors
-
-
 # --------------------------------------------------------------------------
-# Defects: each turns a good (config, tensors) into a bad one. The code is
-# the finding `dspark check` must report; `deep` marks payload defects.
+# K3 defects (`Defect` in fabricate_parts says what one is)
 
-
-@dataclass(frozen=True)
-class Defect:
-    code: str
-    apply: Callable[[dict, dict], None]
-    deep: bool = False
-    description: str = ""
-
-
-def _drop(prefix: str) -> Callable[[dict, dict], None]:
-    def apply(config: dict, tensors: dict) -> None:
-        for name in [n for n in tensors if n.startswith(prefix)]:
-            del tensors[name]
-    return apply
-
-
-def _set(field: str, value: Any) -> Callable[[dict, dict], None]:
-    def apply(config: dict, tensors: dict) -> None:
-        config[field] = value
-    return apply
-
-
-def _unset(field: str) -> Callable[[dict, dict], None]:
-    def apply(config: dict, tensors: dict) -> None:
-        config.pop(field, None)
-    return apply
-
-
-def _mutate(name: str, change: Callable[[Any], Any]) -> Callable[[dict, dict], None]:
-    def apply(config: dict, tensors: dict) -> None:
-        tensors[name] = change(tensors[name])
-    return apply
-
-
-def _poke(name: str, value: float) -> Callable[[Any], Any]:
-    def change(tensor):
-        tensor = tensor.clone()
-        tensor.view(-1)[tensor.numel() // 2] = value
-        return tensor
-    return change
+_FC_NORM = (("fc_norm", True),)
 
 
 def _undeclare_fc_norm(config: dict, tensors: dict) -> None:
@@ -233,63 +225,283 @@ def _duplicate(config: dict, tensors: dict) -> None:
     tensors["_orig_mod.final_norm.weight"] = tensors["final_norm.weight"].clone()
 
 
-def _widen(tensor):
-    import torch
-
-    return torch.cat([tensor, tensor[:, :1]], dim=1).contiguous()
-
-
-def _narrow(tensor):
-    return tensor[:-1].contiguous()
-
-
-def _fill(value: float) -> Callable[[Any], Any]:
-    def change(tensor):
-        return tensor.clone().fill_(value)
-    return change
-
-
 DEFECTS: dict[str, Defect] = {
     "no-config": Defect("CFG001", lambda c, t: c.clear(), description="config.json not written"),
     "config-not-object": Defect("CFG002", lambda c, t: None, description="config.json is a JSON list"),
-    "mla-nope": Defect("CFG003", _set("mla_use_nope", True), description="mla_use_nope true"),
-    "zero-markov-rank": Defect("CFG003", _set("markov_rank", 0), description="markov_rank 0"),
-    "markov-head-type": Defect("CFG003", _set("markov_head_type", "gated"), description="unsupported Markov head"),
-    "tap-count": Defect("CFG005", _set("num_target_layers", 4), description="5 taps, 4 declared"),
-    "taps-unsorted": Defect("CFG006", _set("target_layer_ids", [1, 7, 4, 9, 11]), description="taps out of order"),
+    "mla-nope": Defect("CFG003", set_field("mla_use_nope", True), description="mla_use_nope true"),
+    "zero-markov-rank": Defect("CFG003", set_field("markov_rank", 0), description="markov_rank 0"),
+    "markov-head-type": Defect("CFG003", set_field("markov_head_type", "gated"), description="unsupported Markov head"),
+    "tap-count": Defect("CFG005", set_field("num_target_layers", 4), description="5 taps, 4 declared"),
+    "taps-unsorted": Defect("CFG006", set_field("target_layer_ids", [1, 7, 4, 9, 11]), description="taps out of order"),
     "tap-out-of-range": Defect("CFG007", lambda c, t: c.update(target_layer_ids=c["target_layer_ids"][:-1] + [c["target_num_hidden_layers"]]), description="last tap beyond the target"),
-    "no-mask-token": Defect("CFG008", _unset("mask_token_id"), description="mask_token_id missing"),
+    "no-mask-token": Defect("CFG008", unset("mask_token_id"), description="mask_token_id missing"),
     "mask-token-range": Defect("CFG008", lambda c, t: c.update(mask_token_id=c["vocab_size"]), description="mask_token_id = vocab_size"),
     "draft-vocab": Defect("CFG009", lambda c, t: c.update(draft_vocab_size=c["vocab_size"] // 2), description="draft_vocab_size differs"),
-    "config-nan": Defect("CFG010", _set("rms_norm_eps", math.nan), description="rms_norm_eps NaN (json.dump writes NaN, not JSON)"),
-    "layers-beyond-bound": Defect("CFG003", _set("num_hidden_layers", 10**12), description="num_hidden_layers 10**12"),
-    "fc-norm-declared-not-shipped": Defect("FCN001", _drop("fc_norm."), description="fc_norm: true, no weights"),
-    "fc-norm-shipped-not-declared": Defect("FCN002", _undeclare_fc_norm, description="weights, no fc_norm field"),
-    "fc-norm-shipped-declared-false": Defect("FCN002", _set("fc_norm", False), description="weights, fc_norm: false"),
-    "fc-norm-count": Defect("FCN003", _drop("fc_norm.4."), description="4 of 5 fc_norm weights"),
-    "fc-norm-extra-index": Defect("FCN003", lambda c, t: t.update({"fc_norm.5.weight": t["fc_norm.0.weight"].clone()}), description="fc_norm.5 for 5 taps"),
-    "fc-norm-shape": Defect("FCN004", _mutate("fc_norm.2.weight", _narrow), description="fc_norm.2 one short"),
-    "fc-norm-int": Defect("FCN005", _fc_norm_int, description="fc_norm.1 as int32"),
-    "fc-norm-identity": Defect("FCN006", _mutate("fc_norm.3.weight", _fill(1.0)), deep=True, description="fc_norm.3 all ones"),
-    "context-proj-width": Defect("CTX001", _mutate("context_proj.weight", _widen), description="one column too many"),
-    "stream-invalid": Defect("STR001", _set("aux_hidden_stream", "residual"), description="unknown stream"),
+    "config-nan": Defect("CFG010", set_field("rms_norm_eps", math.nan), description="rms_norm_eps NaN (json.dump writes NaN, not JSON)"),
+    "layers-beyond-bound": Defect("CFG003", set_field("num_hidden_layers", 10**12), description="num_hidden_layers 10**12"),
+    "fc-norm-declared-not-shipped": Defect("FCN001", drop("fc_norm."), needs=_FC_NORM, description="fc_norm: true, no weights"),
+    "fc-norm-shipped-not-declared": Defect("FCN002", _undeclare_fc_norm, needs=_FC_NORM, description="weights, no fc_norm field"),
+    "fc-norm-shipped-declared-false": Defect("FCN002", set_field("fc_norm", False), needs=_FC_NORM, description="weights, fc_norm: false"),
+    "fc-norm-count": Defect("FCN003", drop("fc_norm.4."), needs=_FC_NORM, description="4 of 5 fc_norm weights"),
+    "fc-norm-extra-index": Defect("FCN003", lambda c, t: t.update({"fc_norm.5.weight": t["fc_norm.0.weight"].clone()}), needs=_FC_NORM, description="fc_norm.5 for 5 taps"),
+    "fc-norm-shape": Defect("FCN004", mutate("fc_norm.2.weight", narrow), needs=_FC_NORM, description="fc_norm.2 one short"),
+    "fc-norm-int": Defect("FCN005", _fc_norm_int, needs=_FC_NORM, description="fc_norm.1 as int32"),
+    "fc-norm-identity": Defect("FCN006", mutate("fc_norm.3.weight", fill(1.0)), deep=True, needs=_FC_NORM, description="fc_norm.3 all ones"),
+    "context-proj-width": Defect("CTX001", mutate("context_proj.weight", widen), description="one column too many"),
+    "stream-invalid": Defect("STR001", set_field("aux_hidden_stream", "residual"), description="unknown stream"),
     "stream-invalid-nested": Defect("STR001", lambda c, t: c.update(dflash_config={"aux_hidden_stream": "mixture"}), description="unknown stream in dflash_config"),
-    "missing-layer": Defect("INV001", _drop("layers.1."), description="layer 1 dropped"),
+    "missing-layer": Defect("INV001", drop("layers.1."), description="layer 1 dropped"),
     "unexpected-tensor": Defect("INV002", _extra_tensor, description="a q_proj the MLA draft has no destination for"),
-    "wrong-shape": Defect("INV003", _mutate("layers.1.self_attn.o_proj.weight", _narrow), description="o_proj one row short"),
+    "wrong-shape": Defect("INV003", mutate("layers.1.self_attn.o_proj.weight", narrow), description="o_proj one row short"),
     "int-weight": Defect("INV004", _int_matrix, description="up_proj as int8"),
     "duplicate-name": Defect("INV006", _duplicate, description="final_norm with and without model."),
     "float32": Defect("INV007", _fp32, description="everything float32"),
-    "nan": Defect("PAY001", _mutate("layers.0.mlp.down_proj.weight", _poke("x", math.nan)), deep=True, description="one NaN"),
-    "inf": Defect("PAY001", _mutate("context_proj.weight", _poke("x", math.inf)), deep=True, description="one Inf"),
-    "zero-norm": Defect("PAY002", _mutate("final_norm.weight", _fill(0.0)), deep=True, description="final_norm all zeros"),
-    "zero-matrix": Defect("PAY004", _mutate("layers.1.mlp.gate_proj.weight", _fill(0.0)), deep=True, description="gate_proj all zeros"),
-    "zero-context-proj": Defect("PAY004", _mutate("context_proj.weight", _fill(0.0)), deep=True, description="context_proj all zeros"),
+    "nan": Defect("PAY001", mutate("layers.0.mlp.down_proj.weight", poke(math.nan)), deep=True, description="one NaN"),
+    "inf": Defect("PAY001", mutate("context_proj.weight", poke(math.inf)), deep=True, description="one Inf"),
+    "zero-norm": Defect("PAY002", mutate("final_norm.weight", fill(0.0)), deep=True, description="final_norm all zeros"),
+    "zero-matrix": Defect("PAY004", mutate("layers.1.mlp.gate_proj.weight", fill(0.0)), deep=True, description="gate_proj all zeros"),
+    "zero-context-proj": Defect("PAY004", mutate("context_proj.weight", fill(0.0)), deep=True, description="context_proj all zeros"),
 }
 
 
 # --------------------------------------------------------------------------
-# Writing
+# The families, as one table: what each makes, at which sizes, with which
+# options and defects.
+
+Specs = dict[str, tuple[tuple[int, ...], str]]
+
+
+@dataclass(frozen=True)
+class FamilyFabricator:
+    name: str
+    description: str
+    # --scale name -> the family's own scale
+    scales: Mapping[str, str]
+    defects: Mapping[str, Defect]
+    # Build options the family has, with their defaults.
+    options: Mapping[str, Any]
+    # (scale, options) -> config.json
+    config: Callable[[str, Mapping[str, Any]], dict]
+    # (scale, config, options) -> served name -> (shape, safetensors dtype of a bf16 draft)
+    specs: Callable[[str, dict, Mapping[str, Any]], Specs]
+    # (config, specs, torch dtype, seed) -> real tensors
+    tensors: Callable[[dict, Specs, str, int], dict]
+    # scale -> the target's config.json (for defects checked with --target)
+    target: Callable[[str], dict]
+    # Prefix of the stored names (the engine strips it, or never sees one).
+    prefix: str = ""
+    # Defects written as something other than a config object.
+    config_as_list: frozenset[str] = field(default=frozenset())
+
+
+def _k3_target(scale: str) -> dict:
+    spec = SCALES[scale]
+    return {"model_type": "kimi_k3", "hidden_size": spec.target_hidden_size,
+            "num_hidden_layers": spec.target_num_hidden_layers, "vocab_size": spec.vocab_size}
+
+
+def _bf16(shapes: Mapping[str, tuple[int, ...]]) -> Specs:
+    return {name: (shape, "BF16") for name, shape in shapes.items()}
+
+
+def _seeded(config: dict, specs: Specs, dtype: str, seed: int) -> dict:
+    return make_tensors({name: shape for name, (shape, _) in specs.items()}, dtype=dtype, seed=seed)
+
+
+FABRICATORS: dict[str, FamilyFabricator] = {
+    "k3_dspark": FamilyFabricator(
+        name="k3_dspark",
+        description="Kimi-K3 DSpark (K3DSparkModel); full size: the Kimi-K3 reference draft",
+        scales={"tiny": "tiny", "full": "k3", "k3": "k3"},
+        defects=DEFECTS,
+        options={"fc_norm": True, "stream": "prefix", "skipped": True},
+        config=lambda scale, o: draft_config(SCALES[scale], fc_norm=o["fc_norm"], stream=o["stream"]),
+        specs=lambda scale, config, o: _bf16(tensor_shapes(SCALES[scale], fc_norm=o["fc_norm"],
+                                                          skipped=o["skipped"])),
+        tensors=_seeded,
+        target=_k3_target,
+        prefix="model.",
+        config_as_list=frozenset({"config-not-object"}),
+    ),
+    "dflash_gqa": FamilyFabricator(
+        name="dflash_gqa",
+        description="GQA DFlash / DSpark (DFlashDraftModel, DSparkDraftModel); full size: on Qwen3-8B",
+        scales={"tiny": "tiny", "full": "qwen3-8b"},
+        defects=GQA_DEFECTS,
+        options={"variant": "dflash"},
+        config=lambda scale, o: gqa_config(GQA_SCALES[scale], variant=o["variant"]),
+        specs=lambda scale, config, o: _bf16(gqa_tensor_shapes(config)),
+        tensors=_seeded,
+        target=lambda scale: gqa_target_config(GQA_SCALES[scale]),
+    ),
+    "eagle3_llama": FamilyFabricator(
+        name="eagle3_llama",
+        description="EAGLE-3 Llama (LlamaForCausalLMEagle3); full size: on Llama-3.1-8B",
+        scales={"tiny": "tiny-llama", "full": "llama3-8b"},
+        defects=EAGLE3_LLAMA_DEFECTS,
+        options={"fc_norm": False, "norm_before_fc": False},
+        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
+                                              norm_before_fc=o["norm_before_fc"]),
+        specs=lambda scale, config, o: eagle3_tensor_specs(config),
+        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
+        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale]),
+    ),
+    "eagle3_mla": FamilyFabricator(
+        name="eagle3_mla",
+        description="EAGLE-3 MLA (Eagle3DeepseekV2ForCausalLM); full size: TorchSpec's Kimi-K2.5 draft",
+        scales={"tiny": "tiny-mla", "full": "kimi-k25-mla"},
+        defects=EAGLE3_MLA_DEFECTS,
+        options={"fc_norm": False},
+        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"]),
+        specs=lambda scale, config, o: eagle3_tensor_specs(config),
+        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
+        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale]),
+    ),
+}
+
+# The command's flag for each build option (`skipped`, K3's skipped tensors, is the library's only).
+_OPTION_FLAGS = {"fc_norm": "--fc-norm/--no-fc-norm", "stream": "--stream", "variant": "--variant",
+                 "norm_before_fc": "--norm-before-fc"}
+
+
+def fabricator(family: str) -> FamilyFabricator:
+    if family not in FABRICATORS:
+        raise FabricateError(f"no family {family!r}; the families are {', '.join(FABRICATORS)}.")
+    return FABRICATORS[family]
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """What `fabricate` will write: printable and testable before a byte is."""
+
+    family: FamilyFabricator
+    scale: str  # the family's own scale name
+    options: Mapping[str, Any]
+    defect: str | None
+
+
+def plan_draft(family: str = "k3_dspark", scale: str = "tiny", defect: str | None = None,
+               **options: Any) -> DraftPlan:
+    """Resolve the family's scale, its options (None: the family's default,
+    or what the defect needs) and the defect; refuse with FabricateError
+    what the family cannot make."""
+    fab = fabricator(family)
+    if scale not in fab.scales:
+        offered = ", ".join(fab.scales)
+        hint = " (k3 is the K3 DSpark full size: use --scale full)" if scale == "k3" else ""
+        raise FabricateError(f"{family} has no scale {scale!r}{hint}; it is made at {offered}.")
+    if defect is not None and defect not in fab.defects:
+        elsewhere = [name for name, other in FABRICATORS.items() if defect in other.defects]
+        where = f"; it is a defect of {', '.join(elsewhere)}" if elsewhere else ""
+        raise FabricateError(f"{family} has no defect {defect!r}{where}. "
+                             f"List them with --list-defects --family {family}.")
+    given = {name: value for name, value in options.items() if value is not None}
+    foreign = sorted(set(given) - set(fab.options))
+    if foreign:
+        flags = ", ".join(_OPTION_FLAGS.get(name, name) for name in foreign)
+        offered = [_OPTION_FLAGS[n] for n in fab.options if n in _OPTION_FLAGS]
+        raise FabricateError(f"{flags} does not apply to {family}; its options are {', '.join(offered)}.")
+    resolved = {**fab.options, **given}
+    if defect is not None:
+        for name, value in fab.defects[defect].needs:
+            if name in given and given[name] != value:
+                raise FabricateError(f"defect {defect} needs {_OPTION_FLAGS.get(name, name)} {value!r}, "
+                                     f"and {given[name]!r} was asked for.")
+            resolved[name] = value
+    return DraftPlan(fab, fab.scales[scale], resolved, defect)
+
+
+def fabricate(
+    out: Path,
+    *,
+    family: str = "k3_dspark",
+    scale: str = "tiny",
+    defect: str | None = None,
+    sparse: bool = False,
+    dtype: str = "bfloat16",
+    shards: int = 1,
+    seed: int = 0,
+    prefix: str | None = None,
+    **options: Any,
+) -> Path:
+    """Write a draft folder of `family` and return it. `options` are the
+    family's build options (`fc_norm`, `stream`, `variant`,
+    `norm_before_fc`); None means the family's default. `sparse` writes the
+    header over a payload hole: without a defect it needs no torch; a
+    payload defect (`deep`) cannot be sparse. Nothing is written when the
+    draft cannot be made (FabricateError)."""
+    plan = plan_draft(family, scale, defect, **options)
+    fab, chosen = plan.family, plan.defect
+    config = fab.config(plan.scale, plan.options)
+    specs = fab.specs(plan.scale, config, plan.options)
+    if sparse and shards > 1:
+        raise FabricateError("--sparse writes one model.safetensors; --shards needs real tensors.")
+    stored_prefix = fab.prefix if prefix is None else prefix
+    if chosen is None and sparse:
+        float_dtype = safetensors_dtype(dtype)
+        specs = {n: (shape, float_dtype if d == "BF16" else d) for n, (shape, d) in specs.items()}
+        _write(out, fab, chosen, config, header=_prefixed(specs, stored_prefix))
+        return out
+    if sparse and fab.defects[chosen].deep:
+        raise FabricateError(f"defect {chosen} is in the payload values, which a sparse draft does not "
+                             "have; drop --sparse.")
+    if chosen is not None and not sparse:
+        # A rehearsal on tensors without values: a defect with nothing to
+        # break here is refused before gigabytes of weights are made.
+        fab.defects[chosen].apply(json.loads(json.dumps(config)), shape_tensors(specs))
+    if sparse:
+        float_dtype = safetensors_dtype(dtype)
+        tensors = shape_tensors({n: (s, float_dtype if d == "BF16" else d) for n, (s, d) in specs.items()})
+    else:
+        tensors = fab.tensors(config, specs, dtype, seed)
+    if chosen is not None:
+        fab.defects[chosen].apply(config, tensors)
+    if sparse:
+        _write(out, fab, chosen, config, header=_prefixed(specs_of(tensors), stored_prefix))
+    else:
+        _write(out, fab, chosen, config, tensors=_prefixed(tensors, stored_prefix), shards=shards)
+    return out
+
+
+def _prefixed(named: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    return {(n if not prefix or n.startswith(prefix) else prefix + n): value for n, value in named.items()}
+
+
+def _write(out: Path, fab: FamilyFabricator, defect: str | None, config: dict, *,
+           tensors: dict | None = None, header: Specs | None = None, shards: int = 1) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_config(out, config, as_list=defect in fab.config_as_list)
+    if header is not None:
+        write_header_file(out / "model.safetensors", header)
+    else:
+        write_safetensors(out, tensors, shards=shards)
+
+
+def target_config(family: str = "k3_dspark", scale: str = "tiny") -> dict:
+    """The config.json of the target a `family` draft at `scale` was made
+    for: what `dspark check --target` reads (defects marked `target`)."""
+    fab = fabricator(family)
+    if scale not in fab.scales:
+        raise FabricateError(f"{family} has no scale {scale!r}; it is made at {', '.join(fab.scales)}.")
+    return fab.target(fab.scales[scale])
+
+
+def defect_table(family: str | None = None) -> list[tuple[str, str, str, str]]:
+    """(family, defect, expected code, description) for every defect, the
+    description saying when the check needs --deep or --target and what
+    the defect sets up itself."""
+    rows = []
+    for fab in [fabricator(family)] if family else FABRICATORS.values():
+        for name, defect in fab.defects.items():
+            notes = (["needs --deep"] if defect.deep else []) + (["needs --target"] if defect.target else [])
+            notes += [f"{_OPTION_FLAGS.get(k, k).split('/')[0]} {v}" for k, v in defect.needs]
+            text = defect.description + (f" [{'; '.join(notes)}]" if notes else "")
+            rows.append((fab.name, name, defect.code, text))
+    return rows
+
+
+# --------------------------------------------------------------------------
+# The K3 entry points the tests and benchmarks have always called
 
 
 def write_draft(
@@ -305,330 +517,94 @@ def write_draft(
     seed: int = 0,
     skipped: bool = True,
 ) -> Path:
-    """Write a draft checkpoint folder and return it."""
+    """Write a K3 DSpark draft folder and return it (`stream` None: the
+    config declares none)."""
     spec = SCALES[scale]
     config = draft_config(spec, fc_norm=fc_norm, stream=stream)
+    if defect is not None:
+        for name, value in DEFECTS[defect].needs:
+            if {"fc_norm": fc_norm}.get(name, value) != value:
+                raise FabricateError(f"defect {defect} needs {name} = {value!r}.")
     tensors = make_tensors(tensor_shapes(spec, fc_norm=fc_norm, skipped=skipped), dtype=dtype, seed=seed)
     if defect is not None:
         DEFECTS[defect].apply(config, tensors)
-    out.mkdir(parents=True, exist_ok=True)
-    if defect == "config-not-object":
-        (out / "config.json").write_text(json.dumps([config]))
-    elif config:
-        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    named = {(n if n.startswith("model.") else prefix + n): t for n, t in tensors.items()}
-    write_safetensors(out, named, shards=shards)
+    _write(out, FABRICATORS["k3_dspark"], defect, config, tensors=_prefixed(tensors, prefix), shards=shards)
     return out
 
 
-def write_safetensors(out: Path, tensors: dict, *, shards: int = 1) -> None:
-    """Write tensors with the safetensors library: one model.safetensors, or
-    `shards` files plus model.safetensors.index.json."""
-    from safetensors.torch import save_file
-
-    if shards <= 1:
-        save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-        return
-    names = list(tensors)
-    per_shard = math.ceil(len(names) / shards)
-    weight_map = {}
-    total = 0
-    for index in range(shards):
-        part = names[index * per_shard:(index + 1) * per_shard]
-        shard_name = f"model-{index + 1:05d}-of-{shards:05d}.safetensors"
-        save_file({n: tensors[n] for n in part}, str(out / shard_name), metadata={"format": "pt"})
-        for name in part:
-            weight_map[name] = shard_name
-            total += tensors[name].numel() * tensors[name].element_size()
-    index_doc = {"metadata": {"total_size": total}, "weight_map": weight_map}
-    (out / "model.safetensors.index.json").write_text(json.dumps(index_doc, indent=2) + "\n")
-
-
 def write_sparse_draft(out: Path, *, scale: str = "k3", fc_norm: bool = True, dtype: str = "BF16") -> Path:
-    """A full-size draft whose payload is a hole: a real safetensors header
-    (readable by the safetensors library) and a file of the right length.
-    For header-only benchmarks; the payload reads as zeros."""
+    """A full-size K3 draft whose payload is a hole: a real safetensors
+    header (readable by the safetensors library) and a file of the right
+    length. For header-only benchmarks; the payload reads as zeros."""
     spec = SCALES[scale]
-    shapes = tensor_shapes(spec, fc_norm=fc_norm)
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for name, shape in shapes.items():
-        size = nbytes_of(dtype, shape)
-        header["model." + name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)  # safetensors pads the header to 8 bytes
-    out.mkdir(parents=True, exist_ok=True)
-    config = draft_config(spec, fc_norm=fc_norm)
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    with open(out / "model.safetensors", "wb") as handle:
-        handle.write(struct.pack("<Q", len(raw)))
-        handle.write(raw)
-        handle.truncate(8 + len(raw) + offset)
+    specs = {name: (shape, dtype) for name, shape in tensor_shapes(spec, fc_norm=fc_norm).items()}
+    _write(out, FABRICATORS["k3_dspark"], None, draft_config(spec, fc_norm=fc_norm),
+           header=_prefixed(specs, "model."))
     return out
 
 
 # --------------------------------------------------------------------------
-# EAGLE-3 drafts (LlamaForCausalLMEagle3, Eagle3DeepseekV2ForCausalLM): one
-# layer named `midlayer`, fc over the taps, the draft's own head and d2t.
-
-
-@dataclass(frozen=True)
-class Eagle3Spec:
-    family: str  # "eagle3_llama" | "eagle3_mla"
-    hidden_size: int
-    intermediate_size: int
-    num_attention_heads: int
-    vocab_size: int
-    draft_vocab_size: int
-    num_key_value_heads: int = 0  # Llama
-    head_dim: int = 0  # Llama
-    q_lora_rank: int = 0  # MLA
-    kv_lora_rank: int = 0
-    qk_nope_head_dim: int = 0
-    qk_rope_head_dim: int = 0
-    v_head_dim: int = 0
-    taps: int = 3
-
-
-EAGLE3_SCALES: dict[str, Eagle3Spec] = {
-    # Tiny, every dimension distinct so a swapped axis cannot pass.
-    "tiny-llama": Eagle3Spec("eagle3_llama", hidden_size=32, intermediate_size=48, num_attention_heads=4,
-                             num_key_value_heads=2, head_dim=10, vocab_size=96, draft_vocab_size=40),
-    "tiny-mla": Eagle3Spec("eagle3_mla", hidden_size=32, intermediate_size=48, num_attention_heads=2,
-                           q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4,
-                           v_head_dim=6, vocab_size=96, draft_vocab_size=40),
-    # Llama-3-8B target: fc 4096 x (3 x 4096), a 32k draft vocabulary.
-    "llama3-8b": Eagle3Spec("eagle3_llama", hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
-                            num_key_value_heads=8, head_dim=128, vocab_size=128256, draft_vocab_size=32000),
-    # Kimi-K2.5 target, MLA draft: fc 7168 x (3 x 7168).
-    "kimi-k25-mla": Eagle3Spec("eagle3_mla", hidden_size=7168, intermediate_size=18432, num_attention_heads=64,
-                               q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
-                               v_head_dim=128, vocab_size=163840, draft_vocab_size=32000),
-}
-
-
-def eagle3_config(
-    spec: Eagle3Spec, *, fc_norm: bool = False, norm_before_fc: bool = False, tap_ids: list[int] | None = None
-) -> dict[str, Any]:
-    """A config TokenSpeed parses for the family (TorchSpec's fields)."""
-    config: dict[str, Any] = {
-        "hidden_size": spec.hidden_size,
-        "intermediate_size": spec.intermediate_size,
-        "num_hidden_layers": 1,
-        "num_attention_heads": spec.num_attention_heads,
-        "vocab_size": spec.vocab_size,
-        "draft_vocab_size": spec.draft_vocab_size,
-        "rms_norm_eps": 1e-6,
-        "hidden_act": "silu",
-        "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16",
-    }
-    if spec.family == "eagle3_llama":
-        config.update(architectures=["LlamaForCausalLMEagle3"], model_type="llama",
-                      num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
-                      rope_theta=500000.0, max_position_embeddings=8192)
-        if tap_ids is not None:
-            config["eagle_aux_hidden_state_layer_ids"] = list(tap_ids)
-    else:
-        config.update(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="kimi_k2",
-                      num_key_value_heads=spec.num_attention_heads, q_lora_rank=spec.q_lora_rank,
-                      kv_lora_rank=spec.kv_lora_rank, qk_nope_head_dim=spec.qk_nope_head_dim,
-                      qk_rope_head_dim=spec.qk_rope_head_dim, v_head_dim=spec.v_head_dim,
-                      rope_theta=50000.0, max_position_embeddings=262144)
-        if tap_ids is not None:
-            config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(tap_ids), "use_aux_hidden_state": True}
-    if fc_norm:
-        config["fc_norm"] = True
-    if norm_before_fc:
-        config["norm_before_fc"] = True
-    return config
-
-
-def eagle3_tensor_specs(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
-    """Served name -> (shape, safetensors dtype) of every tensor a good draft
-    of `config` ships, read off the family (bf16 weights, int64 d2t). A
-    tensor whose dimensions the config does not give is left out."""
-    from dspark.schema.families import family_for_config
-
-    family = family_for_config(config)
-    features = {name: bool(config.get(name)) for name in family.declared_features}
-    features.update(family.derived_features(config, None))
-    expected, _ = family.expected_tensors(family.resolve_dims(config), features)
-    specs: dict[str, tuple[tuple[int, ...], str]] = {}
-    for name, want in expected.items():
-        if want.role == "token_map":
-            if config.get("draft_vocab_size") and config["draft_vocab_size"] < config["vocab_size"]:
-                specs[name] = (want.shape, "I64")
-            continue
-        if want.role == "lm_head" and (config.get("tie_word_embeddings") or config.get("draft_vocab_size") is None):
-            continue
-        specs[name] = (want.shape, "BF16")
-    return specs
-
-
-def eagle3_tensors(config: dict[str, Any], *, seed: int = 0) -> dict:
-    """Real tensors for `config`: seeded weights and a valid offset-encoded
-    d2t (draft token i -> target token i + d2t[i])."""
-    import torch
-
-    specs = eagle3_tensor_specs(config)
-    tensors = make_tensors({n: s for n, (s, d) in specs.items() if d == "BF16"}, dtype="bfloat16", seed=seed)
-    if "d2t" in specs:
-        rows, vocab = specs["d2t"][0][0], config["vocab_size"]
-        used = torch.linspace(0, vocab - 1, rows).round().to(torch.int64).unique()
-        assert used.numel() == rows, "draft vocabulary too large to spread over the target's"
-        tensors["d2t"] = (used - torch.arange(rows, dtype=torch.int64)).contiguous()
-    return tensors
-
-
-def _widen_fc(config: dict, tensors: dict) -> None:
-    tensors["fc.weight"] = _widen(tensors["fc.weight"])
-
-
-def _d2t_float(config: dict, tensors: dict) -> None:
-    import torch
-
-    tensors["d2t"] = tensors["d2t"].to(torch.float32)
-
-
-def _d2t_short(config: dict, tensors: dict) -> None:
-    tensors["d2t"] = tensors["d2t"][:-1].contiguous()
-
-
-def _d2t_past_vocab(config: dict, tensors: dict) -> None:
-    tensors["d2t"] = tensors["d2t"].clone()
-    tensors["d2t"][-1] += 1  # the last draft token now maps to vocab_size
-
-
-def _input_norm(config: dict, tensors: dict) -> None:
-    import torch
-
-    width = tensors["fc.weight"].shape[1]
-    tensors["input_norm.weight"] = torch.ones(width, dtype=torch.bfloat16)
-
-
-def _two_layers(config: dict, tensors: dict) -> None:
-    config["num_hidden_layers"] = 2
-
-
-def _taps_top_level_ignored(config: dict, tensors: dict) -> None:
-    # eagle_config without ids: the target reads only it and captures its
-    # defaults, whatever the top level lists.
-    config["eagle_aux_hidden_state_layer_ids"] = [2, 5, 9]
-    config["eagle_config"] = {"use_aux_hidden_state": True}
-
-
-def _four_taps_in_eagle_config(config: dict, tensors: dict) -> None:
-    # The Llama draft counts the top level (absent: 3); the target captures 4.
-    config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 7]}
-
-
-def _fuse_qkv_a(config: dict, tensors: dict) -> None:
-    import torch
-
-    p = "midlayer.self_attn."
-    tensors[p + "fused_qkv_a_proj_with_mqa.weight"] = torch.cat(
-        [tensors.pop(p + "q_a_proj.weight"), tensors.pop(p + "kv_a_proj_with_mqa.weight")]).contiguous()
-
-
-EAGLE3_DEFECTS: dict[str, Defect] = {
-    "one-layer": Defect("CFG003", _two_layers, description="num_hidden_layers 2"),
-    "fc-width": Defect("CTX001", _widen_fc, description="fc one column too many"),
-    "no-d2t": Defect("VOC001", _drop("d2t"), description="draft_vocab_size < vocab_size, no d2t"),
-    "d2t-float": Defect("VOC002", _d2t_float, description="d2t as float32"),
-    "d2t-short": Defect("VOC002", _d2t_short, description="d2t one entry short"),
-    "d2t-past-vocab": Defect("VOC003", _d2t_past_vocab, deep=True, description="last d2t entry past the vocab"),
-    "no-lm-head": Defect("INV001", _drop("lm_head."), description="draft_vocab_size set, no lm_head"),
-    "input-norm-undeclared": Defect("FEA002", _input_norm, description="input_norm shipped, norm_before_fc absent"),
-    "norm-before-fc-no-weight": Defect("FEA001", _set("norm_before_fc", True), description="norm_before_fc, no input_norm"),
-    "taps-ignored": Defect("TAP002", _taps_top_level_ignored, description="top-level taps the target ignores"),
-    "taps-count": Defect("TAP001", _four_taps_in_eagle_config, description="draft 3 taps, target 4 (Llama)"),
-    "fused-qkv-a": Defect("INV002", _fuse_qkv_a, description="pre-fused q/kv-a projection (MLA)"),
-}
-
-
-def write_eagle3_draft(
-    out: Path,
-    *,
-    scale: str = "tiny-llama",
-    fc_norm: bool = False,
-    norm_before_fc: bool = False,
-    tap_ids: list[int] | None = None,
-    defect: str | None = None,
-    layout: str = "midlayer",
-    config_edit: Callable[[dict], None] | None = None,
-    tensor_edit: Callable[[dict], None] | None = None,
-    seed: int = 0,
-) -> Path:
-    """Write an EAGLE-3 draft folder. `layout` "midlayer" writes TorchSpec's
-    native names, "layers.0" its `--vllm` export's."""
-    config = eagle3_config(EAGLE3_SCALES[scale], fc_norm=fc_norm, norm_before_fc=norm_before_fc, tap_ids=tap_ids)
-    if config_edit:
-        config_edit(config)
-    tensors = eagle3_tensors(config, seed=seed)
-    if defect is not None:
-        EAGLE3_DEFECTS[defect].apply(config, tensors)
-    if tensor_edit:
-        tensor_edit(tensors)
-    if layout == "layers.0":
-        tensors = {("layers.0." + n[len("midlayer."):] if n.startswith("midlayer.") else n): t
-                   for n, t in tensors.items()}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    write_safetensors(out, tensors)
-    return out
-
-
-def write_header_only(out: Path, config: dict[str, Any], specs: dict[str, tuple[tuple[int, ...], str]],
-                      *, prefix: str = "") -> Path:
-    """A draft whose payload is a hole (see `write_sparse_draft`), for any
-    config and tensor list: real-size header-only checks."""
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for name, (shape, dtype) in specs.items():
-        size = nbytes_of(dtype, shape)
-        header[prefix + name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    with open(out / "model.safetensors", "wb") as handle:
-        handle.write(struct.pack("<Q", len(raw)))
-        handle.write(raw)
-        handle.truncate(8 + len(raw) + offset)
-    return out
+# The command
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--scale", choices=sorted(SCALES), default="tiny")
-    parser.add_argument("--defect", choices=sorted(DEFECTS))
-    parser.add_argument("--no-fc-norm", dest="fc_norm", action="store_false")
-    parser.add_argument("--stream", default="prefix")
+    parser.add_argument("out", type=Path, nargs="?", help="the draft folder to write")
+    parser.add_argument("--family", choices=list(FABRICATORS), help="draft family (default: k3_dspark)")
+    parser.add_argument("--scale", choices=["tiny", "full", "k3"], default="tiny",
+                        help="tiny, or full: the family's real size (k3: K3 DSpark's full size)")
+    parser.add_argument("--defect", metavar="NAME", help="a defect of the family (see --list-defects)")
+    parser.add_argument("--list-defects", action="store_true",
+                        help="print family, defect, expected finding code and description, and exit")
+    parser.add_argument("--variant", choices=VARIANTS, help="dflash_gqa: DFlash (default) or DSpark (Markov head)")
+    parser.add_argument("--fc-norm", dest="fc_norm", action=argparse.BooleanOptionalAction, default=None,
+                        help="ship fc_norm (k3_dspark: on by default; eagle3_*: off)")
+    parser.add_argument("--norm-before-fc", action="store_const", const=True, default=None,
+                        help="eagle3_llama: declare norm_before_fc and ship input_norm")
+    parser.add_argument("--stream", help="k3_dspark: aux_hidden_stream (default prefix)")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--sparse", action="store_true", help="header only; payload left as a hole")
+    parser.add_argument("--target-config", type=Path, metavar="FILE",
+                        help="also write the target's config.json here, for check --target")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    family = args.family or "k3_dspark"
     # Exit 2 with a message, never a traceback, like dspark itself.
-    if not args.sparse and not _torch_available():
-        parser.exit(2, "error: writing weights needs PyTorch, which is not installed (the core install has no torch).\n"
+    if args.list_defects:
+        _print_defects(defect_table(args.family))
+        return
+    if args.out is None:
+        parser.exit(2, "error: the draft folder to write (OUT) is missing.\n")
+    options = {"fc_norm": args.fc_norm, "stream": args.stream, "variant": args.variant,
+               "norm_before_fc": args.norm_before_fc}
+    try:
+        plan_draft(family, args.scale, args.defect, **options)
+    except FabricateError as error:
+        parser.exit(2, f"error: {error}\n")
+    if (not args.sparse or args.defect) and not _torch_available():
+        why = "a defect on a sparse draft is applied to torch tensors" if args.sparse else "writing weights needs PyTorch"
+        parser.exit(2, f"error: {why}, which is not installed (the core install has no torch).\n"
                        "hint: Install the extra: pip install 'dspark[torch]'; or pass --sparse for a header-only "
                        "draft whose payload reads as zeros.\n")
     try:
-        if args.sparse:
-            write_sparse_draft(args.out, scale=args.scale, fc_norm=args.fc_norm)
-        else:
-            write_draft(
-                args.out, scale=args.scale, fc_norm=args.fc_norm, stream=args.stream, defect=args.defect,
-                dtype=args.dtype, shards=args.shards, seed=args.seed,
-            )
+        fabricate(args.out, family=family, scale=args.scale, defect=args.defect, sparse=args.sparse,
+                  dtype=args.dtype, shards=args.shards, seed=args.seed, **options)
+        if args.target_config is not None:
+            args.target_config.parent.mkdir(parents=True, exist_ok=True)
+            args.target_config.write_text(json.dumps(target_config(family, args.scale), indent=2) + "\n")
+    except FabricateError as error:
+        parser.exit(2, f"error: {error}\n")
     except OSError as error:
         parser.exit(2, f"error: {error.filename or args.out}: {error.strerror or error}\n")
     print(args.out)
+
+
+def _print_defects(rows: list[tuple[str, str, str, str]]) -> None:
+    header = ("family", "defect", "code", "description")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+    for row in [header, *rows]:
+        sys.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3] + "\n")
 
 
 def _torch_available() -> bool:

@@ -269,6 +269,17 @@ def test_the_fabricator_without_torch_writes_a_sparse_draft(tmp_path, dspark):
     assert dspark("check", tmp_path / "draft").exit_code == EXIT_OK
 
 
+@pytest.mark.parametrize("family", ["dflash_gqa", "eagle3_llama", "eagle3_mla"])
+def test_the_fabricator_without_torch_writes_every_family_sparse_at_full_size(tmp_path, dspark, family):
+    done = fabricate_without_torch(str(tmp_path / "draft"), "--family", family, "--scale", "full", "--sparse")
+    assert done.returncode == EXIT_OK, done.stderr
+    assert dspark("check", tmp_path / "draft").exit_code == EXIT_OK
+    # A defect is applied to torch tensors, even on a sparse draft.
+    broken = fabricate_without_torch(str(tmp_path / "broken"), "--family", family, "--sparse", "--defect", "fc-width")
+    assert broken.returncode == EXIT_USAGE and "pip install 'dspark[torch]'" in broken.stderr
+    assert not (tmp_path / "broken").exists()
+
+
 # --------------------------------------------------------------------------
 # A report of bounded size
 

@@ -1,0 +1,374 @@
+"""EAGLE-3 drafts (`LlamaForCausalLMEagle3`, `Eagle3DeepseekV2ForCausalLM`):
+one decoder layer named `midlayer`, `fc` over the taps, the draft's own head
+and its `d2t` hot-token map; good ones, and ones with the defects that trap
+them in TokenSpeed (models/llama_eagle3.py and models/deepseek_v3.py at
+f4d8ec6e, read into `dspark.schema.families.eagle3_*`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from dspark.examples.fabricate_parts import (
+    Defect,
+    DefectNotApplicable,
+    drop,
+    fill,
+    make_tensors,
+    mutate,
+    narrow,
+    poke,
+    retype,
+    set_field,
+    unset,
+    widen,
+    write_safetensors,
+)
+
+
+@dataclass(frozen=True)
+class Eagle3Spec:
+    family: str  # "eagle3_llama" | "eagle3_mla"
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    vocab_size: int
+    draft_vocab_size: int
+    num_key_value_heads: int = 0  # Llama
+    head_dim: int = 0  # Llama
+    q_lora_rank: int = 0  # MLA
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    taps: int = 3
+    # The target's decoder layers (what a check with --target reads).
+    target_num_hidden_layers: int = 12
+    # The tap ids the draft was trained on, where the family's configs put
+    # them; None: the engine's defaults (the config lists none).
+    tap_ids: tuple[int, ...] | None = None
+    # Fields copied into the config as they are (rope, eps, positions).
+    extra: tuple[tuple[str, Any], ...] = field(default=())
+
+
+EAGLE3_SCALES: dict[str, Eagle3Spec] = {
+    # Tiny, every dimension distinct so a swapped axis cannot pass.
+    "tiny-llama": Eagle3Spec("eagle3_llama", hidden_size=32, intermediate_size=48, num_attention_heads=4,
+                             num_key_value_heads=2, head_dim=10, vocab_size=96, draft_vocab_size=40),
+    "tiny-mla": Eagle3Spec("eagle3_mla", hidden_size=32, intermediate_size=48, num_attention_heads=2,
+                           q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4,
+                           v_head_dim=6, vocab_size=96, draft_vocab_size=40),
+    # Llama-3.1-8B target: fc 4096 x (3 x 4096), vocab 128256 pruned to a
+    # 32k draft vocabulary (head and d2t); no tap ids, so the engine's
+    # default taps, as the published Llama-3.1-8B EAGLE-3 drafts ship.
+    "llama3-8b": Eagle3Spec("eagle3_llama", hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                            num_key_value_heads=8, head_dim=128, vocab_size=128256, draft_vocab_size=32000,
+                            target_num_hidden_layers=32,
+                            extra=(("rms_norm_eps", 1e-5),)),
+    # Kimi-K2.5 target, MLA draft: TorchSpec's configs/draft_models/
+    # kimi_k25_eagle3_mla.json@6f21829 (fc 7168 x (3 x 7168), the full
+    # 163840 vocabulary, so a head and no d2t; taps [1, 29, 57] in eagle_config).
+    "kimi-k25-mla": Eagle3Spec("eagle3_mla", hidden_size=7168, intermediate_size=18432, num_attention_heads=64,
+                               q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                               v_head_dim=128, vocab_size=163840, draft_vocab_size=163840, tap_ids=(1, 29, 57),
+                               target_num_hidden_layers=61,
+                               extra=(("rms_norm_eps", 1e-5),
+                                      ("rope_scaling", {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 64.0,
+                                                        "mscale": 1.0, "mscale_all_dim": 1.0,
+                                                        "original_max_position_embeddings": 4096,
+                                                        "type": "yarn"}))),
+}
+
+
+def eagle3_config(
+    spec: Eagle3Spec, *, fc_norm: bool = False, norm_before_fc: bool = False, tap_ids: list[int] | None = None
+) -> dict[str, Any]:
+    """A config TokenSpeed parses for the family (TorchSpec's fields).
+    `tap_ids` (default: the spec's) go where the family's draft and the
+    target both read them."""
+    config: dict[str, Any] = {
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": spec.intermediate_size,
+        "num_hidden_layers": 1,
+        "num_attention_heads": spec.num_attention_heads,
+        "vocab_size": spec.vocab_size,
+        "draft_vocab_size": spec.draft_vocab_size,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    if tap_ids is None and spec.tap_ids is not None:
+        tap_ids = list(spec.tap_ids)
+    if spec.family == "eagle3_llama":
+        config.update(architectures=["LlamaForCausalLMEagle3"], model_type="llama",
+                      num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
+                      rope_theta=500000.0, max_position_embeddings=8192)
+        if tap_ids is not None:
+            config["eagle_aux_hidden_state_layer_ids"] = list(tap_ids)
+    else:
+        config.update(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="kimi_k2",
+                      num_key_value_heads=spec.num_attention_heads, q_lora_rank=spec.q_lora_rank,
+                      kv_lora_rank=spec.kv_lora_rank, qk_nope_head_dim=spec.qk_nope_head_dim,
+                      qk_rope_head_dim=spec.qk_rope_head_dim, v_head_dim=spec.v_head_dim,
+                      rope_theta=50000.0, max_position_embeddings=262144)
+        if tap_ids is not None:
+            config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(tap_ids), "use_aux_hidden_state": True}
+    config.update(dict(spec.extra))
+    if fc_norm:
+        config["fc_norm"] = True
+    if norm_before_fc:
+        config["norm_before_fc"] = True
+    return config
+
+
+def eagle3_tensor_specs(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Served name -> (shape, safetensors dtype) of every tensor a good draft
+    of `config` ships, read off the family (bf16 weights, int64 d2t). A
+    tensor whose dimensions the config does not give is left out."""
+    from dspark.schema.families import family_for_config
+
+    family = family_for_config(config)
+    features = {name: bool(config.get(name)) for name in family.declared_features}
+    features.update(family.derived_features(config, None))
+    expected, _ = family.expected_tensors(family.resolve_dims(config), features)
+    specs: dict[str, tuple[tuple[int, ...], str]] = {}
+    for name, want in expected.items():
+        if want.role == "token_map":
+            if config.get("draft_vocab_size") and config["draft_vocab_size"] < config["vocab_size"]:
+                specs[name] = (want.shape, "I64")
+            continue
+        if want.role == "lm_head" and (config.get("tie_word_embeddings") or config.get("draft_vocab_size") is None):
+            continue
+        specs[name] = (want.shape, "BF16")
+    return specs
+
+
+def eagle3_tensors(config: dict[str, Any], *, seed: int = 0, dtype: str = "bfloat16") -> dict:
+    """Real tensors for `config`: seeded weights and a valid offset-encoded
+    d2t (draft token i -> target token i + d2t[i])."""
+    import torch
+
+    specs = eagle3_tensor_specs(config)
+    tensors = make_tensors({n: s for n, (s, d) in specs.items() if d == "BF16"}, dtype=dtype, seed=seed)
+    if "d2t" in specs:
+        rows, vocab = specs["d2t"][0][0], config["vocab_size"]
+        used = torch.linspace(0, vocab - 1, rows).round().to(torch.int64).unique()
+        assert used.numel() == rows, "draft vocabulary too large to spread over the target's"
+        tensors["d2t"] = (used - torch.arange(rows, dtype=torch.int64)).contiguous()
+    return tensors
+
+
+def eagle3_target_config(spec: Eagle3Spec) -> dict[str, Any]:
+    """The target's config.json, as far as a check reads it."""
+    return {"hidden_size": spec.hidden_size, "num_hidden_layers": spec.target_num_hidden_layers,
+            "vocab_size": spec.vocab_size}
+
+
+# --------------------------------------------------------------------------
+# Defects
+
+
+def _widen_fc(config: dict, tensors: dict) -> None:
+    tensors["fc.weight"] = widen(tensors["fc.weight"])
+
+
+def _needs_d2t(change: Callable[[dict, dict], None]) -> Callable[[dict, dict], None]:
+    def apply(config: dict, tensors: dict) -> None:
+        if "d2t" not in tensors:
+            raise DefectNotApplicable("this draft ships the full vocabulary (draft_vocab_size = vocab_size), "
+                                      "so it has no d2t to break; use the tiny scale")
+        change(config, tensors)
+    return apply
+
+
+def _d2t_float(config: dict, tensors: dict) -> None:
+    tensors["d2t"] = retype("float32")(tensors["d2t"])
+
+
+def _d2t_short(config: dict, tensors: dict) -> None:
+    tensors["d2t"] = narrow(tensors["d2t"])
+
+
+def _d2t_past_vocab(config: dict, tensors: dict) -> None:
+    tensors["d2t"] = tensors["d2t"].clone()
+    tensors["d2t"][-1] += 1  # the last draft token now maps to vocab_size
+
+
+def _input_norm(config: dict, tensors: dict) -> None:
+    import torch
+
+    width = tensors["fc.weight"].shape[1]
+    tensors["input_norm.weight"] = torch.ones(width, dtype=tensors["fc.weight"].dtype,
+                                              device=tensors["fc.weight"].device)
+
+
+def _two_layers(config: dict, tensors: dict) -> None:
+    config["num_hidden_layers"] = 2
+
+
+def _taps_top_level_ignored(config: dict, tensors: dict) -> None:
+    # eagle_config without ids: the target reads only it and captures its
+    # defaults, whatever the top level lists.
+    config["eagle_aux_hidden_state_layer_ids"] = [2, 5, 9]
+    config["eagle_config"] = {"use_aux_hidden_state": True}
+
+
+def _four_taps_in_eagle_config(config: dict, tensors: dict) -> None:
+    # The Llama draft counts the top level (absent: 3); the target captures 4.
+    config.pop("eagle_aux_hidden_state_layer_ids", None)
+    config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 7]}
+
+
+def _fuse_qkv_a(config: dict, tensors: dict) -> None:
+    import torch
+
+    p = "midlayer.self_attn."
+    tensors[p + "fused_qkv_a_proj_with_mqa.weight"] = torch.cat(
+        [tensors.pop(p + "q_a_proj.weight"), tensors.pop(p + "kv_a_proj_with_mqa.weight")]).contiguous()
+
+
+def _fuse_gate_up(config: dict, tensors: dict) -> None:
+    import torch
+
+    p = "midlayer.mlp."
+    tensors[p + "gate_up_proj.weight"] = torch.cat(
+        [tensors.pop(p + "gate_proj.weight"), tensors.pop(p + "up_proj.weight")]).contiguous()
+
+
+def _prefix_model(config: dict, tensors: dict) -> None:
+    # The MLA loader adds "model." itself: a stored one becomes model.model.*.
+    for name in [n for n in tensors if not n.startswith("lm_head.")]:
+        tensors["model." + name] = tensors.pop(name)
+
+
+def _prefix_model_layers_0(config: dict, tensors: dict) -> None:
+    # The Llama loader maps a leading layers.0. to midlayer., never model.layers.0.
+    for name in [n for n in tensors if n.startswith("midlayer.")]:
+        tensors["model.layers.0." + name[len("midlayer."):]] = tensors.pop(name)
+
+
+def _norm_before_fc_on_mla(config: dict, tensors: dict) -> None:
+    config["norm_before_fc"] = True
+    _input_norm(config, tensors)
+
+
+def _fp32(config: dict, tensors: dict) -> None:
+    for name in tensors:
+        if tensors[name].is_floating_point():
+            tensors[name] = retype("float32")(tensors[name])
+
+
+def _target_hidden_size(config: dict, tensors: dict) -> None:
+    # A draft for a wider target: the Llama class builds fc from hidden_size.
+    config["target_hidden_size"] = config["hidden_size"] + 8
+
+
+# The defects the EAGLE-3 tests have always used (Llama drafts, plus
+# fused-qkv-a on MLA). The per-family tables below are what the command offers.
+EAGLE3_DEFECTS: dict[str, Defect] = {
+    "one-layer": Defect("CFG003", _two_layers, description="num_hidden_layers 2"),
+    "fc-width": Defect("CTX001", _widen_fc, description="fc one column too many"),
+    "no-d2t": Defect("VOC001", _needs_d2t(drop("d2t")), description="draft_vocab_size < vocab_size, no d2t"),
+    "d2t-float": Defect("VOC002", _needs_d2t(_d2t_float), description="d2t as float32"),
+    "d2t-short": Defect("VOC002", _needs_d2t(_d2t_short), description="d2t one entry short"),
+    "d2t-past-vocab": Defect("VOC003", _needs_d2t(_d2t_past_vocab), deep=True,
+                             description="last d2t entry past the vocab"),
+    "no-lm-head": Defect("INV001", drop("lm_head."), description="draft_vocab_size set, no lm_head"),
+    "input-norm-undeclared": Defect("FEA002", _input_norm, description="input_norm shipped, norm_before_fc absent"),
+    "norm-before-fc-no-weight": Defect("FEA001", set_field("norm_before_fc", True),
+                                       description="norm_before_fc, no input_norm"),
+    "taps-ignored": Defect("TAP002", _taps_top_level_ignored, description="top-level taps the target ignores"),
+    "taps-count": Defect("TAP001", _four_taps_in_eagle_config, description="draft 3 taps, target 4 (Llama)"),
+    "fused-qkv-a": Defect("INV002", _fuse_qkv_a, description="pre-fused q/kv-a projection (MLA)"),
+}
+
+_FC_NORM = (("fc_norm", True),)
+
+# Both families.
+_SHARED_DEFECTS: dict[str, Defect] = {
+    "two-layers": EAGLE3_DEFECTS["one-layer"],
+    "fc-width": EAGLE3_DEFECTS["fc-width"],
+    "fc-norm-declared-not-shipped": Defect("FCN001", drop("fc_norm."), needs=_FC_NORM,
+                                           description="fc_norm: true, no weights"),
+    "fc-norm-shipped-not-declared": Defect("FCN002", unset("fc_norm"), needs=_FC_NORM,
+                                           description="fc_norm weights, no fc_norm field"),
+    "fc-norm-count": Defect("FCN003", drop("fc_norm.2."), needs=_FC_NORM, description="2 of 3 fc_norm weights"),
+    "fc-norm-shape": Defect("FCN004", mutate("fc_norm.1.weight", narrow), needs=_FC_NORM,
+                            description="fc_norm.1 one short"),
+    "fc-norm-identity": Defect("FCN006", mutate("fc_norm.0.weight", fill(1.0)), deep=True, needs=_FC_NORM,
+                               description="fc_norm.0 all ones"),
+    "no-d2t": EAGLE3_DEFECTS["no-d2t"],
+    "d2t-float": EAGLE3_DEFECTS["d2t-float"],
+    "d2t-short": EAGLE3_DEFECTS["d2t-short"],
+    "d2t-past-vocab": EAGLE3_DEFECTS["d2t-past-vocab"],
+    "no-lm-head": Defect("INV001", drop("lm_head."), description="own head declared (draft_vocab_size), not shipped"),
+    "taps-ignored": EAGLE3_DEFECTS["taps-ignored"],
+    "missing-mlp": Defect("INV001", drop("midlayer.mlp.down_proj."), description="down_proj dropped"),
+    "wrong-shape": Defect("INV003", mutate("midlayer.self_attn.o_proj.weight", narrow),
+                          description="o_proj one row short"),
+    "float32": Defect("INV007", _fp32, description="every weight float32"),
+    "nan": Defect("PAY001", mutate("midlayer.mlp.down_proj.weight", poke(float("nan"))), deep=True,
+                  description="one NaN"),
+    "zero-norm": Defect("PAY002", mutate("norm.weight", fill(0.0)), deep=True, description="norm all zeros"),
+    "zero-fc": Defect("PAY004", mutate("fc.weight", fill(0.0)), deep=True, description="fc all zeros"),
+}
+
+EAGLE3_LLAMA_DEFECTS: dict[str, Defect] = {
+    **_SHARED_DEFECTS,
+    "input-norm-undeclared": EAGLE3_DEFECTS["input-norm-undeclared"],
+    "norm-before-fc-no-weight": EAGLE3_DEFECTS["norm-before-fc-no-weight"],
+    "taps-count": EAGLE3_DEFECTS["taps-count"],
+    "target-hidden-size": Defect("CFG003", _target_hidden_size,
+                                 description="target_hidden_size differs from hidden_size"),
+    "model-layers-0-prefix": Defect("SRV001", _prefix_model_layers_0,
+                                    description="model.layers.0.* names, which the loader never maps"),
+}
+
+EAGLE3_MLA_DEFECTS: dict[str, Defect] = {
+    **_SHARED_DEFECTS,
+    "norm-before-fc": Defect("ENG001", _norm_before_fc_on_mla,
+                             description="norm_before_fc with input_norm: the MLA model has no input_norm"),
+    "fused-qkv-a": EAGLE3_DEFECTS["fused-qkv-a"],
+    "fused-gate-up": Defect("INV002", _fuse_gate_up, description="pre-fused gate_up_proj, which the loader drops"),
+    "model-prefix": Defect("SRV001", _prefix_model, description="names under model., which the loader prefixes again"),
+    "model-type-llama": Defect("SRV001", set_field("model_type", "llama"),
+                               description="a config class without the MLA fields"),
+    "no-q-lora-rank": Defect("CFG003", set_field("q_lora_rank", None), description="q_lora_rank null"),
+}
+
+
+def write_eagle3_draft(
+    out: Path,
+    *,
+    scale: str = "tiny-llama",
+    fc_norm: bool = False,
+    norm_before_fc: bool = False,
+    tap_ids: list[int] | None = None,
+    defect: str | None = None,
+    layout: str = "midlayer",
+    config_edit: Callable[[dict], None] | None = None,
+    tensor_edit: Callable[[dict], None] | None = None,
+    seed: int = 0,
+) -> Path:
+    """Write an EAGLE-3 draft folder. `layout` "midlayer" writes TorchSpec's
+    native names, "layers.0" its `--vllm` export's. `defect` names one of
+    `EAGLE3_DEFECTS`."""
+    config = eagle3_config(EAGLE3_SCALES[scale], fc_norm=fc_norm, norm_before_fc=norm_before_fc, tap_ids=tap_ids)
+    if config_edit:
+        config_edit(config)
+    tensors = eagle3_tensors(config, seed=seed)
+    if defect is not None:
+        EAGLE3_DEFECTS[defect].apply(config, tensors)
+    if tensor_edit:
+        tensor_edit(tensors)
+    if layout == "layers.0":
+        tensors = {("layers.0." + n[len("midlayer."):] if n.startswith("midlayer.") else n): t
+                   for n, t in tensors.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_safetensors(out, tensors)
+    return out
