@@ -17,6 +17,7 @@ from dspark.schema.families.base import (
     DraftFamily,
     TensorRule,
     head_dim_or_split,
+    is_int,
     nested_field,
 )
 from dspark.schema.findings import Finding
@@ -43,14 +44,34 @@ def gqa_head_dim(config: Mapping[str, Any]) -> Any:
     return head_dim_or_split(config)
 
 
-def _markov_rank(config: Mapping[str, Any]) -> Any:
-    """`dspark_config.markov_rank`, else the top level; `dflash_config` is
-    not read (models/dspark.py@f4d8ec6e:75-85)."""
-    nested = config.get("dspark_config")
-    if isinstance(nested, Mapping) and "markov_rank" in nested:
-        return nested["markov_rank"]
-    return config.get("markov_rank")
+# DSparkDraftModel's Markov head (models/dspark.py@f4d8ec6e:75-85, 110-120):
+# each field from dspark_config when that dict holds the key, else the top
+# level; `int(rank or 0)` and `str(type or "vanilla").lower()`; rank <= 0 or a
+# type other than these is refused. dflash_config is not read.
+SUPPORTED_MARKOV_HEAD_TYPES = ("vanilla",)
+_MAX_MARKOV_RANK = 262144  # the schema's bound on widths
 
+
+def _markov_field(config: Mapping[str, Any], key: str) -> tuple[Any, str]:
+    nested = config.get("dspark_config") or {}
+    if isinstance(nested, Mapping) and key in nested:
+        return nested[key], f"dspark_config.{key}"
+    return config.get(key), key
+
+
+def _engine_int(value: Any) -> int | None:
+    """`int(value)` as Python computes it, or None where it raises."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _markov_rank(config: Mapping[str, Any]) -> Any:
+    """The rank the engine builds the Markov head with (None when its
+    `int()` raises)."""
+    raw, _ = _markov_field(config, "markov_rank")
+    return _engine_int(raw or 0)
 
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
     return {
@@ -109,23 +130,52 @@ def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding
     return []
 
 
-def _markov_rank_present(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """A DSpark draft needs markov_rank > 0 from dspark_config or the top
-    level (models/dspark.py@f4d8ec6e:75-85, 111-115)."""
+def _markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """A DSpark draft's Markov head as the engine reads it: refused where the
+    engine refuses (CFG003), a warning where it loads only by coercing
+    (ENG003). A DFlash draft has no Markov head and these fields are unread."""
     if not _is_dspark(config):
         return []
-    rank = _markov_rank(config)
-    if isinstance(rank, int) and not isinstance(rank, bool) and rank > 0:
+    raw_rank, rank_path = _markov_field(config, "markov_rank")
+    raw_type, type_path = _markov_field(config, "markov_head_type")
+    rank = _engine_int(raw_rank or 0)
+    head_type = str(raw_type or "vanilla").lower()
+    problems = []
+    if rank is None:
+        problems.append(f"{rank_path} = {raw_rank!r} is not a number the engine's int() reads")
+    elif rank <= 0:
+        nested = config.get("dflash_config")
+        unread = (" (dflash_config.markov_rank is not read)"
+                  if isinstance(nested, Mapping) and "markov_rank" in nested else "")
+        problems.append(f"markov_rank is {rank} as the engine reads it{unread}; it must be > 0 "
+                        "at the top level or in dspark_config")
+    elif rank > _MAX_MARKOV_RANK:
+        problems.append(f"{rank_path} = {rank} is past {_MAX_MARKOV_RANK}")
+    if head_type not in SUPPORTED_MARKOV_HEAD_TYPES:
+        problems.append(f"{type_path} = {raw_type!r} is read as {head_type!r}; the engine supports "
+                        f"{', '.join(SUPPORTED_MARKOV_HEAD_TYPES)}")
+    if problems:
+        return [Finding(
+            "CFG003",
+            f"{config_file}: the DSpark Markov head: " + "; ".join(problems) + ". The engine refuses the draft "
+            "(models/dspark.py@f4d8ec6e:110-120). Set markov_rank and markov_head_type to what it was trained with.",
+            file=config_file,
+            detail={"field": "markov_rank" if rank is None or rank <= 0 or rank > _MAX_MARKOV_RANK
+                    else "markov_head_type", "validator": "engine"},
+        )]
+    coerced = []
+    if not is_int(raw_rank):
+        coerced.append(f"{rank_path} = {raw_rank!r} is read as int({raw_rank!r}) = {rank}")
+    if raw_type is not None and raw_type != head_type:
+        coerced.append(f"{type_path} = {raw_type!r} is read as {head_type!r}")
+    if not coerced:
         return []
-    nested = config.get("dflash_config")
-    where = (" (dflash_config.markov_rank is not read)"
-             if isinstance(nested, Mapping) and "markov_rank" in nested else "")
     return [Finding(
-        "CFG003",
-        f"{config_file}: a DSpark draft needs markov_rank > 0 at the top level or in dspark_config"
-        f"{where}; the engine refuses it. Set markov_rank.",
+        "ENG003",
+        f"{config_file}: the engine loads this config only by coercing values: " + "; ".join(coerced)
+        + ". Write the values the engine uses, so other loaders agree.",
         file=config_file,
-        detail={"field": "markov_rank", "validator": "required"},
+        detail={"notes": coerced, "defaults_filled": []},
     )]
 
 
@@ -165,5 +215,5 @@ DFLASH_GQA = DraftFamily(
     target_width_field="hidden_size",
     declared_features=("fc_norm",),
     derived_features=_derived,
-    config_rules=(_block_size, _sliding_layers, _markov_rank_present),
+    config_rules=(_block_size, _sliding_layers, _markov_head),
 )

@@ -431,3 +431,56 @@ def test_a_quantization_block_fails_a_floating_point_draft(tmp_path):
         config["quantization_config"] = {"quant_method": "fp8"}
 
     assert "ENG005" in errors(check_checkpoint(write_k3(tmp_path / "d", config_edit=quantized)))
+
+
+# The GQA DSpark Markov head, as DSparkDraftModel reads it (models/dspark.py@f4d8ec6e:75-85, 110-120)
+
+
+def _gqa_dspark(folder: Path, edit) -> Path:
+    from dspark.examples.fabricate import fabricate
+
+    draft = fabricate(folder, family="dflash_gqa", variant="dspark")
+    config = json.loads((draft / "config.json").read_text())
+    edit(config)
+    (draft / "config.json").write_text(json.dumps(config))
+    return draft
+
+
+@pytest.mark.parametrize("edit", [
+    pytest.param(lambda c: c.update(markov_head_type="VANILLA"), id="type-upper-case"),
+    pytest.param(lambda c: c.update(markov_rank=str(c["markov_rank"])), id="rank-as-text"),
+    pytest.param(lambda c: c.update(dspark_config={"markov_head_type": "Vanilla"}), id="nested-type-upper-case"),
+])
+def test_a_markov_head_the_engine_coerces_loads_with_a_warning(tmp_path, edit):
+    report = check_checkpoint(_gqa_dspark(tmp_path / "d", edit), deep=True)
+    assert report.passed() and errors(report) == Counter(), errors(report)
+    assert warnings(report)["ENG003"] == 1
+
+
+@pytest.mark.parametrize("edit, words", [
+    pytest.param(lambda c: c.update(markov_head_type="gated"), "'gated'", id="unsupported-type"),
+    pytest.param(lambda c: c.update(markov_rank="eight"), "'eight'", id="rank-not-a-number"),
+    # dspark_config's key wins when present, even when it is 0
+    pytest.param(lambda c: c.update(dspark_config={"markov_rank": 0}), "markov_rank is 0", id="nested-zero-wins"),
+    pytest.param(lambda c: (c.pop("markov_rank"), c.update(dflash_config={**c.get("dflash_config", {}), "markov_rank": 8})),
+                 "dflash_config.markov_rank is not read", id="rank-only-in-dflash_config"),
+])
+def test_a_markov_head_the_engine_refuses_fails(tmp_path, edit, words):
+    report = check_checkpoint(_gqa_dspark(tmp_path / "d", edit))
+    [finding] = [f for f in report.errors if f.code == "CFG003"]
+    assert words in finding.message
+
+
+def test_an_empty_dspark_config_falls_through_to_the_top_level(tmp_path):
+    report = check_checkpoint(_gqa_dspark(tmp_path / "d", lambda c: c.update(dspark_config={})), deep=True)
+    assert report.passed(strict=True), [f.code for f in report.findings]
+
+
+def test_a_dflash_draft_never_reads_the_markov_fields(tmp_path):
+    from dspark.examples.fabricate import fabricate
+
+    draft = fabricate(tmp_path / "d", family="dflash_gqa")
+    config = json.loads((draft / "config.json").read_text())
+    config.update(markov_rank="eight", markov_head_type="gated")
+    (draft / "config.json").write_text(json.dumps(config))
+    assert check_checkpoint(draft).passed(strict=True)
