@@ -56,8 +56,9 @@ def inventory_findings(
         if want.rule.when is None or features.get(want.rule.when, False)
     }
     # Names of rules a missing dimension left unexpanded: their tensors
-    # cannot be judged (the config finding says why), not "unexpected".
-    unjudged = [_rule_pattern(rule) for rule in unresolved]
+    # cannot be judged (the config finding says why), not "unexpected". A
+    # rule whose feature is off has no destination whatever its dimensions.
+    unjudged = [_rule_pattern(rule) for rule in unresolved if rule.when is None or features.get(rule.when, False)]
     unexpected_text = _UNEXPECTED["rejects" if loader is None else loader.unexpected]
     missing_text = _MISSING["rejects" if loader is None else loader.missing]
 

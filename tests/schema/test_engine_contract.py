@@ -484,3 +484,23 @@ def test_a_dflash_draft_never_reads_the_markov_fields(tmp_path):
     config.update(markov_rank="eight", markov_head_type="gated")
     (draft / "config.json").write_text(json.dumps(config))
     assert check_checkpoint(draft).passed(strict=True)
+
+
+def test_markov_tensors_in_a_dflash_draft_are_dropped_by_the_engine(tmp_path):
+    """A DSpark draft relabelled DFlash without markov_rank: DFlashDraftModel
+    has no Markov head, and its loader drops the tensors without a word
+    (models/dflash.py@f4d8ec6e:479-514)."""
+    from safetensors.torch import load_file, save_file
+
+    from dspark.examples.fabricate import fabricate
+
+    dspark_draft = fabricate(tmp_path / "dspark", family="dflash_gqa", variant="dspark")
+    dflash_draft = fabricate(tmp_path / "dflash", family="dflash_gqa")
+    tensors = load_file(dflash_draft / "model.safetensors")
+    markov = {k: v for k, v in load_file(dspark_draft / "model.safetensors").items() if k.startswith("markov_head.")}
+    assert len(markov) == 2
+    save_file({**tensors, **markov}, str(dflash_draft / "model.safetensors"))
+    config = json.loads((dflash_draft / "config.json").read_text())
+    assert "markov_rank" not in config and "markov_rank" not in (config.get("dspark_config") or {})
+    report = check_checkpoint(dflash_draft)
+    assert sorted(f.tensor for f in report.errors if f.code == "INV002") == sorted(markov)
