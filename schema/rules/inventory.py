@@ -58,7 +58,9 @@ def inventory_findings(
     # Names of rules a missing dimension left unexpanded: their tensors
     # cannot be judged (the config finding says why), not "unexpected". A
     # rule whose feature is off has no destination whatever its dimensions.
-    unjudged = [_rule_pattern(rule) for rule in unresolved if rule.when is None or features.get(rule.when, False)]
+    when_of = {rule.name: rule.when for rule in family.tensors}
+    unjudged = [_rule_pattern(name) for name in unresolved
+                if when_of.get(name) is None or features.get(when_of[name], False)]
     unexpected_text = _UNEXPECTED["rejects" if loader is None else loader.unexpected]
     missing_text = _MISSING["rejects" if loader is None else loader.missing]
 

@@ -504,3 +504,8 @@ def test_markov_tensors_in_a_dflash_draft_are_dropped_by_the_engine(tmp_path):
     assert "markov_rank" not in config and "markov_rank" not in (config.get("dspark_config") or {})
     report = check_checkpoint(dflash_draft)
     assert sorted(f.tensor for f in report.errors if f.code == "INV002") == sorted(markov)
+    # a markov_rank no int() reads leaves the shapes unknown; the tensors are still without a destination
+    config["markov_rank"] = "eight"
+    (dflash_draft / "config.json").write_text(json.dumps(config))
+    report = check_checkpoint(dflash_draft)
+    assert sorted(f.tensor for f in report.errors if f.code == "INV002") == sorted(markov)
