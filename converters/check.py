@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
 from dspark.converters.layouts.hf import MANIFEST_NAME
-from dspark.converters.layouts.torchspec import vllm_shifted_taps
+from dspark.converters.layouts.torchspec import locate_dcp, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
@@ -301,7 +301,23 @@ def served_layout(checkpoint: Checkpoint) -> ServedLayout:
         "dcp": "a torch.distributed.checkpoint folder, which the engine does not read",
         "pt": "a .pt state dict, which the engine never reads (only *.safetensors, else *.bin)",
     }.get(checkpoint.format)
-    return ServedLayout(source, checkpoint.format, False, why)
+    return ServedLayout(source, checkpoint.format, False, why, destination=_outside_the_run(checkpoint))
+
+
+def _outside_the_run(checkpoint: Checkpoint) -> str | None:
+    """For a folder inside a TorchSpec run's `checkpoints/`, a destination
+    beside the run: TorchSpec's rotation deletes whole iterations
+    (torchspec/controller/loop.py@6f21829:80-109), a converted draft inside
+    one with it."""
+    if checkpoint.format != "dcp" or checkpoint.is_remote:
+        return None
+    location = locate_dcp(checkpoint.source)
+    if location.run_root is None or checkpoint.source.resolve() == location.run_root.resolve():
+        return None
+    iteration = next((p.name for p in (location.model_dir, *location.model_dir.parents)
+                      if p.name.startswith("iter_")), None)
+    suffix = f"-{iteration}-served" if iteration else "-served"
+    return str(location.run_root).rstrip("/") + suffix
 
 
 def _apply_engine_severities(findings: list[Finding], profile: EngineProfile, verdict: str) -> list[Finding]:

@@ -129,6 +129,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("SRC004", E, "DCP or .pt checkpoint is corrupt or inconsistent"),
     ("SRC005", I, "config.json in another trainer's shape (speculators), read as the config convert writes"),
     ("SRC006", I, "a pre-fused tensor the engine's loader does not take, written by convert as its parts"),
+    ("SRC007", I, "a config value taken from what the trainer used (the run's config.yaml, the trainer's defaults)"),
     # `dspark smoke`: the context projection run on real weights
     ("SMK001", E, "projection weights or output hold NaN or Inf"),
     ("SMK002", E, "fused projection differs from the fp32 reference beyond tolerance"),

@@ -158,6 +158,9 @@ def _pick_iteration(checkpoints: Path, iterations: dict[int, Path]) -> tuple[Pat
         picked = iterations[newest]
     if best is not None and best in iterations and iterations[best] != picked:
         how += f"; the best by eval is {iterations[best].name}"
+    elif best is not None and best not in iterations:
+        how += (f"; {BEST_MARKER} names iteration {best}, which is no longer here "
+                "(TorchSpec's rotation removes older iterations)")
     return picked, how, detail
 
 
@@ -198,7 +201,10 @@ def draft_config_from_run(run_root: Path, *, cwd: Path | None = None) -> RunDraf
         return RunDraftConfig(None, f"{shown} could not be parsed for {'.'.join(DRAFT_CONFIG_KEY)} ({exc})")
     if value is None:
         return RunDraftConfig(None, f"{shown} sets no {'.'.join(DRAFT_CONFIG_KEY)}: TorchSpec then generates the "
-                                    "draft config from the target model at training time and never saves it")
+                                    "draft config from the target model at training time and never saves it. "
+                                    "TorchSpec's tools/convert_to_hf.py --input-dir ITER_FOLDER --target-model-path "
+                                    "TARGET regenerates it into the iteration folder, where dspark finds it "
+                                    "(tools/convert_to_hf.py@6f21829:170-208)")
     named = Path(value).expanduser()
     candidates = [named] if named.is_absolute() else [run_root / named, (cwd or Path.cwd()) / named]
     for candidate in candidates:
@@ -212,18 +218,56 @@ def read_yaml_key(text: str, section: str, key: str) -> str | None:
     """The scalar at `section.key` of a YAML document written as OmegaConf
     writes one (block style, two-level mappings, plain or quoted scalars).
 
-    A line reader for this one key, so dspark needs no YAML library. It
-    refuses (ValueError) anything it cannot read with certainty rather
-    than guess: tabs in indentation, a flow-style or duplicated section or
-    key, block or multi-line scalars, anchors, aliases and tags. Returns
-    None for null, `~` or an empty value; raises ValueError when the key
-    is absent."""
+    A line reader for the keys dspark needs, so dspark needs no YAML
+    library. It refuses (ValueError) anything it cannot read with certainty
+    rather than guess: tabs in indentation, a flow-style or duplicated
+    section or key, block or multi-line scalars, anchors, aliases and tags.
+    Returns None for null, `~` or an empty value; raises ValueError when the
+    key is absent or holds a list."""
+    value, number, items = _yaml_entry(text, section, key)
+    if items:
+        raise ValueError(f"{section}.{key} is a list (line {number}), not a single value")
+    return _scalar(value, number)
+
+
+def read_yaml_int_list(text: str, section: str, key: str) -> list[int] | None:
+    """The list of integers at `section.key`: block items (`- 2` lines, as
+    OmegaConf writes a list) or a flow list (`[2, 5, 6]`). None for null or
+    an empty value; ValueError for anything else, as `read_yaml_key`."""
+    value, number, items = _yaml_entry(text, section, key)
+    if items:
+        if _scalar(value, number) is not None:
+            raise ValueError(f"{section}.{key} has a value and list items (line {number})")
+        texts = [(_scalar(item, at), at) for item, at in items]
+    elif value.startswith("["):
+        comment = re.search(r"\]\s*(#.*)?$", value)
+        if not comment:
+            raise ValueError(f"line {number}: a flow list dspark does not read")
+        inner = value[1:comment.start()].strip()
+        texts = [(part.strip(), number) for part in inner.split(",")] if inner else []
+    else:
+        plain = _scalar(value, number)
+        if plain is None:
+            return None
+        raise ValueError(f"{section}.{key} is {plain!r} (line {number}), not a list")
+    numbers = []
+    for item, at in texts:
+        if item is None or not re.fullmatch(r"[+-]?\d+", item):
+            raise ValueError(f"{section}.{key}: {item!r} on line {at} is not an integer")
+        numbers.append(int(item))
+    return numbers
+
+
+def _yaml_entry(text: str, section: str, key: str) -> tuple[str, int, list[tuple[str, int]]]:
+    """`section.key`'s raw value text, its line, and the block-sequence
+    items (`- x`) that follow it, each with its line."""
     section_seen = False
     in_section = False
     child_indent: int | None = None
     found: str | None = None
     found_at: int | None = None
-    value_open = False  # the line after the key's, until a line at or above its level
+    items: list[tuple[str, int]] = []
+    value_open = False  # the lines after the key's, until a line at or above its level
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#") or stripped in ("---", "..."):
@@ -232,6 +276,10 @@ def read_yaml_key(text: str, section: str, key: str) -> str | None:
             raise ValueError(f"line {number} is indented with a tab")
         indent = len(line) - len(line.lstrip(" "))
         if value_open:
+            # PyYAML (OmegaConf) writes a list's items at the key's own indent.
+            if indent >= child_indent and (stripped == "-" or stripped.startswith("- ")):
+                items.append((stripped[1:].strip(), number))
+                continue
             if indent > child_indent:
                 raise ValueError(f"{section}.{key} continues on line {number}: a multi-line or nested value")
             value_open = False
@@ -262,7 +310,7 @@ def read_yaml_key(text: str, section: str, key: str) -> str | None:
         if not section_seen:
             raise ValueError(f"there is no {section} section")
         raise ValueError(f"there is no {section}.{key}")
-    return _scalar(found, found_at)
+    return found, found_at, items
 
 
 _MAPPING_LINE = re.compile(r"""(?P<name>[A-Za-z_][\w.-]*)\s*:(?:\s+(?P<value>.*))?$""")

@@ -16,6 +16,7 @@ from typing import Any, Iterator, Protocol
 from dspark.converters.configs import read_draft_config
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.speculators import read_speculators_config
+from dspark.converters.layouts.torchspec_run import with_dflash_default_taps
 from dspark.schema.errors import UsageError
 from dspark.schema.families import DraftFamily, family_for_config, strip_wrappers
 from dspark.schema.findings import Finding
@@ -61,7 +62,7 @@ class Checkpoint:
     def config_display(self) -> str:
         if self.config_path is None:
             return CONFIG_NAME
-        return _display(self.config_path, self.root) if self.root is not None else str(self.config_path)
+        return display_name(self.config_path, self.root) if self.root is not None else str(self.config_path)
 
     def entry(self, served_name: str) -> TensorEntry | None:
         return next((e for e in self.entries if e.served_name == served_name), None)
@@ -70,7 +71,7 @@ class Checkpoint:
         return sum(e.nbytes for e in self.entries)
 
 
-def _display(path: Path, root: Path) -> str:
+def display_name(path: Path, root: Path) -> str:
     try:
         return str(path.relative_to(root))
     except ValueError:
@@ -100,7 +101,7 @@ def load_config_for(
         candidate: Path | None = explicit
     else:
         candidate = find_config_upwards(root, search_parents)
-    shown = _display(candidate, root) if candidate else _display(root / CONFIG_NAME, root)
+    shown = display_name(candidate, root) if candidate else display_name(root / CONFIG_NAME, root)
     config, findings = read_draft_config(candidate, shown)
     if missing_note and candidate is None:
         findings = [replace(f, message=f"{f.message} {missing_note}") if f.code == "CFG001" else f for f in findings]
@@ -110,6 +111,8 @@ def load_config_for(
         trainer = read_speculators_config(config, shown)
         if trainer is not None:
             config, findings = trainer.config, findings + trainer.findings
+        config, derived = with_dflash_default_taps(config, shown)
+        findings = findings + derived
     family = family_for_config(config) if config else None
     return config, candidate, findings, family
 

@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from dspark.converters.layouts.hf import is_plain_file_name
+from dspark.converters.layouts.hf import CONFIG_NAME, is_plain_file_name
 from dspark.converters.layouts.torchspec import DCP_METADATA, draft_config_from_run, draft_keys, locate_dcp
+from dspark.converters.layouts.torchspec_run import run_training, with_run_training
 from dspark.converters.readers.base import (
     Checkpoint,
+    display_name,
     find_config_upwards,
     left_behind_finding,
     load_config_for,
@@ -52,7 +54,7 @@ from dspark.converters.readers.dcp_metadata import (
 from dspark.converters.readers.safetensors_io import iter_range_chunks
 from dspark.converters.readers.torch_save_blob import SavedTensor, locate_saved_tensor
 from dspark.schema.dtypes import DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES
-from dspark.schema.errors import CheckpointError
+from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
@@ -151,10 +153,15 @@ def open_dcp(path: Path, fmt: str = "dcp", *, config_path: Path | None = None) -
     except (AttributeError, TypeError, ValueError) as exc:
         raise malformed_error(shown, exc) from None
 
-    config, config_file, config_findings, family, config_source = _draft_config(path, location, config_path)
-
     fqns = [k for k in metadata.state_dict_metadata if isinstance(k, str)]
     draft = set(draft_keys(fqns))
+    _refuse_training_state(fqns, draft, model_dir, path)
+
+    config, config_file, config_findings, family, config_source = _draft_config(path, location, config_path)
+    if config is not None and family is not None and location.run_root is not None:
+        shown_config = display_name(config_file, model_dir) if config_file else CONFIG_NAME
+        config, trained = with_run_training(config, family, run_training(location.run_root), shown_config)
+        config_findings = list(config_findings) + trained
     entries: list[TensorEntry] = []
     left_behind: list[str] = []
     file_sizes: dict[str, int | None] = {}
@@ -196,6 +203,26 @@ def open_dcp(path: Path, fmt: str = "dcp", *, config_path: Path | None = None) -
         config_findings=config_findings,
         family=family,
         metadata=details,
+    )
+
+
+# TorchSpec saves the optimizer and the scheduler as DCP folders beside the
+# model's (torchspec/training/checkpoint.py@6f21829:306-316).
+_TRAINING_STATE_PREFIXES = ("optim_state", "lr_scheduler_state")
+
+
+def _refuse_training_state(fqns: list[str], draft: set[str], model_dir: Path, path: Path) -> None:
+    """A DCP folder of optimizer or scheduler state holds no draft: say
+    where the weights are instead of listing every tensor as missing."""
+    if draft or not fqns or not all(f.split(".", 1)[0] in _TRAINING_STATE_PREFIXES for f in fqns):
+        return
+    weights = model_dir.parent / "model"
+    where = (f"the draft's weights are in {printable_name(str(weights))}" if (weights / METADATA_FILE).is_file()
+             else "the draft's weights are in the iteration's model/ folder")
+    raise UsageError(
+        f"{printable_name(str(path))}: this DCP folder holds TorchSpec's optimizer or scheduler state "
+        f"({len(fqns)} entries, none of them draft weights); {where}.",
+        hint="Pass the iteration folder, its model/ folder, or the run's output folder.",
     )
 
 

@@ -78,6 +78,11 @@ class DraftFamily:
     tap_ids: Callable[[Mapping[str, Any]], tuple[Any, str | None]] = field(default=lambda c: (None, None))
     # The config field that must equal the number of taps, when the engine checks one.
     tap_count_field: str | None = None
+    # Where a converter writes tap ids it learned elsewhere (the list a run
+    # trained on): this field at the top level, and in the nested section
+    # when the config has that section.
+    tap_ids_field: str = "target_layer_ids"
+    tap_ids_section: str | None = "dflash_config"
     # The draft field the target's hidden size must equal: the width of each tap.
     target_width_field: str = "target_hidden_size"
     # Boolean config flags that add tensors (`fc_norm`, `norm_before_fc`):

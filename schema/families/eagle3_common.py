@@ -107,8 +107,9 @@ def tap_agreement_rule(draft_taps: DraftTapReader, draft_reader_text: str):
             return [Finding(
                 "TAP003",
                 f"{config_file}: no tap ids; the engine assumes {DEFAULT_TAP_COUNT} taps and the target captures "
-                f"its defaults {DEFAULT_TAPS_TEXT} (TorchSpec trains on the same defaults). Write the list "
-                f"in {TAP_IDS_FIELD} if the draft was trained on other layers.",
+                f"its defaults {DEFAULT_TAPS_TEXT} (TorchSpec trains on the same defaults unless its run's "
+                f"config.yaml sets inference.aux_hidden_states_layers; converting the run writes that list). "
+                f"Write the list in {TAP_IDS_FIELD} if the draft was trained on other layers.",
                 file=config_file,
                 detail={"draft_taps": count, "target_ids": None, "source": source},
             )]

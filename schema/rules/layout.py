@@ -36,6 +36,8 @@ class ServedLayout:
     # Options the convert command needs as well (`--config FILE` when the
     # config was given by hand): the command printed must work as it is.
     convert_options: tuple[str, ...] = ()
+    # Where the printed convert command writes; beside the source when None.
+    destination: str | None = None
 
 
 def layout_findings(
@@ -59,8 +61,10 @@ def layout_findings(
         ]
         if renamed:
             shown = "; ".join(
-                f"{printable_name(stored)} (the engine looks up {printable_name(looked_up)}, the parameter "
-                f"is {printable_name(served)})"
+                (f"{printable_name(stored)} (the engine's parameter is {printable_name(served)})"
+                 if looked_up == stored else
+                 f"{printable_name(stored)} (the engine reads it as {printable_name(looked_up)}; its parameter "
+                 f"is {printable_name(served)})")
                 for stored, looked_up, served in renamed[:_EXAMPLES]
             )
             more = f" and {len(renamed) - _EXAMPLES} more" if len(renamed) > _EXAMPLES else ""
@@ -79,7 +83,7 @@ def layout_findings(
         return []
     source = layout.source
     command = " ".join(shlex.quote(arg) for arg in (
-        "dspark", "convert", source, source.rstrip("/") + "-served", *layout.convert_options))
+        "dspark", "convert", source, layout.destination or source.rstrip("/") + "-served", *layout.convert_options))
     detail["command"] = command
     detail["reasons"] = reasons
     return [Finding(

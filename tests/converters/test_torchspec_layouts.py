@@ -191,6 +191,9 @@ def test_the_best_iteration_is_mentioned_when_it_differs(tmp_path: Path) -> None
     (run / "checkpoints" / "best_checkpointed_iteration.txt").write_text("1001")
     [note] = [f for f in open_checkpoint(run).findings if f.code == "SRC001"]
     assert "the best by eval is iter_0001001" in note.message and note.detail["best_marker"] == 1001
+    (run / "checkpoints" / "best_checkpointed_iteration.txt").write_text("501")  # rotated away
+    [note] = [f for f in open_checkpoint(run).findings if f.code == "SRC001"]
+    assert "names iteration 501, which is no longer here" in note.message
 
 
 def test_a_run_folder_without_iterations_is_a_usage_error(tmp_path: Path) -> None:

@@ -1,0 +1,173 @@
+"""What a TorchSpec run trained with that its draft config does not say.
+
+Read at lightseekorg/TorchSpec 6f21829:
+
+* **Taps.** The inference engine that produces the training hidden states
+  captures `inference.aux_hidden_states_layers` from the run's config when
+  it is set, and `[1, N//2 - 1, N - 4]` only when it is null
+  (torchspec/inference/engine/sgl_engine.py@6f21829:172-177,
+  vllm_engine.py@6f21829:136-137, whose own +1 for vLLM's indexing is made
+  inside the engine at 159-165; torchspec/utils/misc.py@6f21829:76-88). The
+  ids are in the serving engine's convention (the default is the one
+  TokenSpeed captures without ids). For DFlash an empty value is filled
+  from the draft config (torchspec/train_entry.py@6f21829:220-230). So when
+  the run sets a list, that list, not the draft config's, is what the draft
+  was trained on, and convert must write it.
+* **DFlash block size.** `training.dflash_block_size` (default 16,
+  torchspec/config/train_config.py@6f21829:143) is the block the draft was
+  trained to fill; the draft config never carries it. Written into the
+  converted config, the engine's drafter can refuse a launch with another
+  number of draft tokens (dspark says which, ENG004).
+* **DFlash taps the config leaves out.** `DFlashConfig.target_layer_ids`
+  defaults to None, and the model then captures
+  `build_target_layer_ids(num_target_layers, target_num_hidden_layers)`
+  (defaults 5 and 36), SpecForge's spacing
+  (torchspec/models/draft/dflash.py@6f21829:47-80, 324-344, 365-367). The
+  serving engine derives nothing, so convert writes the list.
+
+Each value taken this way is an SRC007 note naming where it came from.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from dspark.converters.layouts.torchspec import RUN_CONFIG, read_yaml_int_list, read_yaml_key
+from dspark.schema.families import DFLASH_GQA, DraftFamily
+from dspark.schema.findings import Finding
+from dspark.schema.inventory import printable_name
+
+AUX_LAYERS_KEY = ("inference", "aux_hidden_states_layers")
+DFLASH_BLOCK_KEY = ("training", "dflash_block_size")
+# TorchSpec's DFlashConfig.model_type; convert writes one the engine parses.
+TORCHSPEC_DFLASH_MODEL_TYPE = "dflash"
+_DFLASH_DEFAULT_TAP_COUNT = 5
+_DFLASH_DEFAULT_TARGET_LAYERS = 36
+
+
+@dataclass(frozen=True)
+class RunTraining:
+    """The run's config.yaml values that decide what the draft learned.
+    None where the run does not set one; `problems` where a key is there
+    but cannot be read with certainty."""
+
+    aux_layers: list[int] | None = None
+    block_size: int | None = None
+    problems: tuple[str, ...] = ()
+
+
+def run_training(run_root: Path) -> RunTraining:
+    path = run_root / RUN_CONFIG
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return RunTraining()  # no config.yaml: the draft config is all there is
+    shown = printable_name(str(path))
+    problems: list[str] = []
+    aux = block = None
+    try:
+        aux = read_yaml_int_list(text, *AUX_LAYERS_KEY)
+    except ValueError as exc:
+        if not str(exc).startswith("there is no"):
+            problems.append(f"{shown}: {'.'.join(AUX_LAYERS_KEY)}: {exc}")
+    try:
+        value = read_yaml_key(text, *DFLASH_BLOCK_KEY)
+        if value is not None:
+            block = int(value)
+    except ValueError as exc:
+        if not str(exc).startswith("there is no"):
+            problems.append(f"{shown}: {'.'.join(DFLASH_BLOCK_KEY)}: {exc}")
+    return RunTraining(aux or None, block, tuple(problems))
+
+
+def with_dflash_default_taps(config: Mapping[str, Any], config_file: str) -> tuple[dict[str, Any], list[Finding]]:
+    """A TorchSpec DFlash config without tap ids, given the ids its model
+    derives; any other config as it is."""
+    out = dict(config)
+    nested = out.get("dflash_config")
+    if (out.get("model_type") != TORCHSPEC_DFLASH_MODEL_TYPE or out.get("target_layer_ids")
+            or (isinstance(nested, Mapping) and nested.get("target_layer_ids"))):
+        return out, []
+    count = out.get("num_target_layers", _DFLASH_DEFAULT_TAP_COUNT)
+    layers = out.get("target_num_hidden_layers", _DFLASH_DEFAULT_TARGET_LAYERS)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (count, layers)) or count > layers:
+        return out, []  # the config rules say what is wrong with these
+    out["target_layer_ids"] = build_target_layer_ids(count, layers)
+    return out, [Finding(
+        "SRC007",
+        f"{config_file}: no target_layer_ids; TorchSpec's DFlash model captures build_target_layer_ids("
+        f"{count}, {layers}) = {out['target_layer_ids']} (torchspec/models/draft/dflash.py@6f21829:324-344, "
+        "365-367), and convert writes that list: the serving engine derives none.",
+        file=config_file,
+        detail={"field": "target_layer_ids", "value": out["target_layer_ids"], "source": "trainer default"},
+    )]
+
+
+def build_target_layer_ids(count: int, target_layers: int) -> list[int]:
+    """TorchSpec's (and SpecForge's) evenly spaced DFlash taps."""
+    if count == 1:
+        return [target_layers // 2]
+    start, end = 1, target_layers - 3
+    return [int(round(start + index * (end - start) / (count - 1))) for index in range(count)]
+
+
+def with_run_training(
+    config: Mapping[str, Any], family: DraftFamily, training: RunTraining, config_file: str
+) -> tuple[dict[str, Any], list[Finding]]:
+    """The config as the run trained it: its tap list, and a DFlash
+    draft's block size, where the run's config.yaml sets them."""
+    out = copy.deepcopy(dict(config))
+    findings: list[Finding] = []
+    for problem in training.problems:
+        findings.append(Finding(
+            "SRC007",
+            f"{problem}. The draft config's value is used; check it is what the run trained with.",
+            file=config_file,
+            detail={"problem": problem},
+        ))
+    if training.aux_layers:
+        declared, where = family.tap_ids(out)
+        if declared != training.aux_layers:
+            _put_taps(out, family, training.aux_layers)
+            said = f"says {declared} ({where})" if declared else "gives none"
+            findings.append(Finding(
+                "SRC007",
+                f"{config_file}: taps {training.aux_layers} from the run's {RUN_CONFIG} "
+                f"({'.'.join(AUX_LAYERS_KEY)}): the layers the training data was captured from "
+                f"(torchspec/inference/engine/sgl_engine.py@6f21829:172-177). The draft config {said}; "
+                f"convert writes {training.aux_layers} as {family.tap_ids_field}.",
+                file=config_file,
+                detail={"field": family.tap_ids_field, "value": training.aux_layers, "declared": declared,
+                        "source": ".".join(AUX_LAYERS_KEY)},
+            ))
+    if training.block_size is not None and family.name == DFLASH_GQA.name:
+        nested = out.get("dflash_config")
+        declared = nested.get("block_size") if isinstance(nested, Mapping) else None
+        declared = out.get("block_size") if declared is None else declared
+        if declared != training.block_size:
+            out["block_size"] = training.block_size
+            if isinstance(nested, dict) and "block_size" in nested:
+                nested["block_size"] = training.block_size
+            findings.append(Finding(
+                "SRC007",
+                f"{config_file}: block_size {training.block_size} from the run's {RUN_CONFIG} "
+                f"({'.'.join(DFLASH_BLOCK_KEY)}), the block the draft was trained to fill "
+                f"(torchspec/config/train_config.py@6f21829:143); the draft config "
+                f"{'says ' + repr(declared) if declared is not None else 'gives none'}. Convert writes it.",
+                file=config_file,
+                detail={"field": "block_size", "value": training.block_size, "declared": declared,
+                        "source": ".".join(DFLASH_BLOCK_KEY)},
+            ))
+    return out, findings
+
+
+def _put_taps(config: dict[str, Any], family: DraftFamily, taps: list[int]) -> None:
+    config[family.tap_ids_field] = list(taps)
+    section = config.get(family.tap_ids_section) if family.tap_ids_section else None
+    if isinstance(section, dict):
+        section[family.tap_ids_field] = list(taps)
+    if family.tap_count_field and family.tap_count_field in config:
+        config[family.tap_count_field] = len(taps)
