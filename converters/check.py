@@ -271,6 +271,20 @@ VERDICTS = ("served", "contents")
 TRAINER_CONFIG_CODE = "SRC005"
 
 
+def _bytes_by_file(entry) -> list[tuple[str, int]]:
+    """Where a tensor's bytes sit: its file, or, for a DCP tensor sharded
+    across ranks (FSDP), each chunk's file and share."""
+    chunks = entry.locator if isinstance(entry.locator, tuple) else ()
+    if len(chunks) > 1 and all(hasattr(c, "file") and hasattr(c, "numel") for c in chunks):
+        itemsize = entry.nbytes // max(1, sum(c.numel for c in chunks))
+        shares: dict[str, int] = {}
+        for chunk in chunks:
+            if chunk.numel:
+                shares[chunk.file] = shares.get(chunk.file, 0) + chunk.numel * itemsize
+        return list(shares.items())
+    return [(entry.file, entry.nbytes)]
+
+
 def served_layout(checkpoint: Checkpoint) -> ServedLayout:
     """Whether the engine's loader would find weights where the user
     pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
@@ -350,9 +364,10 @@ def _report(
     per_file: dict[str, FileSummary] = {name: FileSummary(name, 0, 0) for name in checkpoint.weight_files}
     for entry in checkpoint.entries:
         by_dtype[entry.dtype] += entry.nbytes
-        summary = per_file.setdefault(entry.file, FileSummary(entry.file, 0, 0))
-        summary.tensors += 1
-        summary.nbytes += entry.nbytes
+        for name, nbytes in _bytes_by_file(entry):
+            summary = per_file.setdefault(name, FileSummary(name, 0, 0))
+            summary.tensors += 1
+            summary.nbytes += nbytes
     family = checkpoint.family
     skipped = [
         {"name": e.served_name, "file": e.file, "nbytes": e.nbytes, "dtype": e.dtype}

@@ -63,7 +63,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     # the draft's own head and its token map (EAGLE-3)
     ("LMH001", W, "lm_head shipped but not served (tied, or replaced by the target's head)"),
     ("VOC001", E, "d2t missing while the head has fewer rows than the vocabulary"),
-    ("VOC002", E, "d2t is not an integer table of draft_vocab_size entries"),
+    ("VOC002", E, "d2t is not an integer table of draft_vocab_size entries (a warning when it is only longer)"),
     ("VOC003", E, "d2t sends a draft token outside the target vocabulary"),
     # aux_hidden_stream
     ("STR001", E, "aux_hidden_stream is not 'prefix' or 'attn_res'"),
@@ -76,7 +76,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("TGT001", E, "target config is unreadable or lacks a needed field"),
     ("TGT002", E, "target_hidden_size differs from the target's hidden_size"),
     ("TGT003", W, "target_num_hidden_layers differs from the target's layer count (the engine never compares them)"),
-    ("TGT004", E, "vocab_size differs from the target's vocab_size"),
+    ("TGT004", E, "vocab_size differs from the target's vocab_size (a warning when the draft's is smaller)"),
     ("TGT005", E, "a tap is outside the target's layers"),
     # the serving engine (--engine): how it opens, resolves and coerces
     ("SRV001", E, "not servable as it is: the engine cannot open this layout; convert it first"),

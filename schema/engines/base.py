@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,10 @@ class FeatureSupport:
     source: Source
     # What the engine does with the declaration when it does not honour it.
     when_unsupported: str = ""
+    # For an unread setting the engine fixes (`hidden_act` always silu): a
+    # declared value other than this one is served as this one. None: the
+    # flag is unread when set true.
+    fixed_value: Any = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,9 @@ class FamilyLoader:
     # The config class runs int()/str().lower() over its fields.
     coerces_values: bool = False
     lowercased_fields: tuple[str, ...] = ()
+    # Fields (a dotted path into a nested section) the engine's code runs
+    # int() over wherever it reads them, a list element by element.
+    int_coerced_fields: tuple[str, ...] = ()
     # Fields the model never reads (a value there cannot be wrong).
     ignored_fields: tuple[str, ...] = ()
     # Boolean flags other trainers write that change what the draft computes

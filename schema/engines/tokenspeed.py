@@ -157,6 +157,10 @@ def _k3_loader(*, serving_change: bool) -> FamilyLoader:
         config_defaults={"k3_dspark": _K3_DEFAULTS},
         coerces_values=True,
         lowercased_fields=("markov_head_type",),
+        # The validator and the drafter int() the taps and the mask token
+        # (configs/kimi_k3_dspark_config.py@4b9766f6:85-127;
+        # execution/drafter/dflash.py@4b9766f6:146-162).
+        int_coerced_fields=("target_layer_ids", "dflash_config.target_layer_ids", "dflash_config.mask_token_id"),
         # MLA attention uses num_attention_heads
         # (configs/kimi_k3_dspark_config.py@4b9766f6:91; models/kimi_k3_dspark.py).
         ignored_fields=("num_key_value_heads",),
@@ -211,6 +215,21 @@ GQA_LOADER = FamilyLoader(
             supported=False,
             source=_main("146-177", CAUSAL_LM),
             when_unsupported="the GQA target captures the prefix stream only",
+        ),
+    },
+    # The drafter int()s the taps and the mask token it reads
+    # (execution/drafter/dflash.py@f4d8ec6e:137-150); the target is handed ints.
+    int_coerced_fields=("target_layer_ids", "dflash_config.target_layer_ids", "mask_token_id",
+                        "dflash_config.mask_token_id"),
+    unread_flags={
+        # The attention's rotary embedding spans the whole head
+        # (get_rope(head_dim, rotary_dim=head_dim), models/dflash.py@f4d8ec6e:119-125).
+        "partial_rotary_factor": FeatureSupport(
+            supported=False,
+            source=_main("119-125", GQA_MODEL),
+            when_unsupported="the GQA DFlash/DSpark attention rotates the whole head: a draft trained with "
+            "partial RoPE is served with full RoPE",
+            fixed_value=1.0,
         ),
     },
     # causal_lm.set_dflash_layers_to_capture: unique, 0 <= id and id + 1 < N
@@ -314,7 +333,18 @@ EAGLE3_LLAMA_LOADER = FamilyLoader(
         "fc_norm": FeatureSupport(supported=True, source=_main("489-498", _LE3)),
         "norm_before_fc": FeatureSupport(supported=True, source=_main("480-488", _LE3)),
     },
-    unread_flags={"norm_before_residual": _NORM_BEFORE_RESIDUAL},
+    unread_flags={
+        "norm_before_residual": _NORM_BEFORE_RESIDUAL,
+        # LlamaMLP takes hidden_act and builds SiluAndMul whatever it says
+        # (models/llama_eagle3.py@f4d8ec6e:150-188, called with it at 268).
+        "hidden_act": FeatureSupport(
+            supported=False,
+            source=_main("150-188, 268", _LE3),
+            when_unsupported="the EAGLE-3 MLP is always SiLU-gated: a draft trained with another activation "
+            "is served with SiLU",
+            fixed_value="silu",
+        ),
+    },
     tap_low=-1,
     tap_high_offset=-2,
     # id N captures the residual after the last layer
@@ -334,8 +364,6 @@ EAGLE3_LLAMA_LOADER = FamilyLoader(
         "head_dim": _main("148-150", LLAMA_MODEL),
     },
     config_defaults={"llama": _LLAMA_DEFAULTS, "qwen3": GQA_LOADER.config_defaults["qwen3"]},
-    # The MLP is always SiluAndMul (models/llama_eagle3.py@f4d8ec6e:188).
-    ignored_fields=("hidden_act",),
     # `getattr(config, "draft_vocab_size", None) is None` -> the target's
     # head replaces whatever was loaded (models/llama_eagle3.py@f4d8ec6e:620-622, 752-754).
     head_from_target="draft_vocab_size_null",

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from dspark.schema.findings import Finding
 from dspark.schema.naming import strip_wrappers
 
 
@@ -268,3 +269,21 @@ DECODER_MLP_AND_NORMS = (
     TensorRule("layers.{n}.mlp.up_proj.weight", ("inter", "h")),
     TensorRule("layers.{n}.mlp.down_proj.weight", ("h", "inter")),
 )
+
+
+def block_size_launch_note(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The drafter accepts a block_size (dflash_config's wins) only when it
+    equals --speculative-num-draft-tokens or one less
+    (execution/drafter/dflash.py@f4d8ec6e:81-97, the same at 4b9766f6 for K3):
+    a launch setting, said here."""
+    nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), Mapping) else {}
+    size = nested.get("block_size", config.get("block_size"))
+    if not isinstance(size, int) or isinstance(size, bool):
+        return []
+    return [Finding(
+        "ENG004",
+        f"{config_file}: block_size = {size}: launch the engine with --speculative-num-draft-tokens "
+        f"{size} or {size + 1}; any other value is refused at startup.",
+        file=config_file,
+        detail={"block_size": size, "num_draft_tokens": [size, size + 1]},
+    )]

@@ -16,6 +16,7 @@ from dspark.schema.families.base import (
     SHARED_DIMS,
     DraftFamily,
     TensorRule,
+    block_size_launch_note,
     head_dim_or_split,
     is_int,
     nested_field,
@@ -73,6 +74,7 @@ def _markov_rank(config: Mapping[str, Any]) -> Any:
     raw, _ = _markov_field(config, "markov_rank")
     return _engine_int(raw or 0)
 
+
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
     return {
         "markov_head": architecture == "DSparkDraftModel" or (architecture is None and _is_dspark(config)),
@@ -84,23 +86,6 @@ def _is_dspark(config: Mapping[str, Any]) -> bool:
     architectures = config.get("architectures")
     first = architectures[0] if isinstance(architectures, list) and architectures else None
     return isinstance(first, str) and (first == "DSparkDraftModel" or first.startswith("Qwen3DSparkModel"))
-
-
-def _block_size(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """The drafter accepts a block_size (dflash_config's wins) only when it
-    equals --speculative-num-draft-tokens or one less
-    (execution/drafter/dflash.py@f4d8ec6e:81-97): a launch setting, said here."""
-    nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), Mapping) else {}
-    size = nested.get("block_size", config.get("block_size"))
-    if not isinstance(size, int) or isinstance(size, bool):
-        return []
-    return [Finding(
-        "ENG004",
-        f"{config_file}: block_size = {size}: launch the engine with --speculative-num-draft-tokens "
-        f"{size} or {size + 1}; any other value is refused at startup.",
-        file=config_file,
-        detail={"block_size": size, "num_draft_tokens": [size, size + 1]},
-    )]
 
 
 def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]:
@@ -215,5 +200,5 @@ DFLASH_GQA = DraftFamily(
     target_width_field="hidden_size",
     declared_features=("fc_norm",),
     derived_features=_derived,
-    config_rules=(_block_size, _sliding_layers, _markov_head),
+    config_rules=(block_size_launch_note, _sliding_layers, _markov_head),
 )

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from dspark.schema.families.base import DECODER_MLP_AND_NORMS, SHARED_DIMS, DraftFamily, TensorRule
+from dspark.schema.families.base import (
+    DECODER_MLP_AND_NORMS,
+    SHARED_DIMS,
+    DraftFamily,
+    TensorRule,
+    block_size_launch_note,
+)
 
 
 def _top_level_taps(config: Mapping[str, Any]) -> tuple[Any, str | None]:
@@ -59,4 +65,5 @@ K3_DSPARK = DraftFamily(
     tap_count_field="num_target_layers",
     target_width_field="target_hidden_size",
     declared_features=("fc_norm",),
+    config_rules=(block_size_launch_note,),
 )

@@ -72,7 +72,10 @@ def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file:
                 "(case-insensitive). Declare the stream the draft was trained against."
             )
         elif leaf == "fc_norm" and path == "fc_norm":
-            code = "CFG003"
+            # The engine reads bool(value) and loads by it; whether the draft
+            # ships the weights that reading needs is judged by the fc_norm
+            # rules (FCN001/FCN002), so the spelling itself is a warning.
+            code = "ENG003"
             message = (
                 f"{config_file}: fc_norm is {error.instance!r}, not a boolean. The engine reads "
                 f"bool({error.instance!r}) = {bool(error.instance)}"
@@ -195,26 +198,42 @@ def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_
 
 
 def _override_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
-    """The K3 model validates the top-level taps and mask token, while its
-    drafter reads `dflash_config`'s first when truthy
-    (execution/drafter/dflash.py@4b9766f6:146-162): a different nested value
-    is what is served, unvalidated."""
-    if family.tap_count_field is None:
-        return []
+    """A value in `dflash_config` that differs from the top-level one.
+
+    The K3 model validates the top-level taps, mask token and stream, while
+    its drafter serves `dflash_config`'s first (taps and stream when truthy,
+    the mask token when not None; execution/drafter/dflash.py@4b9766f6:52-58,
+    146-162): the nested value is served unvalidated, an error. The GQA model
+    and drafter read the nested taps and mask token first and never the
+    top-level ones (models/dflash.py@f4d8ec6e:382-385;
+    execution/drafter/dflash.py@f4d8ec6e:137-150): the engine agrees with
+    itself, but the config says two things, and whoever reads the top-level
+    one (the trainer, another engine) was given another draft. Both are
+    errors: which value the draft was trained with cannot be known here."""
     nested = config.get("dflash_config")
-    findings = []
     if not isinstance(nested, Mapping):
-        return findings
-    for name in ("target_layer_ids", "mask_token_id"):
+        return []
+    if family.tap_count_field is not None:
+        fields, validated = ("target_layer_ids", "mask_token_id", "aux_hidden_stream"), True
+    elif family.tap_ids_section == "dflash_config":
+        fields, validated = ("target_layer_ids", "mask_token_id"), False
+    else:
+        return []
+    findings = []
+    for name in fields:
         inner, outer = nested.get(name), config.get(name)
         served = inner is not None if name == "mask_token_id" else bool(inner)
-        if served and outer is not None and inner != outer:
+        same = (inner.lower() == outer.lower() if isinstance(inner, str) and isinstance(outer, str)
+                else inner == outer)
+        if served and outer is not None and not same:
+            said = ("The engine validates the top-level value and serves the nested one" if validated
+                    else "The engine serves the nested value and never reads the top-level one")
             findings.append(Finding(
                 "OVR001",
-                f"{config_file}: dflash_config.{name} = {inner!r} but {name} = {outer!r}. The engine "
-                f"validates the top-level value and serves the nested one. Make them equal.",
+                f"{config_file}: dflash_config.{name} = {inner!r} but {name} = {outer!r}. {said}. "
+                "Make them equal.",
                 file=config_file,
-                detail={"field": name, "nested": inner, "top_level": outer},
+                detail={"field": name, "nested": inner, "top_level": outer, "validated": validated},
             ))
     return findings
 

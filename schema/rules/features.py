@@ -204,7 +204,11 @@ def unread_flag_findings(
     engine never reads it: the draft loads and is served wrong."""
     findings: list[Finding] = []
     for flag, support in (loader.unread_flags.items() if loader is not None else ()):
-        if config.get(flag):
+        if support.fixed_value is None:
+            unread = bool(config.get(flag))
+        else:
+            unread = config.get(flag) is not None and config.get(flag) != support.fixed_value
+        if unread:
             findings.append(Finding(
                 "ENG001",
                 f"{config_file}: {flag} is {config[flag]!r}, but {engine.spec} does not honour it "

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from dspark.schema.engines import FamilyLoader
 from dspark.schema.families import DraftFamily
-from dspark.schema.findings import Finding
+from dspark.schema.findings import Finding, Severity
 from dspark.schema.rules.common import bounded_taps, is_int
 
 # The Kimi-K3 target's config classes: their `attn_res_block_size` defaults
@@ -93,17 +93,28 @@ def target_findings(
             ))
             continue
         if is_int(draft_value) and draft_value != target_value:
+            severity = None
             why = {
                 "TGT002": "the engine fails at the first context write (captured width mismatch)",
                 "TGT003": "the engine never compares them; taps are checked against the real layer count",
-                "TGT004": "the engine never compares them, and the draft's token tables no longer line up",
+                "TGT004": "the engine never compares them, and the draft can propose token ids the target "
+                "does not have",
             }[code]
+            ending = "This draft was trained for another target."
+            if code == "TGT004" and draft_value < target_value:
+                # Every draft id is a target id: the engine loads and serves
+                # it (padded vocabularies differ across sizes of one
+                # tokenizer); the token tables' own rules judge the rest.
+                severity = Severity.WARNING
+                why = "the engine never compares them, and every draft token id is a target id"
+                ending = "Check the draft was trained with this target's tokenizer."
             findings.append(Finding(
                 code,
                 f"draft {draft_field} = {draft_value} but the target ({target.source}) has "
-                f"{target_field} = {target_value}: {why}. This draft was trained for another target.",
+                f"{target_field} = {target_value}: {why}. {ending}",
                 file=target.source,
                 detail={"draft": draft_value, "target": target_value, "field": draft_field},
+                severity=severity,
             ))
     layer_ids, _ = bounded_taps(family, config)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:

@@ -46,6 +46,11 @@ def engine_view(
             if coerced is not None and coerced is not value:
                 notes.append(f"{name} = {value!r} is read as int({value!r}) = {coerced}")
                 view[name] = coerced
+    for path in loader.int_coerced_fields:
+        note = _coerce_path(view, path)
+        if note:
+            notes.append(note)
+    if loader.coerces_values:
         for name in loader.lowercased_fields:
             value = view.get(name)
             if isinstance(value, str) and value != value.lower():
@@ -63,6 +68,31 @@ def engine_view(
         file=config_file,
         detail={"notes": notes, "defaults_filled": filled},
     )]
+
+
+def _coerce_path(view: dict[str, Any], path: str) -> str | None:
+    """int() over `path` in `view` (copying the nested section it sits in),
+    as the engine's code does where it reads it; a note when that changed
+    a value, None when nothing changed or int() would raise (the rules
+    after this judge what is there)."""
+    section, _, name = path.rpartition(".")
+    holder = view.get(section) if section else view
+    if not isinstance(holder, dict) or name not in holder:
+        return None
+    value = holder[name]
+    if isinstance(value, list):
+        coerced = [_as_engine_int(item) for item in value]
+        if any(item is None for item in coerced) or all(type(a) is int for a in value):
+            return None
+    else:
+        coerced = _as_engine_int(value)
+        if coerced is None or coerced is value:
+            return None
+    if section:
+        view[section] = holder = dict(holder)
+    holder[name] = coerced
+    return f"{path} = {value!r} is read as int() of each: {coerced}" if isinstance(value, list) else \
+        f"{path} = {value!r} is read as int({value!r}) = {coerced}"
 
 
 def _as_engine_int(value: Any) -> int | None:

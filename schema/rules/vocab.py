@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from dspark.schema.dtypes import is_floating
 from dspark.schema.engines import FamilyLoader
 from dspark.schema.families import DraftFamily, ExpectedTensor
-from dspark.schema.findings import Finding
+from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry
 from dspark.schema.rules.common import is_int, shape_text
 
@@ -153,18 +153,33 @@ def _table_findings(table, config, shipped, config_file) -> list[Finding]:
     problems = []
     if entry.dtype not in _INTEGER_DTYPES:
         problems.append(f"dtype {entry.dtype}, not an integer type (the engine adds it to token ids as is)")
-    if entry.shape != (rows,):
+    # hot_token_id = d2t + arange(len(d2t)) is indexed only by the head's
+    # argmax (models/llama_eagle3.py@f4d8ec6e:691-695; models/deepseek_v3.py@
+    # f4d8ec6e:2358-2362): entries past the head's rows are never read.
+    longer = len(entry.shape) == 1 and entry.shape[0] > rows
+    if entry.shape != (rows,) and not longer:
         problems.append(
             f"shape {shape_text(entry.shape)}, not {shape_text((rows,))} (one entry per head row; a shorter "
             "table indexes out of bounds at the first request)"
         )
-    if not problems:
-        return []
-    return [Finding(
-        "VOC002",
-        f"{entry.file}: d2t has " + " and ".join(problems) + ". The engine never checks it. Export d2t as "
-        f"int64 [{rows}] with target id = i + d2t[i].",
-        file=entry.file,
-        tensor=table.name,
-        detail={"dtype": entry.dtype, "shape": list(entry.shape), "expected": [rows]},
-    )]
+    findings = []
+    if problems:
+        findings.append(Finding(
+            "VOC002",
+            f"{entry.file}: d2t has " + " and ".join(problems) + ". The engine never checks it. Export d2t as "
+            f"int64 [{rows}] with target id = i + d2t[i].",
+            file=entry.file,
+            tensor=table.name,
+            detail={"dtype": entry.dtype, "shape": list(entry.shape), "expected": [rows]},
+        ))
+    if longer:
+        findings.append(Finding(
+            "VOC002",
+            f"{entry.file}: d2t has {entry.shape[0]} entries for a head of {rows} rows; the engine reads only "
+            f"the first {rows}, so the rest are dead. Export d2t as int64 [{rows}] so other loaders agree.",
+            file=entry.file,
+            tensor=table.name,
+            detail={"dtype": entry.dtype, "shape": list(entry.shape), "expected": [rows]},
+            severity=Severity.WARNING,
+        ))
+    return findings

@@ -442,6 +442,23 @@ def test_tensors_split_across_ranks_are_assembled(sharded: Path, tensors: dict) 
                     assert os.pread(handle.fileno(), end - start, start) == raw(torch_load_chunk(model, chunk))
 
 
+def test_a_split_tensor_counts_in_every_file_that_holds_a_part_of_it(sharded: Path) -> None:
+    """`inspect` and the report's `files` give each rank's file its share."""
+    from dspark.converters.check import check_checkpoint
+
+    checkpoint = open_checkpoint(sharded)
+    report = check_checkpoint(sharded, verdict="contents")
+    files = {f.name: f for f in report.files}
+    on_disk = {name: 0 for name in files}
+    for entry in checkpoint.entries:
+        for chunk in entry.locator:
+            if chunk.numel:
+                on_disk[chunk.file] += chunk.numel * entry.nbytes // max(1, sum(c.numel for c in entry.locator))
+    assert {name: f.nbytes for name, f in files.items()} == on_disk
+    assert all(f.nbytes > 0 and f.tensors > 0 for f in files.values())
+    assert sum(f.nbytes for f in files.values()) == sum(e.nbytes for e in checkpoint.entries)
+
+
 def test_detect_format_sees_all_three_dcp_layouts(run: Path) -> None:
     for path in (run, run / "iter_3", run / "iter_3" / "model"):
         assert detect_format(path) == "dcp"

@@ -386,6 +386,23 @@ def test_d2t_is_checked_only_on_the_payload_for_its_range(tmp_path):
     assert finding.code == "VOC003" and finding.detail["max"] == 96
 
 
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_a_d2t_longer_than_the_head_loads_its_extra_entries_unread(tmp_path, scale):
+    """hot_token_id = d2t + arange is indexed only by the head's argmax
+    (LE3:691-695; DS3:2358-2362): a longer table serves correctly, a
+    shorter one indexes past its end."""
+    def longer(t):
+        t["d2t"] = torch.cat([t["d2t"], torch.zeros(3, dtype=t["d2t"].dtype)])
+
+    def shorter(t):
+        t["d2t"] = t["d2t"][:-1].contiguous()
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "long", scale=scale, tensor_edit=longer), deep=True)
+    assert report.passed() and warnings(report) == Counter({"VOC002": 1})
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "short", scale=scale, tensor_edit=shorter))
+    assert errors(report) == Counter({"VOC002": 1})
+
+
 # Taps ---------------------------------------------------------------------------------
 
 
@@ -496,3 +513,11 @@ def test_a_llama_tap_at_the_target_layer_count_is_its_final_residual(tmp_path):
     # the MLA target (DeepseekV3) has no such capture: DS3:1591-1593
     mla = write_eagle3_draft(tmp_path / "m", scale="tiny-mla", tap_ids=[1, 5, 12])
     assert "TGT005" in errors(check_checkpoint(mla, target=target))
+
+
+def test_a_llama_draft_trained_with_another_activation_is_served_with_silu(tmp_path):
+    """LlamaMLP builds SiluAndMul whatever hidden_act says (LE3:150-188)."""
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=lambda c: c.update(hidden_act="gelu"))
+    [finding] = check_checkpoint(draft).errors
+    assert finding.code == "ENG001" and "hidden_act" in finding.message
+    assert check_checkpoint(write_eagle3_draft(tmp_path / "s", config_edit=lambda c: c.update(hidden_act="silu"))).passed(strict=True)

@@ -202,9 +202,23 @@ def test_fields_the_k3_model_never_reads_do_not_fail_it(tmp_path, edit):
     assert report.passed()
 
 
-def test_a_string_fc_norm_is_an_error_that_says_the_engine_reads_it_as_on(tmp_path):
-    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(fc_norm="false")))
-    assert "turns fc_norm ON" in next(f.message for f in report.errors if f.code == "CFG003")
+@pytest.mark.parametrize("value", ["false", 1, "yes"])
+def test_a_non_boolean_fc_norm_the_engine_reads_as_on_loads_with_its_weights(tmp_path, value):
+    """bool(value) is True: the engine builds fc_norm and loads the shipped
+    weights, so the draft is served as trained; the spelling is a warning."""
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(fc_norm=value)))
+    assert report.passed(), [f.code for f in report.errors]
+    [warning] = [f for f in report.warnings if f.code == "ENG003"]
+    assert "not a boolean" in warning.message
+    if value == "false":
+        assert "turns fc_norm ON" in warning.message
+
+
+def test_a_string_false_fc_norm_without_weights_is_refused(tmp_path):
+    """Read as on, fc_norm needs weights the draft does not ship: the K3
+    loader refuses the load."""
+    report = check_checkpoint(write_k3(tmp_path / "d", fc_norm=False, config_edit=lambda c: c.update(fc_norm="false")))
+    assert "FCN001" in errors(report)
 
 
 # 5. Stream resolution -----------------------------------------------------------
@@ -509,3 +523,85 @@ def test_markov_tensors_in_a_dflash_draft_are_dropped_by_the_engine(tmp_path):
     (dflash_draft / "config.json").write_text(json.dumps(config))
     report = check_checkpoint(dflash_draft)
     assert sorted(f.tensor for f in report.errors if f.code == "INV002") == sorted(markov)
+
+
+# Found by running the engine's own loaders on fabricated drafts -------------------------
+
+
+def _gqa_edit(folder: Path, edit, **options) -> Path:
+    from dspark.examples.fabricate import fabricate
+
+    draft = fabricate(folder, family="dflash_gqa", **options)
+    config = json.loads((draft / "config.json").read_text())
+    edit(config)
+    (draft / "config.json").write_text(json.dumps(config))
+    return draft
+
+
+def test_partial_rope_on_a_gqa_draft_is_served_as_full_rope(tmp_path):
+    """get_rope(head_dim, rotary_dim=head_dim) (models/dflash.py@f4d8ec6e:119-125)."""
+    report = check_checkpoint(_gqa_edit(tmp_path / "d", lambda c: c.update(partial_rotary_factor=0.5)))
+    [finding] = report.errors
+    assert finding.code == "ENG001" and "partial_rotary_factor" in finding.message
+    assert check_checkpoint(_gqa_edit(tmp_path / "one", lambda c: c.update(partial_rotary_factor=1.0))).passed()
+
+
+def test_a_k3_nested_stream_that_differs_from_the_validated_one_is_refused(tmp_path):
+    """The top-level stream is validated, the truthy nested one served
+    (execution/drafter/dflash.py@4b9766f6:52-58)."""
+    def nested(config):
+        config["aux_hidden_stream"] = "prefix"
+        config["dflash_config"] = {"aux_hidden_stream": "attn_res"}
+
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=nested))
+    [finding] = [f for f in report.errors if f.code == "OVR001"]
+    assert finding.detail["field"] == "aux_hidden_stream"
+
+    def same(config):
+        config["aux_hidden_stream"] = "prefix"
+        config["dflash_config"] = {"aux_hidden_stream": "PREFIX"}
+
+    assert "OVR001" not in errors(check_checkpoint(write_k3(tmp_path / "s", config_edit=same)))
+
+
+@pytest.mark.parametrize("field, nested, top", [
+    ("target_layer_ids", None, [2, 12, 23]),
+    ("mask_token_id", 0, 127),
+], ids=["taps", "mask-0"])
+def test_a_gqa_nested_value_the_top_level_contradicts_is_refused(tmp_path, field, nested, top):
+    """The GQA model and drafter read the nested value first and never the
+    top-level one (models/dflash.py@f4d8ec6e:382-385;
+    execution/drafter/dflash.py@f4d8ec6e:137-150): which one the draft was
+    trained with cannot be known, and one of them is served."""
+    def edit(config):
+        section = config.setdefault("dflash_config", {})
+        section[field] = section.get(field, config.get(field)) if nested is None else nested
+        config[field] = top
+
+    report = check_checkpoint(_gqa_edit(tmp_path / "d", edit))
+    [finding] = [f for f in report.errors if f.code == "OVR001"]
+    assert finding.detail["field"] == field and "never reads the top-level one" in finding.message
+
+
+@pytest.mark.parametrize("family", ["k3", "gqa"])
+def test_tap_ids_written_as_text_are_int_ed_by_the_engine(tmp_path, family):
+    def as_text(config):
+        section = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else config
+        key = "target_layer_ids" if "target_layer_ids" in section else None
+        section = section if key else config
+        section["target_layer_ids"] = [str(i) for i in section["target_layer_ids"]]
+
+    draft = (write_k3(tmp_path / "d", config_edit=as_text) if family == "k3"
+             else _gqa_edit(tmp_path / "d", as_text))
+    report = check_checkpoint(draft)
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+    assert "ENG003" in warnings(report)
+
+
+def test_a_k3_block_size_names_the_launch_flag_it_needs(tmp_path):
+    """The K3 drafter refuses a block_size that is neither the launch's draft
+    count nor its verify width (execution/drafter/dflash.py@4b9766f6:61-98)."""
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(block_size=16)))
+    assert report.passed()
+    [note] = [f for f in report.findings if f.code == "ENG004"]
+    assert "--speculative-num-draft-tokens 16 or 17" in note.message

@@ -251,3 +251,17 @@ def test_an_empty_matrix_is_not_all_zeros():
 def test_every_code_has_a_title_and_a_known_severity():
     for code, spec in FINDING_CODES.items():
         assert spec.code == code and spec.title and isinstance(spec.severity, Severity)
+
+
+def test_a_target_with_a_larger_vocabulary_is_a_warning_and_a_smaller_one_an_error():
+    """The engine never compares the two: every id of a smaller draft
+    vocabulary is a target id (the draft loads and serves), a larger one
+    lets the draft propose ids the target does not have."""
+    larger = check(target=TargetFacts.from_config({"hidden_size": 40, "num_hidden_layers": 12, "vocab_size": 128},
+                                                  "target/config.json"))
+    [finding] = [f for f in larger.findings if f.code == "TGT004"]
+    assert finding.severity == Severity.WARNING
+    smaller = check(target=TargetFacts.from_config({"hidden_size": 40, "num_hidden_layers": 12, "vocab_size": 95},
+                                                   "target/config.json"))
+    [finding] = [f for f in smaller.findings if f.code == "TGT004"]
+    assert finding.severity == Severity.ERROR
