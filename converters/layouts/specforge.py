@@ -272,6 +272,28 @@ def recorded_draft_config(state: Any) -> RecordedDraftConfig:
     return RecordedDraftConfig(path, None)
 
 
+# The tap list the run captured, recorded beside the draft config: a run
+# override (`model.aux_hidden_state_layer_ids`) first, then eagle_config's,
+# then the target's defaults (specforge/algorithms/model_providers.py@
+# a6b6b02:188-210; specforge/training/provenance.py@a6b6b02:263-292). None in
+# offline training, where no capture is resolved.
+CAPTURE_LAYERS_FIELD = "capture_layers"
+
+
+def recorded_capture_layers(state: Any) -> list[int] | None:
+    """The capture layers a training_state.pt records, or None."""
+    provenance = state.get(PROVENANCE_KEY) if isinstance(state, Mapping) else None
+    try:  # saved as a mapping or as its sorted (key, value) pairs
+        layers = dict(provenance).get(CAPTURE_LAYERS_FIELD) if provenance is not None else None
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(layers, (tuple, list)) or not layers:
+        return None
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in layers):
+        return None
+    return list(layers)
+
+
 def _recorded_sha256(records: Any, name: str, *, many: bool) -> str | None:
     """The sha256 recorded for `name`: `("sha256", name, size, hex)` in the
     stat formats, `(name, size, hex)` in the older full-hash one."""

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dspark.converters.layouts.torchspec import RUN_CONFIG, read_yaml_int_list, read_yaml_key
+from dspark.converters.layouts.trained_taps import with_trained_taps
 from dspark.schema.families import DFLASH_GQA, DraftFamily
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import printable_name
@@ -129,20 +130,12 @@ def with_run_training(
             detail={"problem": problem},
         ))
     if training.aux_layers:
-        declared, where = family.tap_ids(out)
-        if declared != training.aux_layers:
-            _put_taps(out, family, training.aux_layers)
-            said = f"says {declared} ({where})" if declared else "gives none"
-            findings.append(Finding(
-                "SRC007",
-                f"{config_file}: taps {training.aux_layers} from the run's {RUN_CONFIG} "
-                f"({'.'.join(AUX_LAYERS_KEY)}): the layers the training data was captured from "
-                f"(torchspec/inference/engine/sgl_engine.py@6f21829:172-177). The draft config {said}; "
-                f"convert writes {training.aux_layers} as {family.tap_ids_field}.",
-                file=config_file,
-                detail={"field": family.tap_ids_field, "value": training.aux_layers, "declared": declared,
-                        "source": ".".join(AUX_LAYERS_KEY)},
-            ))
+        out, taken = with_trained_taps(
+            out, family, training.aux_layers, config_file=config_file,
+            source=f"the run's {RUN_CONFIG} ({'.'.join(AUX_LAYERS_KEY)})",
+            cite="torchspec/inference/engine/sgl_engine.py@6f21829:172-177",
+        )
+        findings += taken
     if training.block_size is not None and family.name == DFLASH_GQA.name:
         nested = out.get("dflash_config")
         declared = nested.get("block_size") if isinstance(nested, Mapping) else None
@@ -162,12 +155,3 @@ def with_run_training(
                         "source": ".".join(DFLASH_BLOCK_KEY)},
             ))
     return out, findings
-
-
-def _put_taps(config: dict[str, Any], family: DraftFamily, taps: list[int]) -> None:
-    config[family.tap_ids_field] = list(taps)
-    section = config.get(family.tap_ids_section) if family.tap_ids_section else None
-    if isinstance(section, dict):
-        section[family.tap_ids_field] = list(taps)
-    if family.tap_count_field and family.tap_count_field in config:
-        config[family.tap_count_field] = len(taps)

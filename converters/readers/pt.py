@@ -23,18 +23,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from dspark.converters.layouts.hf import TORCH_SUFFIXES
+from dspark.converters.layouts.hf import CONFIG_NAME, TORCH_SUFFIXES
 from dspark.converters.layouts.specforge import (
+    CAPTURE_LAYERS_FIELD,
     DRAFT_STATE_KEY,
     NO_CONFIG_SAVED,
     PROVENANCE_KEY,
     holds_training_state,
     locate_training_state,
+    recorded_capture_layers,
     recorded_draft_config,
     refuse_rank_state,
 )
+from dspark.converters.layouts.trained_taps import with_trained_taps
 from dspark.converters.readers.base import (
     Checkpoint,
+    display_name,
     find_config_upwards,
     left_behind_finding,
     load_config_for,
@@ -307,6 +311,14 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
     config, config_file, config_findings, family = load_config_for(
         root, explicit, search_parents=1, missing_note=missing_note
     )
+    captured = recorded_capture_layers(obj) if nested_under == DRAFT_STATE_KEY else None
+    if captured and config is not None and family is not None:
+        config, taken = with_trained_taps(
+            config, family, captured, config_file=display_name(config_file, root) if config_file else CONFIG_NAME,
+            source=f"{shown} ({PROVENANCE_KEY}.{CAPTURE_LAYERS_FIELD})",
+            cite="specforge/algorithms/model_providers.py@a6b6b02:188-210",
+        )
+        config_findings = list(config_findings) + taken
 
     entries = [
         TensorEntry(

@@ -225,7 +225,8 @@ def file_identity(path: Path) -> tuple:
 
 
 def write_specforge_step(output: Path, run: str, step: int, *, draft_config: Path | None, seed: int = 0,
-                         world_size: int = 2, provenance: bool = True, latest: bool = True) -> dict:
+                         world_size: int = 2, provenance: bool = True, latest: bool = True,
+                         capture: tuple | None = tuple(TAPS)) -> dict:
     """One `{run_id}-step{N}/` as CheckpointManager.save writes it: the
     shared training_state.pt (controller.py@a6b6b02:849-871, with the
     trainer's resume contract, trainer.py@a6b6b02:247-276) and one
@@ -248,7 +249,7 @@ def write_specforge_step(output: Path, run: str, step: int, *, draft_config: Pat
     }
     if provenance:
         state["specforge_model_provenance"] = (
-            ("capture_layers", tuple(TAPS)),
+            ("capture_layers", capture),
             ("draft_config", file_identity(draft_config) if draft_config is not None else None),
             ("draft_revision", None),
             ("embedding_key", "model.embed_tokens.weight"),
@@ -417,3 +418,31 @@ def test_specforge_checkpoint_without_a_usable_config_asks_for_config(tmp_path, 
     assert report.verdicts()["contents"]
     assert dspark(*shlex.split(layout.detail["command"])[1:]).returncode == 0
     assert check_checkpoint(Path(f"{output}-served"), deep=True).passed(strict=True)
+
+
+def test_specforge_taps_are_the_capture_layers_the_run_recorded(tmp_path):
+    """A run override (`model.aux_hidden_state_layer_ids`) wins over the
+    draft config's eagle_config list at training time, and the checkpoint
+    records the list it captured (model_providers.py@a6b6b02:188-210;
+    provenance.py@a6b6b02:263-292): convert writes that one."""
+    config = draft_config_file(tmp_path)
+    output = tmp_path / "outputs" / "run"
+    write_specforge_step(output, "run", 100, draft_config=config, capture=(1, 3, 6))
+    report = check_checkpoint(output, verdict="contents")
+    [note] = [f for f in report.findings if f.code == "SRC007"]
+    assert "[1, 3, 6]" in note.message and "capture_layers" in note.message and "[2, 4, 5]" in note.message
+    out = tmp_path / "served"
+    result = dspark("convert", str(output), str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = json.loads((out / "config.json").read_text())
+    assert written["eagle_aux_hidden_state_layer_ids"] == [1, 3, 6]
+    assert written["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 6]
+    assert dspark("check", str(out), "--deep").returncode == 0
+
+
+def test_specforge_offline_training_records_no_capture_and_keeps_the_config(tmp_path):
+    config = draft_config_file(tmp_path)
+    output = tmp_path / "outputs" / "run"
+    write_specforge_step(output, "run", 100, draft_config=config, capture=None)
+    assert not [f for f in check_checkpoint(output, verdict="contents").findings if f.code == "SRC007"]
+
