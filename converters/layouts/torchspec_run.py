@@ -35,13 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from dspark.converters.json_input import parse_json_object
 from dspark.converters.layouts.torchspec import RUN_CONFIG, read_yaml_int_list, read_yaml_key
 from dspark.converters.layouts.trained_taps import with_trained_taps
 from dspark.schema.families import DFLASH_GQA, DraftFamily
-from dspark.schema.findings import Finding
+from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
+from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import printable_name
 
 AUX_LAYERS_KEY = ("inference", "aux_hidden_states_layers")
+TARGET_PATH_KEY = ("model", "target_model_path")
 DFLASH_BLOCK_KEY = ("training", "dflash_block_size")
 # TorchSpec's DFlashConfig.model_type; convert writes one the engine parses.
 TORCHSPEC_DFLASH_MODEL_TYPE = "dflash"
@@ -58,6 +61,10 @@ class RunTraining:
     aux_layers: list[int] | None = None
     block_size: int | None = None
     problems: tuple[str, ...] = ()
+    # The target's layer count, where model.target_model_path is a local
+    # folder with its config.json: what TorchSpec's default taps are made of.
+    target_layers: int | None = None
+    target_path: str | None = None
 
 
 def run_training(run_root: Path) -> RunTraining:
@@ -81,7 +88,37 @@ def run_training(run_root: Path) -> RunTraining:
     except ValueError as exc:
         if not str(exc).startswith("there is no"):
             problems.append(f"{shown}: {'.'.join(DFLASH_BLOCK_KEY)}: {exc}")
-    return RunTraining(aux or None, block, tuple(problems))
+    target_path = target_layers = None
+    try:
+        target_path = read_yaml_key(text, *TARGET_PATH_KEY)
+    except ValueError:
+        pass
+    if target_path:
+        target_layers = _local_target_layers(Path(target_path).expanduser(), run_root)
+    return RunTraining(aux or None, block, tuple(problems), target_layers, target_path)
+
+
+def _local_target_layers(named: Path, run_root: Path) -> int | None:
+    """num_hidden_layers (or text_config's) of a target folder on this
+    machine; None for a Hub id or a folder that is not here."""
+    for folder in ([named] if named.is_absolute() else [run_root / named, Path.cwd() / named]):
+        config = folder / "config.json"
+        try:
+            data = parse_json_object(config, max_bytes=16 * 1024 * 1024) if config.is_file() else None
+        except (ValueError, OSError):
+            data = None
+        if isinstance(data, dict):
+            text = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
+            layers = text.get("num_hidden_layers")
+            if isinstance(layers, int) and not isinstance(layers, bool) and layers > 4:
+                return layers
+    return None
+
+
+def torchspec_default_taps(target_layers: int) -> list[int]:
+    """The layers TorchSpec captures for an EAGLE-3 run that sets none
+    (torchspec/utils/misc.py@6f21829:76-88)."""
+    return [1, target_layers // 2 - 1, target_layers - 4]
 
 
 def with_dflash_default_taps(config: Mapping[str, Any], config_file: str) -> tuple[dict[str, Any], list[Finding]]:
@@ -136,6 +173,19 @@ def with_run_training(
             cite="torchspec/inference/engine/sgl_engine.py@6f21829:172-177",
         )
         findings += taken
+    elif family.tap_ids_field == TAP_IDS_FIELD and not training.problems:
+        # An EAGLE-3 run that sets no list trains on TorchSpec's default
+        # taps of the target, whatever the draft config lists.
+        findings += _default_taps(out, family, training, config_file)
+        if training.target_layers is not None:
+            out, taken = with_trained_taps(
+                out, family, torchspec_default_taps(training.target_layers), config_file=config_file,
+                source=f"TorchSpec's default for the run's {training.target_layers}-layer target "
+                       f"({'.'.join(TARGET_PATH_KEY)}; the run's {RUN_CONFIG} sets no "
+                       f"{'.'.join(AUX_LAYERS_KEY)})",
+                cite="torchspec/utils/misc.py@6f21829:76-88",
+            )
+            findings += taken
     if training.block_size is not None and family.name == DFLASH_GQA.name:
         nested = out.get("dflash_config")
         declared = nested.get("block_size") if isinstance(nested, Mapping) else None
@@ -155,3 +205,25 @@ def with_run_training(
                         "source": ".".join(DFLASH_BLOCK_KEY)},
             ))
     return out, findings
+
+
+def _default_taps(config: Mapping[str, Any], family: DraftFamily, training: RunTraining,
+                  config_file: str) -> list[Finding]:
+    """Where the target is not on this machine and the draft config lists
+    taps: TorchSpec trained on its default, which dspark cannot compute, so
+    the list is only as good as its agreement with that default."""
+    declared, where = family.tap_ids(config)
+    if training.target_layers is not None or not declared:
+        return []
+    return [Finding(
+        "SRC007",
+        f"{config_file}: the run's {RUN_CONFIG} sets no {'.'.join(AUX_LAYERS_KEY)}, so TorchSpec captured its "
+        f"default [1, N//2 - 1, N - 4] of the target's N layers (torchspec/utils/misc.py@6f21829:76-88), not the "
+        f"draft config's list, which it never reads; the draft config says {declared} ({where}). The target "
+        f"({training.target_path or 'model.target_model_path'}) is not a folder here, so dspark cannot tell them "
+        "apart. Check the list is that default, or convert where the target's config.json can be read.",
+        file=config_file,
+        detail={"declared": declared, "source": ".".join(TARGET_PATH_KEY)},
+        severity=Severity.WARNING,
+    )]
+

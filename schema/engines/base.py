@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,10 @@ class FamilyLoader:
     # Fields (a dotted path into a nested section) the engine's code runs
     # int() over wherever it reads them, a list element by element.
     int_coerced_fields: tuple[str, ...] = ()
+    # What this engine's model cannot serve as the config declares it (a
+    # rope type its layer drops, a width its forward skips): (config,
+    # config_file) -> findings, run on the config as the engine sees it.
+    config_limits: tuple[Callable[[Mapping[str, Any], str], list], ...] = ()
     # Fields the model never reads (a value there cannot be wrong).
     ignored_fields: tuple[str, ...] = ()
     # Boolean flags other trainers write that change what the draft computes

@@ -33,9 +33,8 @@ from dspark.schema.engines.base import (
     StreamResolution,
 )
 
-REPOSITORY = "lightseekorg/tokenspeed"
-MAIN = "f4d8ec6e"
-PR1031 = "4b9766f6"
+from dspark.schema.engines.tokenspeed_limits import GQA_LIMITS, K3_LIMITS, LLAMA_EAGLE3_LIMITS, MLA_LIMITS
+from dspark.schema.engines.tokenspeed_revisions import MAIN, PR1031, REPOSITORY
 
 _RT = "python/tokenspeed/runtime/"
 K3_MODEL = _RT + "models/kimi_k3_dspark.py"
@@ -161,6 +160,7 @@ def _k3_loader(*, serving_change: bool) -> FamilyLoader:
         # (configs/kimi_k3_dspark_config.py@4b9766f6:85-127;
         # execution/drafter/dflash.py@4b9766f6:146-162).
         int_coerced_fields=("target_layer_ids", "dflash_config.target_layer_ids", "dflash_config.mask_token_id"),
+        config_limits=K3_LIMITS,
         # MLA attention uses num_attention_heads
         # (configs/kimi_k3_dspark_config.py@4b9766f6:91; models/kimi_k3_dspark.py).
         ignored_fields=("num_key_value_heads",),
@@ -221,6 +221,7 @@ GQA_LOADER = FamilyLoader(
     # (execution/drafter/dflash.py@f4d8ec6e:137-150); the target is handed ints.
     int_coerced_fields=("target_layer_ids", "dflash_config.target_layer_ids", "mask_token_id",
                         "dflash_config.mask_token_id"),
+    config_limits=GQA_LIMITS,
     unread_flags={
         # The attention's rotary embedding spans the whole head
         # (get_rope(head_dim, rotary_dim=head_dim), models/dflash.py@f4d8ec6e:119-125).
@@ -350,6 +351,7 @@ EAGLE3_LLAMA_LOADER = FamilyLoader(
     # id N captures the residual after the last layer
     # (models/base/transformer_model.py@f4d8ec6e:251-264); N-1 is never captured.
     tap_final_residual=True,
+    config_limits=LLAMA_EAGLE3_LIMITS,
     stream=None,
     sources={
         "load_weights": _main("675-719", _LE3),
@@ -424,6 +426,7 @@ EAGLE3_MLA_LOADER = FamilyLoader(
     },
     tap_low=-1,
     tap_high_offset=-2,
+    config_limits=MLA_LIMITS,
     stream=None,
     sources={
         "load_weights": _main("2355-2376, 1739-1877", _DS3),

@@ -135,6 +135,18 @@ def tap_agreement_rule(draft_taps: DraftTapReader, draft_reader_text: str):
                 detail={"draft_ids": draft_ids, "draft_source": draft_path, "target_ids": target_ids,
                         "target_source": target_path, "source": source},
             )]
+        unread = [(path, ids) for path, ids in _declared_lists(config) if path != target_path and ids != target_ids]
+        if unread:
+            path, ids = unread[0]
+            return [Finding(
+                "TAP002",
+                f"{config_file}: {path} = {_show(ids)} but the target captures {target_path} = "
+                f"{_show(target_ids)}, which it reads first; {path} is never read, and which list the draft "
+                "was trained on cannot be told. Keep one list, or make both equal.",
+                file=config_file,
+                detail={"draft_ids": ids, "draft_source": path, "target_ids": target_ids,
+                        "target_source": target_path, "source": source},
+            )]
         return []
 
     return rule

@@ -72,6 +72,8 @@ def check_contract(
     findings += cross_field_findings(view, family, config_file)
     findings += rope_findings(view, config_file)
     findings += unread_flag_findings(loader, engine, view, config_file)
+    for limit in (loader.config_limits if loader is not None else ()):
+        findings += limit(view, config_file)
     findings += quantization_findings(engine, view, config_file)
     findings += stream_findings(view, resolved, config_file, environ, target, engine=engine, loader=loader)
     if target is not None:

@@ -23,7 +23,7 @@ from dspark.examples.fabricate import EAGLE3_SCALES, eagle3_config, eagle3_tenso
 
 RUN_YAML = """\
 model:
-  target_model_path: meta-llama/Llama-3.1-8B-Instruct
+  target_model_path: {target}
   draft_model_config: {draft_config}
 inference:
   aux_hidden_states_layers:{aux}
@@ -34,7 +34,8 @@ training:
 """
 
 
-def write_run(root: Path, tensors: dict, config: dict, *, aux: str = " null", block: int = 16) -> Path:
+def write_run(root: Path, tensors: dict, config: dict, *, aux: str = " null", block: int = 16,
+              target: str = "meta-llama/Llama-3.1-8B-Instruct") -> Path:
     """A run folder: one iteration of `tensors` under TorchSpec's keys, the
     draft config it names, and config.yaml as OmegaConf writes it."""
     model = root / "checkpoints" / "iter_0000003" / "model"
@@ -42,13 +43,13 @@ def write_run(root: Path, tensors: dict, config: dict, *, aux: str = " null", bl
     (root / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("3")
     draft_config = root / "draft_config.json"
     draft_config.write_text(json.dumps(config))
-    (root / "config.yaml").write_text(RUN_YAML.format(draft_config=draft_config, aux=aux, block=block))
+    (root / "config.yaml").write_text(RUN_YAML.format(draft_config=draft_config, aux=aux, block=block, target=target))
     return root
 
 
-def eagle3_run(root: Path, *, aux: str, family_scale: str = "tiny-llama", tap_ids=None) -> Path:
+def eagle3_run(root: Path, *, aux: str, family_scale: str = "tiny-llama", tap_ids=None, **options) -> Path:
     config = eagle3_config(EAGLE3_SCALES[family_scale], tap_ids=tap_ids)
-    return write_run(root, eagle3_tensors(config), config, aux=aux)
+    return write_run(root, eagle3_tensors(config), config, aux=aux, **options)
 
 
 def src007(report) -> list[str]:
@@ -88,7 +89,7 @@ def test_an_mla_run_writes_the_list_where_its_target_reads_it(tmp_path: Path) ->
     assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 5, 6]
 
 
-def test_a_run_on_the_default_taps_keeps_the_draft_config(tmp_path: Path) -> None:
+def test_a_run_on_the_default_taps_keeps_a_draft_config_without_a_list(tmp_path: Path) -> None:
     run = eagle3_run(tmp_path / "run", aux=" null")
     assert src007(check_checkpoint(run, verdict="contents")) == []
     config = converted_config(tmp_path, run)
@@ -179,3 +180,26 @@ def test_the_convert_command_for_a_folder_inside_a_run_writes_beside_the_run(tmp
     ]:
         [served] = [f for f in check_checkpoint(named).findings if f.code == "SRV001"]
         assert served.detail["command"].split()[3] == destination, served.detail["command"]
+
+
+def test_a_run_without_a_list_trained_on_torchspecs_default_not_the_configs(tmp_path: Path) -> None:
+    """TorchSpec's inference engines never read the draft config's list: a
+    run that sets none captured [1, N//2-1, N-4] of its target
+    (sgl_engine.py@6f21829:172-177; utils/misc.py@6f21829:76-88)."""
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 16,
+                                                    "hidden_size": 32, "vocab_size": 96}))
+    run = eagle3_run(tmp_path / "run", aux=" null", tap_ids=[2, 8, 13], target=str(target))
+    [note] = src007(check_checkpoint(run, verdict="contents"))
+    assert "[1, 7, 12]" in note and "16-layer target" in note and "says [2, 8, 13]" in note
+    config = converted_config(tmp_path, run)
+    assert config["eagle_aux_hidden_state_layer_ids"] == [1, 7, 12]
+
+
+def test_a_run_whose_target_is_not_here_warns_about_a_declared_list(tmp_path: Path) -> None:
+    run = eagle3_run(tmp_path / "run", aux=" null", tap_ids=[2, 8, 13])  # a Hub id as the target
+    report = check_checkpoint(run, verdict="contents")
+    [warning] = [f for f in report.warnings if f.code == "SRC007"]
+    assert "cannot tell them apart" in warning.message and "[2, 8, 13]" in warning.message
+

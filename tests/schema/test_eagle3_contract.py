@@ -29,6 +29,9 @@ from dspark.schema.findings import Severity
 torch = pytest.importorskip("torch")
 
 
+TAP_IDS = "eagle_aux_hidden_state_layer_ids"
+
+
 def errors(report) -> Counter:
     return Counter(f.code for f in report.findings if f.severity is Severity.ERROR)
 
@@ -302,7 +305,11 @@ def test_mla_fc_norm_is_hidden_size_wide_and_fc_reads_the_target_width(tmp_path)
 
     bad = write_eagle3_draft(tmp_path / "b", scale="tiny-mla", fc_norm=True, config_edit=config_edit,
                              tensor_edit=target_wide_norms)
-    assert set(errors(check_checkpoint(bad))) == {"FCN004"}
+    # target-wide weights do not load; hidden-wide ones load and meet 40-wide taps at the first request
+    assert set(errors(check_checkpoint(bad))) == {"FCN004", "ENG001"}
+    loads = write_eagle3_draft(tmp_path / "l", scale="tiny-mla", fc_norm=True, config_edit=config_edit)
+    [finding] = check_checkpoint(loads).errors
+    assert finding.code == "ENG001" and "fc_norm" in finding.message
 
 
 def test_llama_fc_is_hidden_size_per_tap_whatever_target_hidden_size_says(tmp_path):
@@ -521,3 +528,45 @@ def test_a_llama_draft_trained_with_another_activation_is_served_with_silu(tmp_p
     [finding] = check_checkpoint(draft).errors
     assert finding.code == "ENG001" and "hidden_act" in finding.message
     assert check_checkpoint(write_eagle3_draft(tmp_path / "s", config_edit=lambda c: c.update(hidden_act="silu"))).passed(strict=True)
+
+
+def test_one_tap_of_the_drafts_own_width_is_never_projected(tmp_path):
+    """The forward applies fc only when the captured state is wider than the
+    embedding (LE3:539; DS3:2205): one tap of hidden_size goes in raw."""
+    for scale in ("tiny-llama", "tiny-mla"):
+        draft = write_eagle3_draft(tmp_path / scale, scale=scale, tap_ids=[7])
+        [finding] = [f for f in check_checkpoint(draft).errors if f.code == "ENG001"]
+        assert "never applies fc" in finding.message
+
+
+@pytest.mark.parametrize("scale, rope, passes", [
+    ("tiny-mla", {"rope_type": "linear", "factor": 2.0}, False),
+    ("tiny-mla", {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}, True),
+    ("tiny-llama", {"rope_type": "linear", "factor": 2.0}, True),
+], ids=["mla-linear", "mla-yarn", "llama-linear"])
+def test_the_mla_layer_keeps_only_yarn_rope_scaling(tmp_path, scale, rope, passes):
+    """DS3:1950-1969 drops every other rope type with a log line; the Llama
+    EAGLE-3 layer builds what it is given."""
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=lambda c: c.update(rope_scaling=rope))
+    report = check_checkpoint(draft)
+    assert ("ENG001" not in errors(report)) == passes, [f.message for f in report.errors]
+
+
+def test_a_llama_eagle3_layer_has_no_sliding_window(tmp_path):
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=lambda c: c.update(
+        layer_types=["sliding_attention"], use_sliding_window=True, sliding_window=64))
+    [finding] = [f for f in check_checkpoint(draft).errors if f.code == "ENG001"]
+    assert "sliding" in finding.message
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_two_different_tap_lists_fail_both_families_alike(tmp_path, scale):
+    """The target captures eagle_config's list; a different top-level list
+    is never read by it, and which one the draft learned cannot be told."""
+    def both(config):
+        config["eagle_config"] = {TAP_IDS: [1, 7, 12]}
+        config[TAP_IDS] = [2, 8, 13]
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=both))
+    assert "TAP002" in errors(report)
+

@@ -605,3 +605,22 @@ def test_a_k3_block_size_names_the_launch_flag_it_needs(tmp_path):
     assert report.passed()
     [note] = [f for f in report.findings if f.code == "ENG004"]
     assert "--speculative-num-draft-tokens 16 or 17" in note.message
+
+
+@pytest.mark.parametrize("field", ["rope_parameters", "rope_scaling"])
+def test_a_nested_partial_rope_factor_is_not_read_either(tmp_path, field):
+    def edit(config):
+        config[field] = {"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 0.5}
+
+    [finding] = [f for f in check_checkpoint(_gqa_edit(tmp_path / "d", edit)).errors if f.code == "ENG001"]
+    assert f"{field}.partial_rotary_factor" in finding.message
+
+
+def test_the_k3_config_passes_only_yarn_to_the_model(tmp_path):
+    """configs/kimi_k3_dspark_config.py@4b9766f6:139-170."""
+    def linear(config):
+        config["rope_parameters"] = {"rope_type": "linear", "factor": 2.0, "rope_theta": 50000.0}
+
+    [finding] = [f for f in check_checkpoint(write_k3(tmp_path / "d", config_edit=linear)).errors
+                 if f.code == "ENG001"]
+    assert "'linear'" in finding.message

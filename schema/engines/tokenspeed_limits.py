@@ -1,0 +1,142 @@
+"""What TokenSpeed's draft models cannot serve as a config declares it.
+
+Each function is a config rule of one family's loader (`FamilyLoader.
+config_limits`), found by running the engine's own model code on fabricated
+drafts: the draft loads, and the model then computes something other than
+what the config says, without a word (ENG001).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from dspark.schema.engines.base import Source
+from dspark.schema.engines.tokenspeed_revisions import MAIN, PR1031
+from dspark.schema.families.base import is_int
+from dspark.schema.families.eagle3_common import DEFAULT_TAP_COUNT, target_capture_ids
+from dspark.schema.findings import Finding
+
+_DS3 = "python/tokenspeed/runtime/models/deepseek_v3.py"
+_LE3 = "python/tokenspeed/runtime/models/llama_eagle3.py"
+_K3_CONFIG = "python/tokenspeed/runtime/configs/kimi_k3_dspark_config.py"
+_GQA = "python/tokenspeed/runtime/models/dflash.py"
+_LLAMA = "python/tokenspeed/runtime/models/llama.py"
+
+_YARN_OR_NONE = ("default", "yarn", "deepseek_yarn")
+
+
+def _finding(config_file: str, text: str, source: Source, feature: str) -> Finding:
+    return Finding(
+        "ENG001",
+        f"{config_file}: {text} ({source.cite()}). Serve the draft on an engine that honours it, or retrain "
+        "without it.",
+        file=config_file,
+        detail={"feature": feature, "source": source.cite()},
+    )
+
+
+def _rope_type(config: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The declared rope type and where: rope_parameters, else rope_scaling
+    (`rope_type`, or the older `type` key)."""
+    for field in ("rope_parameters", "rope_scaling"):
+        block = config.get(field)
+        if isinstance(block, Mapping):
+            kind = block.get("rope_type", block.get("type"))
+            if isinstance(kind, str):
+                return kind, field
+    return None, None
+
+
+def mla_rope_only_yarn(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The MLA EAGLE-3 layer keeps YaRN scaling only and builds a plain
+    rotary embedding for any other type, with a log line
+    (models/deepseek_v3.py@f4d8ec6e:1950-1969)."""
+    kind, field = _rope_type(config)
+    if kind is None or kind.lower() in _YARN_OR_NONE:
+        return []
+    return [_finding(config_file, f"{field} declares rope type {kind!r}, which the MLA EAGLE-3 layer drops: it "
+                     "applies unscaled RoPE", Source(_DS3, "1950-1969", MAIN), "rope_scaling")]
+
+
+def k3_rope_only_yarn(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The K3 config hands the model YaRN from rope_parameters and nothing
+    else (configs/kimi_k3_dspark_config.py@4b9766f6:139-170)."""
+    kind, field = _rope_type(config)
+    if kind is None or kind.lower() in _YARN_OR_NONE:
+        return []
+    return [_finding(config_file, f"{field} declares rope type {kind!r}; the K3 DSpark config passes only YaRN "
+                     "to the model, which then applies unscaled RoPE", Source(_K3_CONFIG, "139-170", PR1031),
+                     "rope_scaling")]
+
+
+def gqa_partial_rope_nested(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """`partial_rotary_factor` inside rope_parameters or rope_scaling is not
+    read either: the attention rotates the whole head
+    (models/dflash.py@f4d8ec6e:112-125). The top-level key is an unread flag."""
+    for field in ("rope_parameters", "rope_scaling"):
+        block = config.get(field)
+        factor = block.get("partial_rotary_factor") if isinstance(block, Mapping) else None
+        if factor is not None and factor != 1:
+            return [_finding(config_file, f"{field}.partial_rotary_factor is {factor!r}, but the GQA DFlash/DSpark "
+                             "attention rotates the whole head", Source(_GQA, "112-125", MAIN),
+                             "partial_rotary_factor")]
+    return []
+
+
+def _tap_count(config: Mapping[str, Any]) -> int | None:
+    ids, _ = target_capture_ids(config)
+    if ids is None:
+        return DEFAULT_TAP_COUNT
+    return len(ids) if isinstance(ids, list) else None
+
+
+def eagle3_fc_skipped_when_widths_meet(model: str, lines: str):
+    """The EAGLE-3 forward applies input_norm, fc_norm and fc only when the
+    captured state is wider than the embedding (`if hidden_states.size(-1)
+    != embeds.size(-1)`): with taps x target width equal to hidden_size
+    (one tap of the draft's own width) the raw target state enters the
+    layer and fc is never applied."""
+
+    def rule(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+        hidden = config.get("hidden_size")
+        width = config.get("target_hidden_size") or hidden
+        count = _tap_count(config)
+        if not (is_int(hidden) and is_int(width) and is_int(count)) or count * width != hidden:
+            return []
+        return [_finding(config_file, f"{count} tap(s) x {width} = hidden_size {hidden}: the engine's forward then "
+                         "takes the captured state for already projected and never applies fc (nor fc_norm or "
+                         "input_norm)", Source(model, lines, MAIN), "fc")]
+
+    return rule
+
+
+def mla_fc_norm_width(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The MLA EAGLE-3 model builds each fc_norm at hidden_size but applies
+    it to a tap of target_hidden_size (models/deepseek_v3.py@f4d8ec6e:
+    2166-2175, 2205-2222): with the two widths apart no fc_norm draft is
+    servable, whatever width its weights have."""
+    hidden, width = config.get("hidden_size"), config.get("target_hidden_size")
+    if not config.get("fc_norm") or not (is_int(hidden) and is_int(width)) or hidden == width:
+        return []
+    return [_finding(config_file, f"fc_norm with target_hidden_size {width} != hidden_size {hidden}: the MLA "
+                     f"EAGLE-3 model builds fc_norm {hidden} wide and applies it to {width}-wide taps, which "
+                     "fails to load or at the first request", Source(_DS3, "2166-2175, 2205-2222", MAIN),
+                     "fc_norm")]
+
+
+def llama_no_sliding_window(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The Llama EAGLE-3 attention has no sliding window
+    (models/llama.py@f4d8ec6e:140-200); a draft trained with one (a Qwen3
+    speculators layer) is served with full attention."""
+    types = config.get("layer_types")
+    sliding = isinstance(types, list) and "sliding_attention" in types
+    if not sliding and not (config.get("use_sliding_window") and config.get("sliding_window")):
+        return []
+    return [_finding(config_file, "sliding-window layers are declared, but the Llama EAGLE-3 attention attends "
+                     "over the whole context", Source(_LLAMA, "140-200", MAIN), "sliding_window")]
+
+
+MLA_LIMITS = (mla_rope_only_yarn, mla_fc_norm_width, eagle3_fc_skipped_when_widths_meet(_DS3, "2205"))
+LLAMA_EAGLE3_LIMITS = (llama_no_sliding_window, eagle3_fc_skipped_when_widths_meet(_LE3, "539"))
+K3_LIMITS = (k3_rope_only_yarn,)
+GQA_LIMITS = (gqa_partial_rope_nested,)
