@@ -45,7 +45,6 @@ Read at a6b6b02 (and the older trainer at 20e2e3f):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -262,6 +261,8 @@ def recorded_draft_config(state: Any) -> RecordedDraftConfig:
         return RecordedDraftConfig(None, f"{TRAINING_STATE_FILE} records the draft config as {shown} without a "
                                          "hash of its contents, so dspark cannot tell it is the file trained with")
     try:
+        import hashlib  # here, not at import: a header-only check of any folder loads this module
+
         actual = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
         return RecordedDraftConfig(None, f"{shown} cannot be read ({exc.strerror or exc})")
