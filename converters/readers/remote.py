@@ -22,7 +22,7 @@ from dspark.converters.readers.safetensors_io import SafetensorsHeader, read_hea
 from dspark.converters.sources import Source, SourceError, open_source
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import family_for_config
-from dspark.schema.findings import Finding
+from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry, printable_name
 
 _DOWNLOAD_HINT = "Download it first (e.g. `hf download ORG/REPO --local-dir DIR`) and check DIR."
@@ -129,9 +129,11 @@ def _open_source(source: Source, names: list[str], config_path: Path | None) -> 
     elif len(files) > 1:
         findings.append(Finding(
             "IDX001",
-            f"{len(files)} safetensors files but no {SAFETENSORS_INDEX}; a loader does not know "
-            "which to read. Add the index or keep one file.",
+            f"{len(files)} safetensors files but no {SAFETENSORS_INDEX}. TokenSpeed reads every one of "
+            "them (model_loader/loader.py@4b9766f6:287-311; a tensor stored twice is IDX005), but other "
+            "loaders need the index. Add it, or keep one file.",
             file=source.url, detail={"files": files},
+            severity=Severity.WARNING,
         ))
 
     headers: dict[str, SafetensorsHeader] = {}

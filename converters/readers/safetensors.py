@@ -12,7 +12,7 @@ from dspark.converters.layouts.hf import SAFETENSORS_INDEX, is_plain_file_name
 from dspark.converters.readers.base import Checkpoint, load_config_for, served_name_for
 from dspark.converters.readers.safetensors_io import SafetensorsHeader, iter_range_chunks, read_header, read_range
 from dspark.schema.errors import CheckpointError
-from dspark.schema.findings import Finding
+from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry, printable_name
 
 
@@ -87,10 +87,12 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
     elif len(files) > 1:
         findings.append(Finding(
             "IDX001",
-            f"{len(files)} safetensors files but no {SAFETENSORS_INDEX}; a loader does not know "
-            "which to read. Add the index or keep one file.",
+            f"{len(files)} safetensors files but no {SAFETENSORS_INDEX}. TokenSpeed reads every one of "
+            "them (model_loader/loader.py@4b9766f6:287-311; a tensor stored twice is IDX005), but other "
+            "loaders need the index. Add it, or keep one file.",
             file=str(root),
             detail={"files": files},
+            severity=Severity.WARNING,
         ))
 
     for name in files:
