@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
 from dspark.converters.layouts.hf import MANIFEST_NAME
-from dspark.converters.layouts.torchspec import locate_dcp, vllm_shifted_taps
+from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
@@ -285,13 +285,21 @@ def _bytes_by_file(entry) -> list[tuple[str, int]]:
     return [(entry.file, entry.nbytes)]
 
 
+def _torchspec_vllm_export(checkpoint: Checkpoint) -> bool:
+    if not isinstance(checkpoint.config, dict) or TORCHSPEC_EXPORT_MARKER not in checkpoint.config:
+        return False  # not TorchSpec's export: its layout module need not load
+    from dspark.converters.layouts.torchspec import vllm_shifted_taps
+
+    return vllm_shifted_taps(checkpoint.config, (e.stored_name for e in checkpoint.entries))
+
+
 def served_layout(checkpoint: Checkpoint) -> ServedLayout:
     """Whether the engine's loader would find weights where the user
     pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
     are none; never `.pt`, DCP or a single file named directly
     (model_loader/loader.py@f4d8ec6e:258-318)."""
     source = str(checkpoint.source)
-    if vllm_shifted_taps(checkpoint.config, (e.stored_name for e in checkpoint.entries)):
+    if _torchspec_vllm_export(checkpoint):
         return ServedLayout(source, checkpoint.format, False,
                             "TorchSpec's --vllm export added 1 to this kimi_k2 draft's tap ids for vLLM "
                             "(tools/convert_to_hf.py@6f21829:146-159); the engine reads them as layer ids and "
@@ -325,6 +333,8 @@ def _outside_the_run(checkpoint: Checkpoint) -> str | None:
     one with it."""
     if checkpoint.format != "dcp" or checkpoint.is_remote:
         return None
+    from dspark.converters.layouts.torchspec import locate_dcp
+
     location = locate_dcp(checkpoint.source)
     if location.run_root is None or checkpoint.source.resolve() == location.run_root.resolve():
         return None

@@ -39,11 +39,12 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from dspark.converters.layouts.markers import SPECULATORS_TYPE_FIELD
 from dspark.schema.families import EAGLE3_LLAMA, EAGLE3_MLA
 from dspark.schema.findings import Finding
 
 TRAINER = "speculators"
-TYPE_FIELD = "speculators_model_type"
+TYPE_FIELD = SPECULATORS_TYPE_FIELD
 LAYER_CONFIG_FIELD = "transformer_layer_config"
 EAGLE3_TYPE = "eagle3"
 TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import printable_name
@@ -420,7 +421,7 @@ def draft_keys(fqns: list[str]) -> list[str]:
 # its config with `_torchspec_version`. TokenSpeed reads the ids as layer
 # ids (models/deepseek_v3.py@f4d8ec6e:1688-1695), so as written every tap
 # is captured one layer late.
-EXPORT_MARKER = "_torchspec_version"
+EXPORT_MARKER = TORCHSPEC_EXPORT_MARKER
 VLLM_LAYER_PREFIX = "layers.0."
 SHIFTED_MODEL_TYPE = "kimi_k2"
 TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dspark.converters.json_input import parse_json_object
+from dspark.converters.layouts.markers import TORCHSPEC_DFLASH_MODEL_TYPE
 from dspark.converters.layouts.torchspec import RUN_CONFIG, read_yaml_int_list, read_yaml_key
 from dspark.converters.layouts.trained_taps import with_trained_taps
 from dspark.schema.families import DFLASH_GQA, DraftFamily
@@ -46,8 +47,6 @@ from dspark.schema.inventory import printable_name
 AUX_LAYERS_KEY = ("inference", "aux_hidden_states_layers")
 TARGET_PATH_KEY = ("model", "target_model_path")
 DFLASH_BLOCK_KEY = ("training", "dflash_block_size")
-# TorchSpec's DFlashConfig.model_type; convert writes one the engine parses.
-TORCHSPEC_DFLASH_MODEL_TYPE = "dflash"
 _DFLASH_DEFAULT_TAP_COUNT = 5
 _DFLASH_DEFAULT_TARGET_LAYERS = 36
 

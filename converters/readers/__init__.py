@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Callable
 
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES
-from dspark.converters.layouts.specforge import holds_training_state
-from dspark.converters.layouts.torchspec import holds_dcp
 from dspark.converters.readers.base import Checkpoint, TensorReader
 from dspark.converters.sources import is_url
 from dspark.schema.errors import UsageError
@@ -60,6 +58,21 @@ class ReaderSpec:
 
 # Asked in this order: a folder with an index is sharded even when it also
 # holds *.safetensors; weights beside a DCP folder win over it.
+def _holds_dcp(path: Path) -> bool:
+    # The TorchSpec layout is loaded only once a folder holds no safetensors.
+    from dspark.converters.layouts.torchspec import holds_dcp
+
+    return holds_dcp(path)
+
+
+def _holds_training_state(path: Path) -> bool:
+    # The SpecForge layout is loaded only once a folder holds no
+    # safetensors (the safetensors reader is asked first).
+    from dspark.converters.layouts.specforge import holds_training_state
+
+    return holds_training_state(path)
+
+
 READERS: tuple[ReaderSpec, ...] = (
     ReaderSpec(
         "safetensors-sharded",
@@ -73,12 +86,12 @@ READERS: tuple[ReaderSpec, ...] = (
         claims_folder=lambda p: any(p.glob("*.safetensors")),
         opener="dspark.converters.readers.safetensors:open_safetensors",
     ),
-    ReaderSpec("dcp", claims_file=_never, claims_folder=holds_dcp, opener="dspark.converters.readers.dcp:open_dcp"),
+    ReaderSpec("dcp", claims_file=_never, claims_folder=_holds_dcp, opener="dspark.converters.readers.dcp:open_dcp"),
     ReaderSpec(
         "pt",
         claims_file=lambda p: p.suffix in TORCH_SUFFIXES,
         # a SpecForge step folder holds training_state.pt and a file per rank
-        claims_folder=lambda p: holds_training_state(p) or _single_torch_file(p),
+        claims_folder=lambda p: _holds_training_state(p) or _single_torch_file(p),
         opener="dspark.converters.readers.pt:open_pt",
     ),
 )

@@ -15,8 +15,7 @@ from typing import Any, Iterator, Protocol
 
 from dspark.converters.configs import read_draft_config
 from dspark.converters.layouts.hf import CONFIG_NAME
-from dspark.converters.layouts.speculators import read_speculators_config
-from dspark.converters.layouts.torchspec_run import with_dflash_default_taps
+from dspark.converters.layouts.markers import SPECULATORS_TYPE_FIELD, TORCHSPEC_DFLASH_MODEL_TYPE
 from dspark.schema.errors import UsageError
 from dspark.schema.families import DraftFamily, family_for_config, strip_wrappers
 from dspark.schema.findings import Finding
@@ -108,11 +107,19 @@ def load_config_for(
     if config is not None:
         # Another trainer's config shape is read as the config convert
         # writes; the served verdict then says the engine cannot parse it.
-        trainer = read_speculators_config(config, shown)
-        if trainer is not None:
-            config, findings = trainer.config, findings + trainer.findings
-        config, derived = with_dflash_default_taps(config, shown)
-        findings = findings + derived
+        # Other trainers' shapes, recognised by a key before their modules
+        # load: a header-only check of an engine-layout folder needs neither.
+        if SPECULATORS_TYPE_FIELD in config:
+            from dspark.converters.layouts.speculators import read_speculators_config
+
+            trainer = read_speculators_config(config, shown)
+            if trainer is not None:
+                config, findings = trainer.config, findings + trainer.findings
+        if config.get("model_type") == TORCHSPEC_DFLASH_MODEL_TYPE:
+            from dspark.converters.layouts.torchspec_run import with_dflash_default_taps
+
+            config, derived = with_dflash_default_taps(config, shown)
+            findings = findings + derived
     family = family_for_config(config) if config else None
     return config, candidate, findings, family
 
