@@ -54,7 +54,9 @@ def _fc_width_is_hidden_size(config: Mapping[str, Any], config_file: str) -> lis
     (models/llama_eagle3.py@f4d8ec6e:468-470, 727-733): a draft trained on
     wider taps cannot be served by this class."""
     hidden, target = config.get("hidden_size"), config.get("target_hidden_size")
-    if "target_hidden_size" not in config or target == hidden:
+    if "target_hidden_size" not in config or target == hidden or target is None:
+        # null only stops the sharing; the vocab rules then require the
+        # draft's own embedding and head (rules/vocab.py).
         return []
     return [Finding(
         "CFG003",

@@ -570,3 +570,17 @@ def test_two_different_tap_lists_fail_both_families_alike(tmp_path, scale):
     report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=both))
     assert "TAP002" in errors(report)
 
+
+
+def test_a_null_target_hidden_size_only_stops_the_sharing(tmp_path):
+    """LE3:727-733: `hasattr` and `!=`: null differs from hidden_size, so the
+    target's embedding and head are not attached; fc stays hidden_size per
+    tap. With its own embedding shipped the draft is served as shipped."""
+    null = lambda c: c.update(target_hidden_size=None)  # noqa: E731
+    assert check_checkpoint(write_eagle3_draft(tmp_path / "g", config_edit=null)).passed(strict=True)
+
+    def drop(t):
+        del t["embed_tokens.weight"]
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "b", config_edit=null, tensor_edit=drop))
+    assert [(f.code, f.tensor) for f in report.errors] == [("INV001", "embed_tokens.weight")]
