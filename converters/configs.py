@@ -100,7 +100,7 @@ def _read_remote_target_facts(url: str) -> TargetFacts:
     address is always a repository, whose root holds the config)."""
     folder, name = url, CONFIG_NAME
     head, _, last = url.rstrip("/").rpartition("/")
-    if last.lower().endswith(".json") and url_scheme(url) != "hf" and "://" in head + "/":
+    if last.lower().endswith(".json") and url_scheme(url) != "hf" and url_scheme(head + "/") is not None:
         folder, name = head + "/", last
     shown = printable_name(url)
     source = open_source(folder)

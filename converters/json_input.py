@@ -131,19 +131,12 @@ def parse_json_object(path: Path, *, max_bytes: int = MAX_JSON_BYTES) -> dict[st
         raise JsonInputError(
             f"{size:,} bytes, more than the {max_bytes:,} a file of this kind can need", reason="too_large"
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise JsonInputError(f"not UTF-8 ({exc.reason})", reason="not_utf8") from None
-    value = loads_strict(text)
-    if not isinstance(value, dict):
-        raise JsonInputError(f"top level is a JSON {type(value).__name__}, not an object", reason="not_object")
-    return value
+    return parse_json_object_bytes(path.read_bytes())
 
 
 def parse_json_object_bytes(data: bytes) -> dict[str, Any]:
-    """`parse_json_object` for bytes already read (a remote file); the
-    caller bounds how many it reads."""
+    """A JSON object from bytes already read (a local file, bounded by
+    `parse_json_object`; a remote one, bounded by its caller)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

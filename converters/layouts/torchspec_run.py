@@ -109,6 +109,7 @@ def _local_target_layers(named: Path, run_root: Path) -> int | None:
         if isinstance(data, dict):
             text = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
             layers = text.get("num_hidden_layers")
+            # below 5 layers the default [1, N//2-1, N-4] is no list of taps
             if isinstance(layers, int) and not isinstance(layers, bool) and layers > 4:
                 return layers
     return None

@@ -25,11 +25,13 @@ _LLAMA = "python/tokenspeed/runtime/models/llama.py"
 _YARN_OR_NONE = ("default", "yarn", "deepseek_yarn")
 
 
-def _finding(config_file: str, text: str, source: Source, feature: str) -> Finding:
+_SERVE_ELSEWHERE = "Serve the draft on an engine that honours it, or retrain without it."
+
+
+def _finding(config_file: str, text: str, source: Source, feature: str, fix: str = _SERVE_ELSEWHERE) -> Finding:
     return Finding(
         "ENG001",
-        f"{config_file}: {text} ({source.cite()}). Serve the draft on an engine that honours it, or retrain "
-        "without it.",
+        f"{config_file}: {text} ({source.cite()}). {fix}",
         file=config_file,
         detail={"feature": feature, "source": source.cite()},
     )
@@ -105,7 +107,8 @@ def eagle3_fc_skipped_when_widths_meet(model: str, lines: str):
             return []
         return [_finding(config_file, f"{count} tap(s) x {width} = hidden_size {hidden}: the engine's forward then "
                          "takes the captured state for already projected and never applies fc (nor fc_norm or "
-                         "input_norm)", Source(model, lines, MAIN), "fc")]
+                         "input_norm)", Source(model, lines, MAIN), "fc",
+                         "Retrain on more taps (their concatenation must be wider than hidden_size).")]
 
     return rule
 
@@ -121,7 +124,7 @@ def mla_fc_norm_width(config: Mapping[str, Any], config_file: str) -> list[Findi
     return [_finding(config_file, f"fc_norm with target_hidden_size {width} != hidden_size {hidden}: the MLA "
                      f"EAGLE-3 model builds fc_norm {hidden} wide and applies it to {width}-wide taps, which "
                      "fails to load or at the first request", Source(_DS3, "2166-2175, 2205-2222", MAIN),
-                     "fc_norm")]
+                     "fc_norm", "Retrain without fc_norm, or with a draft as wide as the target.")]
 
 
 def llama_no_sliding_window(config: Mapping[str, Any], config_file: str) -> list[Finding]:
