@@ -184,12 +184,22 @@ def _start_writeback(fd: int, offset: int, length: int) -> None:
 class _Stage:
     """One consumer thread that runs `work` on every item in order. `put`
     returns once the item is queued and at most `CHUNKS_IN_FLIGHT` items
-    are unfinished, which is what lets a source reuse chunk buffers."""
+    are unfinished, which is what lets a source reuse chunk buffers.
+
+    The free places are tokens in a `queue.SimpleQueue`, not a
+    `threading.Semaphore`: a conversion's SIGINT/SIGTERM handler raises in
+    the producer wherever it happens to be, and inside the Semaphore's
+    pure-Python Condition that can leave its lock held (the consumer then
+    blocks forever on `release`) or released twice ("release unlocked
+    lock"). SimpleQueue's `get` and `put` are single C calls that either
+    happen or not."""
 
     def __init__(self, name: str, work: Callable[[Any], None]) -> None:
         self._work = work
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._room = threading.Semaphore(CHUNKS_IN_FLIGHT)
+        self._room: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(CHUNKS_IN_FLIGHT):
+            self._room.put(None)
         self._abort = False
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -204,16 +214,20 @@ class _Stage:
                 try:
                     self._work(item)
                 finally:
-                    self._room.release()
+                    self._room.put(None)
         except BaseException as error:  # noqa: BLE001 - handed to the producer thread
             self.error = error
 
     def put(self, item: Any) -> None:
-        while not self._room.acquire(timeout=0.05):
-            if self.error is not None:
-                raise self.error
+        while True:
+            try:
+                self._room.get(timeout=0.05)
+                break
+            except queue.Empty:
+                if self.error is not None:
+                    raise self.error from None
         if self.error is not None:
-            self._room.release()
+            self._room.put(None)
             raise self.error
         self._queue.put(item)
 

@@ -197,3 +197,59 @@ def test_bad_sizes_are_usage_errors(text: str) -> None:
 def test_natural_order_puts_layer_2_before_layer_10() -> None:
     names = ["layers.10.w", "layers.2.w", "context_proj.weight", "layers.1.w"]
     assert sorted(names, key=natural_key) == ["context_proj.weight", "layers.1.w", "layers.2.w", "layers.10.w"]
+
+
+# Run in a child process: it arms an interval timer whose handler raises,
+# as a conversion's SIGINT/SIGTERM handler does, at random moments while
+# the producer waits for room. Each round must end in that exception, and
+# the stage must still stop cleanly afterwards.
+_INTERRUPT_ROUNDS = r"""
+import random, signal, sys, threading
+from dspark.converters.writers.safetensors import CHUNKS_IN_FLIGHT, _Stage
+
+class Interrupted(BaseException):
+    pass
+
+armed = False
+def handler(signum, frame):
+    global armed
+    if armed:
+        armed = False
+        raise Interrupted()
+signal.signal(signal.SIGALRM, handler)
+random.seed(0)
+for round in range(int(sys.argv[1])):
+    consumer_may_go = threading.Event()
+    stage = _Stage("dspark-test-stage", lambda item: consumer_may_go.wait())
+    try:
+        armed = True
+        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.00001, 0.0003))
+        for _ in range(CHUNKS_IN_FLIGHT + 2):
+            stage.put(b"chunk")
+        consumer_may_go.wait(0.001)
+        raise SystemExit(f"round {round}: the timer never fired")
+    except Interrupted:
+        pass
+    armed = False
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    consumer_may_go.set()
+    stage.abort()
+print("clean")
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "setitimer"), reason="needs POSIX interval timers")
+def test_an_interrupt_while_waiting_for_room_neither_hangs_nor_breaks_the_stage() -> None:
+    # Against a threading.Semaphore this hung (a lock left held inside its
+    # Condition) or raised "release unlocked lock" within a few thousand rounds.
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _INTERRUPT_ROUNDS, "6000"], capture_output=True, text=True, timeout=45,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("an interrupt left the stage's producer/consumer hand-off deadlocked")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "clean"
