@@ -31,6 +31,7 @@ __all__ = [
     "LaunchConfig",
     "MAX_FUSED_HIDDEN",
     "choose_launch_config",
+    "split_for",
     "kernel_status",
     "segmented_rmsnorm",
     "triton_available",
@@ -139,6 +140,7 @@ if triton is not None:
         FP64_SUM: tl.constexpr,
         HF_CAST_ORDER: tl.constexpr,
         WEIGHT_FIRST: tl.constexpr,
+        SPLIT: tl.constexpr,
         INTERPRETER: tl.constexpr,
     ):
         """``y[t, s, :] = x[t, s, :] / sqrt(mean(x[t, s, :]**2) + eps) * w[s, :]``.
@@ -158,6 +160,17 @@ if triton is not None:
         the weight's load is better issued beside ``x``'s, off the critical
         path (measured: 0.12-0.25 us less at T <= 64).
 
+        With ``SPLIT`` > 1 (a one-row tile, a launch of a few programs, ``Y``
+        not ``X``), ``SPLIT`` programs share a segment: each reads and sums
+        all of it (one DRAM fetch serves them all; the others hit in cache)
+        and stores only its ``1 / SPLIT`` slice. At T <= 8 there are too few
+        programs to keep the memory system busy, and each one's store of a
+        whole 8-16 KB segment is on the critical path; split, the stores
+        run side by side on more multiprocessors (measured: 1.19-1.28 ->
+        1.09-1.17 x the copy's latency at T = 1 and 8, docs/kernels.md).
+        Another program may still be reading a slice this one writes, so a
+        split launch never runs in place.
+
         A tile holds whole segments (``BLOCK_SIZE >= HIDDEN``): each element is
         read once, before the program writes it, which is what lets ``Y`` alias
         ``X``.
@@ -172,13 +185,25 @@ if triton is not None:
         product is formed in fp32 and rounded once to ``Y``'s dtype.
         """
         pid = tl.program_id(0)
+        if SPLIT > 1:
+            part = pid % SPLIT
+            pid = pid // SPLIT
         seg = (pid % N_SEGMENTS).to(tl.int64)
         tile = pid // N_SEGMENTS
         cols = tl.arange(0, BLOCK_SIZE)[None, :]  # [1, BLOCK_SIZE]
         # 64-bit row offsets: T * S * H may exceed 2**31 elements.
         rows = tl.cast(tile, tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)[:, None]
         mask = (rows < n_rows) & (cols < HIDDEN)
-        x = tl.load(X_ptr + seg * X_seg_stride + rows * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        x_ptrs = X_ptr + seg * X_seg_stride + rows * X_row_stride
+        y_ptrs = Y_ptr + seg * Y_seg_stride + rows * Y_row_stride
+        x = tl.load(x_ptrs + cols, mask=mask, other=0.0).to(tl.float32)
+        if SPLIT > 1:
+            # This program's slice: re-read (from cache) in its own lanes,
+            # and its weight, both issued beside the whole segment's load.
+            SLICE: tl.constexpr = BLOCK_SIZE // SPLIT
+            cols = part * SLICE + tl.arange(0, SLICE)[None, :]
+            mask = (rows < n_rows) & (cols < HIDDEN)
+            x_slice = tl.load(x_ptrs + cols, mask=mask, other=0.0).to(tl.float32)
         w_ptrs = W_ptr + seg * W_seg_stride + cols
         if WEIGHT_FIRST:
             w = tl.load(w_ptrs, mask=cols < HIDDEN, other=0.0).to(tl.float32)
@@ -189,13 +214,15 @@ if triton is not None:
             sum_squares = tl.sum(x * x, axis=1)
         mean_square = tl.div_rn(sum_squares, HIDDEN * 1.0)
         inv_rms = tl.div_rn(1.0, tl.sqrt_rn(mean_square + eps))
+        if SPLIT > 1:
+            x = x_slice
         y = x * inv_rms[:, None]
         if HF_CAST_ORDER:
             y = _round_to(y, X_ptr.dtype.element_ty, INTERPRETER).to(tl.float32)
         if not WEIGHT_FIRST:
             w = tl.load(w_ptrs, mask=cols < HIDDEN, other=0.0).to(tl.float32)
         y = _round_to(y * w, Y_ptr.dtype.element_ty, INTERPRETER)
-        tl.store(Y_ptr + seg * Y_seg_stride + rows * Y_row_stride + cols, y, mask=mask)
+        tl.store(y_ptrs + cols, y, mask=mask)
 
 
 def _decorated_for_interpreter() -> bool:
@@ -247,6 +274,13 @@ class LaunchConfig:
     block_rows: int  # rows of a tile, one program each
     num_warps: int
     weight_first: bool = False  # load the weight beside x, not after the sum of squares
+    split: int = 1  # programs sharing one row-segment, each storing a slice (one-row tiles only)
+
+    def __post_init__(self) -> None:
+        if self.split < 1 or self.split & (self.split - 1) or self.split > self.block_size:
+            raise ValueError(f"split must be a power of two from 1 to block_size, got {self.split}")
+        if self.split > 1 and self.block_rows != 1:
+            raise ValueError("a split launch has one row a tile")
 
 
 @functools.lru_cache(maxsize=8)
@@ -283,7 +317,8 @@ def choose_launch_config(
     weight_first = False
     if device is not None and device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
-        one_wave = ONE_WAVE_PROGRAMS_PER_SM * _multiprocessor_count(index)
+        multiprocessors = _multiprocessor_count(index)
+        one_wave = ONE_WAVE_PROGRAMS_PER_SM * multiprocessors
         programs = triton.cdiv(n_rows, block_rows) * num_segments
         weight_first = programs <= one_wave
         if block_size == 4096 and not weight_first:
@@ -292,7 +327,29 @@ def choose_launch_config(
             # of the copy at T >= 8192 on an H200, against 0.955-0.969 with one
             # row on 4 warps (docs/kernels.md). One wave keeps the short form.
             block_rows, num_warps = 4, 8
+        if weight_first and block_rows == 1:
+            split = split_for(programs, multiprocessors)
+            return LaunchConfig(block_size, block_rows, num_warps, weight_first, split)
     return LaunchConfig(block_size, block_rows, num_warps, weight_first)
+
+
+#: Most programs that share one row-segment (``SPLIT`` in the kernel).
+MAX_SPLIT = 8
+
+
+def split_for(programs: int, multiprocessors: int) -> int:
+    """Programs per row-segment for a launch of ``programs`` one-row tiles:
+    the largest power of two up to ``MAX_SPLIT`` that keeps the launch
+    within one program a multiprocessor. Measured on an H200 (132
+    multiprocessors) at T <= 64 for 3-5 taps of 4096-8192 (``python
+    tests/benchmarks/sweep_launch_configs.py --small``, docs/kernels.md),
+    this was the fastest split under CUDA-graph replay, or within 0.02 x
+    the copy of it, for every shape and T but one (3 x 4096 at T = 8: 1.47
+    against 1.41 with 8)."""
+    split = 1
+    while split < MAX_SPLIT and programs * split * 2 <= multiprocessors:
+        split *= 2
+    return split
 
 
 def _run_kernel(x, x_strides, weight, y, y_strides, n_rows, num_segments, hidden, eps, hf_cast_order, config,
@@ -307,7 +364,10 @@ def _run_kernel(x, x_strides, weight, y, y_strides, n_rows, num_segments, hidden
         # last-bit difference of the factor moves an output by one ulp at
         # most, and rarely; there fp32 sums save 0.15-0.5 us at T <= 64.
         fp64_sum = hf_cast_order and x.element_size() < 4
-    grid = (triton.cdiv(n_rows, config.block_rows) * num_segments,)
+    # In place, another program of a split row-segment could read a slice
+    # this one has already overwritten.
+    split = config.split if y.data_ptr() != x.data_ptr() else 1
+    grid = (triton.cdiv(n_rows, config.block_rows) * num_segments * split,)
     _segmented_rmsnorm_kernel[grid](
         x, weight, y,
         x_strides[0], x_strides[1], weight.stride(0), y_strides[0], y_strides[1],
@@ -319,6 +379,7 @@ def _run_kernel(x, x_strides, weight, y, y_strides, n_rows, num_segments, hidden
         FP64_SUM=fp64_sum,
         HF_CAST_ORDER=hf_cast_order,
         WEIGHT_FIRST=config.weight_first,
+        SPLIT=split,
         INTERPRETER=_INTERPRETED,
         num_warps=config.num_warps,
         # Every product and sum rounded on its own, as in the reference.

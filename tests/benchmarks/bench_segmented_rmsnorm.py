@@ -147,8 +147,9 @@ def run_main(args) -> list[Row]:
         copy_ms = min(bench_ms(lambda: out.copy_(x)) for _ in range(tries))
         kernel_ms = min(bench_ms(lambda: segmented_rmsnorm(x, w, EPS, out=out)) for _ in range(tries))
         row = Row(tokens, nbytes, copy_ms * 1e3, kernel_ms * 1e3, None, None,
-                  config=f"{cfg.num_warps} warps, {cfg.block_rows} row/program, "
-                         f"weight loaded {'first' if cfg.weight_first else 'after the sum'}")
+                  config=f"{cfg.num_warps} warps, "
+                         + (f"{cfg.split} programs/row-segment, " if cfg.split > 1 else f"{cfg.block_rows} row/program, ")
+                         + f"weight loaded {'first' if cfg.weight_first else 'after the sum'}")
         if tokens <= SMALL_T:
             row.graph_copy_us = graph_replay_ms(lambda: out.copy_(x), args.graph_calls) * 1e3
             row.graph_kernel_us = graph_replay_ms(lambda: segmented_rmsnorm(x, w, EPS, out=out), args.graph_calls) * 1e3

@@ -1,17 +1,23 @@
-"""Exploration: segmented_rmsnorm launch configurations (rows per program x
-warps) at the tap shapes of EAGLE-3 and K3 drafts, as a fraction of the
-copy's bandwidth (medians of 7 interleaved do_bench runs, L2 flushed).
+"""Exploration: segmented_rmsnorm launch configurations at the tap shapes
+of EAGLE-3 and K3 drafts.
 
-    python tests/benchmarks/sweep_launch_configs.py
+    python tests/benchmarks/sweep_launch_configs.py           # rows x warps, T >= 1024
+    python tests/benchmarks/sweep_launch_configs.py --small   # split row-segments, T <= 64
 
-Needs a CUDA GPU. docs/kernels.md quotes what it printed on an H200; it is
-how the 4-rows-on-8-warps choice for 4096-wide taps was made, and why no
-tiling reaches 0.97 of the copy at T = 2048 for 3 x 4096, 3 x 5120, 4 x 8192.
-Not collected by pytest.
+The first times rows per program x warps as a fraction of the copy's
+bandwidth (medians of 7 interleaved do_bench runs, L2 flushed): it is how the
+4-rows-on-8-warps choice for 4096-wide taps was made, and why no tiling
+reaches 0.97 of the copy at T = 2048 for 3 x 4096, 3 x 5120, 4 x 8192.
+`--small` times programs per row-segment (`split`) at T <= 64, as a multiple
+of the copy's latency, both with do_bench (L2 flushed; the better of two
+medians) and under CUDA-graph replay (100 calls): it set
+`SPLIT_BELOW_PROGRAMS` and `MAX_SPLIT`. Needs a CUDA GPU. docs/kernels.md
+quotes what it printed on an H200. Not collected by pytest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 
@@ -19,12 +25,65 @@ import torch
 import triton
 from triton.testing import do_bench
 
-from dspark.kernels.segmented_rmsnorm import LaunchConfig, _launch
+from dspark.kernels.segmented_rmsnorm import LaunchConfig, _launch, choose_launch_config
 
 SHAPES = [(3, 4096), (3, 5120), (4, 8192), (3, 7168)]
 TOKENS = [1024, 2048, 4096, 8192, 32768]
 # (rows per program, warps)
 CANDIDATES = [(1, 4), (1, 8), (2, 4), (2, 8), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16)]
+
+
+SMALL_SHAPES = [(3, 4096), (3, 5120), (4, 8192), (3, 7168), (5, 7168)]
+SMALL_TOKENS = [1, 2, 4, 8, 16, 32, 64]
+SPLITS = [1, 2, 4, 8]
+
+
+def graph_us(fn, calls: int = 100, replays: int = 20) -> float:
+    """Microseconds a call, `calls` back-to-back calls replayed as one CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def sweep_small(dev: torch.device) -> None:
+    for segments, hidden in SMALL_SHAPES:
+        weight = (torch.rand(segments, hidden, device=dev) + 0.5).to(torch.bfloat16)
+        for tokens in SMALL_TOKENS:
+            x = torch.randn(tokens, segments, hidden, device=dev, dtype=torch.bfloat16)
+            y = torch.empty_like(x)
+            shipped = choose_launch_config(hidden, n_rows=tokens, num_segments=segments, device=dev)
+            configs = {split: dataclasses.replace(shipped, split=split) for split in SPLITS}
+            bench = {split: [] for split in SPLITS}
+            graph = {split: [] for split in SPLITS}
+            for _ in range(3):
+                copy_bench = min(do_bench(lambda: y.copy_(x), warmup=25, rep=100) for _ in range(2))
+                copy_graph = graph_us(lambda: y.copy_(x))
+                for split, config in configs.items():
+                    def run(config=config):
+                        _launch(x, weight, y, 1e-5, False, config)
+                    bench[split].append(min(do_bench(run, warmup=25, rep=100) for _ in range(2)) / copy_bench)
+                    graph[split].append(graph_us(run) / copy_graph)
+            line = " ".join(f"split{k}:{statistics.median(bench[k]):.2f}/{statistics.median(graph[k]):.2f}" for k in SPLITS)
+            print(f"S={segments} H={hidden} T={tokens} (shipped split {shipped.split}; do_bench/graph x copy): {line}",
+                  flush=True)
 
 
 def main() -> int:
@@ -37,6 +96,9 @@ def main() -> int:
     for _ in range(300):  # clocks up before the first timing
         spin.mul_(1.0)
     torch.cuda.synchronize()
+    if "--small" in sys.argv[1:]:
+        sweep_small(dev)
+        return 0
     for segments, hidden in SHAPES:
         weight = (torch.rand(segments, hidden, device=dev) + 0.5).to(torch.bfloat16)
         block = triton.next_power_of_2(hidden)

@@ -197,6 +197,64 @@ def test_other_tilings(hf):
         assert y[23].isnan().all(), f"{config} wrote past the last row"
 
 
+@pytest.mark.parametrize("hf", [pytest.param(False, id="fp32"), pytest.param(True, id="hf")])
+@pytest.mark.parametrize("split", [2, 8])
+@pytest.mark.parametrize(
+    "n_rows, num_segments, hidden, w_dtype",
+    [
+        pytest.param(3, 3, 7168, torch.bfloat16, id="T3-S3-H7168"),  # the last slice partly past H
+        pytest.param(2, 2, 4096, torch.float32, id="T2-S2-H4096"),
+        pytest.param(1, 1, 4100, torch.bfloat16, id="T1-S1-H4100"),  # slices of 1024, five of them empty
+    ],
+)
+def test_row_segments_split_between_programs(n_rows, num_segments, hidden, w_dtype, split, hf):
+    """Each of `split` programs sums the whole segment and stores its slice:
+    every slice normalised by the whole segment's factor, nothing written
+    outside the rows (strided, with a gap between them)."""
+    x = make_taps(n_rows, num_segments, hidden, torch.bfloat16, seed=_seed(n_rows, hidden, split)).view(
+        n_rows, num_segments, hidden)
+    w = make_weight(num_segments, hidden, w_dtype, seed=hidden)
+    storage = torch.full((n_rows, num_segments + 1, hidden), float("nan"), dtype=x.dtype, device=DEVICE)
+    y = storage[:, :num_segments]
+    config = dataclasses.replace(kernel_module.choose_launch_config(hidden), split=split, weight_first=split == 8)
+    kernel_module._launch(x, w, y, EPS, hf, config)
+    assert_kernel_close(f"y ({config})", y, segmented_rmsnorm_reference(x, w, EPS, cast_order="hf" if hf else "fp32"))
+    assert storage[:, num_segments].isnan().all(), f"{config} wrote between rows"
+
+
+def test_a_split_launch_in_place_has_one_program_a_segment():
+    """Split, another program could still be reading a slice this one has
+    overwritten; in place the launch does not split."""
+    x = make_taps(2, 3, 7168, torch.bfloat16, seed=31).view(2, 3, 7168)
+    w = make_weight(3, 7168, torch.bfloat16, seed=31)
+    expected = segmented_rmsnorm_reference(x, w, EPS)
+    config = dataclasses.replace(kernel_module.choose_launch_config(7168), split=8, weight_first=True)
+    kernel_module._launch(x, w, x, EPS, False, config)
+    assert_kernel_close("x (in place, split asked)", x, expected)
+
+
+def test_how_many_programs_share_a_row_segment():
+    """At most one program a multiprocessor, at most MAX_SPLIT a segment."""
+    assert kernel_module.split_for(3, 132) == 8      # T = 1, 3 taps
+    assert kernel_module.split_for(20, 132) == 4     # T = 4, 5 taps
+    assert kernel_module.split_for(40, 132) == 2     # T = 8, 5 taps
+    assert kernel_module.split_for(66, 132) == 2
+    assert kernel_module.split_for(67, 132) == 1
+    assert kernel_module.split_for(320, 132) == 1    # T = 64, 5 taps
+    with pytest.raises(ValueError, match="power of two"):
+        kernel_module.LaunchConfig(8192, 1, 8, True, split=3)
+    with pytest.raises(ValueError, match="one row a tile"):
+        kernel_module.LaunchConfig(128, 32, 4, True, split=2)
+    assert kernel_module.choose_launch_config(7168, n_rows=1, num_segments=5, device=torch.device("cpu")).split == 1
+    if DEVICE == "cuda":
+        cuda = torch.device("cuda")
+        sms = torch.cuda.get_device_properties(cuda).multi_processor_count
+        assert kernel_module.choose_launch_config(7168, n_rows=1, num_segments=5, device=cuda).split == \
+            kernel_module.split_for(5, sms)
+        assert kernel_module.choose_launch_config(7168, n_rows=64, num_segments=5, device=cuda).split == 1
+        assert kernel_module.choose_launch_config(100, n_rows=1, num_segments=5, device=cuda).split == 1
+
+
 def test_launch_config_for_the_k3_width():
     """8 warps per 7168-wide segment; the weight's load goes beside x's only
     when every program fits on the GPU at once (docs/kernels.md)."""
