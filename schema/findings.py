@@ -102,7 +102,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("IDX001", E, "sharded index is not valid"),
     ("IDX002", E, "shard named in the index is missing"),
     ("IDX003", E, "tensor listed in the index is absent from its shard"),
-    ("IDX004", E, "tensor present in a shard but not listed in the index"),
+    ("IDX004", E, "tensor the index does not list, or in a file it does not name"),
     ("IDX005", E, "tensor present in more than one shard"),
     ("IDX006", E, "index total_size differs from the tensor bytes"),
     ("IDX007", E, "shard name is not a plain file name inside the checkpoint"),

@@ -119,7 +119,8 @@ def _open_source(source: Source, names: list[str], config_path: Path | None) -> 
             elif shard not in present and source.stat(shard) is None:
                 findings.append(Finding(
                     "IDX002",
-                    f"{SAFETENSORS_INDEX} names shard {shard}, which is missing. Upload it or regenerate the index.",
+                    f"{SAFETENSORS_INDEX} names shard {shard}, which is missing. TokenSpeed skips it; a tensor "
+                    "the draft needs from it is reported missing. Upload it or regenerate the index.",
                     file=shard,
                     detail={"tensors": sorted(n for n, s in listed.items() if s == shard)[:10]},
                 ))

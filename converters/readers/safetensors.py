@@ -4,6 +4,7 @@ index. Headers only; every inconsistency is a finding, not an exception, so
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -78,8 +79,9 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
             elif not (root / shard).is_file():
                 findings.append(Finding(
                     "IDX002",
-                    f"{SAFETENSORS_INDEX} names shard {shard}, which is missing. Copy it from the "
-                    "training output or regenerate the index.",
+                    f"{SAFETENSORS_INDEX} names shard {shard}, which is missing. TokenSpeed skips it; a "
+                    "tensor the draft needs from it is reported missing. Copy it from the training "
+                    "output or regenerate the index.",
                     file=shard,
                     detail={"tensors": sorted(n for n, s in listed.items() if s == shard)[:10]},
                 ))
@@ -101,7 +103,8 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
         except CheckpointError as error:
             findings.append(finding_from_error(error))
 
-    entries, more = entries_from_headers(files, headers, listed, index_total, family)
+    entries, more = entries_from_headers(
+        files, headers, listed, index_total, family, same_bytes=lambda a, b: _same_bytes(root, a, b))
     findings += more
     metadata = merged_metadata(headers)
     return Checkpoint(
@@ -126,12 +129,17 @@ def entries_from_headers(
     listed: dict[str, str] | None,
     index_total: Any,
     family,
+    same_bytes: Callable[[tuple[str, Any], tuple[str, Any]], bool] | None = None,
 ) -> tuple[list[TensorEntry], list[Finding]]:
     """The inventory from the headers read, and what is inconsistent
-    between the files and the index (the same for a local or remote folder)."""
+    between the files and the index (the same for a local or remote folder).
+
+    ``same_bytes((file, tensor), (file, tensor))`` compares two stored
+    copies of one tensor; without it (remote folders) copies are taken to
+    differ."""
     findings: list[Finding] = []
     entries: list[TensorEntry] = []
-    owner: dict[str, str] = {}  # tensor -> the file its entry comes from
+    owner: dict[str, tuple[str, Any]] = {}  # tensor -> (file, header entry) its entry comes from
     holders: dict[str, list[str]] = {}  # tensor -> every file that stores it
     for file_name in files:
         header = headers.get(file_name)
@@ -140,16 +148,9 @@ def entries_from_headers(
         for tensor in header.tensors:
             holders.setdefault(tensor.name, []).append(file_name)
             if tensor.name in owner:
-                findings.append(Finding(
-                    "IDX005",
-                    f"{printable_name(tensor.name)} is stored in both {owner[tensor.name]} and {file_name}; "
-                    "which copy loads depends on the loader. Remove one.",
-                    file=file_name,
-                    tensor=tensor.name,
-                    detail={"files": [owner[tensor.name], file_name]},
-                ))
+                findings.append(_stored_twice(owner[tensor.name], (file_name, tensor), same_bytes))
                 continue
-            owner[tensor.name] = file_name
+            owner[tensor.name] = (file_name, tensor)
             entries.append(TensorEntry(
                 served_name=served_name_for(family, tensor.name),
                 stored_name=tensor.name,
@@ -162,6 +163,59 @@ def entries_from_headers(
     if listed is not None:
         findings += _index_consistency(listed, index_total, headers, holders, entries)
     return entries, findings
+
+
+def _stored_twice(first: tuple[str, Any], second: tuple[str, Any], same_bytes) -> Finding:
+    """IDX005 for a tensor found in two files. TokenSpeed loads every copy,
+    the file read last winning (model_loader/loader.py@4b9766f6:287-311,
+    weight_utils.py@4b9766f6:254-272): byte-identical copies serve the
+    values either way, a warning; copies that differ serve whichever file
+    came last, without a word, an error."""
+    (first_file, first_tensor), (second_file, second_tensor) = first, second
+    name = printable_name(second_tensor.name)
+    same_layout = (first_tensor.dtype, first_tensor.shape) == (second_tensor.dtype, second_tensor.shape)
+    identical = same_layout and same_bytes is not None and same_bytes(first, second)
+    detail = {"files": [first_file, second_file], "identical": identical}
+    if identical:
+        return Finding(
+            "IDX005",
+            f"{name} is stored in both {first_file} and {second_file}, byte for byte the same: every "
+            "loader gets the same values. Remove one copy to save the space.",
+            file=second_file, tensor=second_tensor.name, detail=detail, severity=Severity.WARNING,
+        )
+    if not same_layout:
+        how = (f"as {first_tensor.dtype}{list(first_tensor.shape)} and "
+               f"{second_tensor.dtype}{list(second_tensor.shape)}")
+    elif same_bytes is not None:
+        how = "with different bytes"
+    else:
+        how = "(the copies were not compared)"
+    return Finding(
+        "IDX005",
+        f"{name} is stored in both {first_file} and {second_file} {how}; TokenSpeed loads both and "
+        "serves whichever file it reads last. Remove the wrong copy.",
+        file=second_file, tensor=second_tensor.name, detail=detail,
+    )
+
+
+_COMPARE_CHUNK = 8 << 20
+
+
+def _same_bytes(root: Path, first: tuple[str, Any], second: tuple[str, Any]) -> bool:
+    """Whether two stored copies of a tensor hold the same bytes. A tensor
+    stored twice is the one case where a header-only check reads payload:
+    which verdict is right depends on it. Unreadable copies count as
+    different."""
+    (first_file, a), (second_file, b) = first, second
+    try:
+        with open(root / first_file, "rb") as one, open(root / second_file, "rb") as two:
+            for offset in range(0, a.end - a.start, _COMPARE_CHUNK):
+                length = min(_COMPARE_CHUNK, a.end - a.start - offset)
+                if os.pread(one.fileno(), length, a.start + offset) != os.pread(two.fileno(), length, b.start + offset):
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 def merged_metadata(headers: dict[str, SafetensorsHeader]) -> dict[str, Any]:
@@ -222,19 +276,29 @@ def _index_consistency(
             ))
     named_shards = set(listed.values())
     for entry in entries:
-        if entry.stored_name not in listed:
-            stray = entry.file not in named_shards
-            findings.append(Finding(
-                "IDX004",
-                f"{entry.file} holds {printable_name(entry.stored_name)}, which {SAFETENSORS_INDEX} does "
-                "not list; "
-                + ("the index does not name the file at all, so a loader following it never opens it."
-                   if stray else "a loader that reads whole shards loads it anyway, others skip it.")
-                + " Regenerate the index.",
-                file=entry.file,
-                tensor=entry.stored_name,
-                detail={"stray_shard": stray},
-            ))
+        stray = entry.file not in named_shards
+        if entry.stored_name in listed and not stray:
+            continue
+        if entry.stored_name in listed:
+            # Listed under another shard (often one that is missing): the
+            # loader opens only the files the index names, so this copy,
+            # the only one there is, never loads.
+            why = (f"{SAFETENSORS_INDEX} lists it in {listed[entry.stored_name]} and does not name "
+                   f"{entry.file} at all, so a loader following the index never opens the file and the "
+                   "tensor does not load.")
+        elif stray:
+            why = (f"{SAFETENSORS_INDEX} does not list it and does not name the file at all, so a loader "
+                   "following it never opens it.")
+        else:
+            why = (f"{SAFETENSORS_INDEX} does not list it; a loader that reads whole shards loads it anyway, "
+                   "others skip it.")
+        findings.append(Finding(
+            "IDX004",
+            f"{entry.file} holds {printable_name(entry.stored_name)}, but {why} Regenerate the index.",
+            file=entry.file,
+            tensor=entry.stored_name,
+            detail={"stray_shard": stray},
+        ))
     if index_total is not None:
         # The bytes of the shards the index names; a stray file is IDX004's.
         named = set(listed.values())

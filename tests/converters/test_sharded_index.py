@@ -63,8 +63,22 @@ def test_idx002_a_shard_named_in_the_index_is_missing(sharded):
     report = check_checkpoint(sharded)
     missing = [f for f in report.findings if f.code == "IDX002"]
     assert [f.file for f in missing] == [SHARD.format(2)]
-    # what it held is missing from the draft as well
+    # what it held is missing from the draft: that is what refuses it
     assert Counter(f.code for f in report.errors)["INV001"] > 0
+
+
+def test_idx002_a_stale_index_whose_missing_shard_held_nothing_needed_is_a_warning(sharded):
+    """TokenSpeed reads the files present that the index names
+    (weight_utils.py@4b9766f6:254-272) and never opens a missing one; when
+    every tensor the draft needs is in the others, it serves the draft."""
+    def stale(index):
+        name = next(n for n, s in index["weight_map"].items() if s == SHARD.format(3))
+        index["weight_map"][name] = "model-00004-of-00003.safetensors"  # moved there, never written
+
+    edit_index(sharded, stale)
+    report = check_checkpoint(sharded)
+    assert report.errors == []
+    assert [(f.code, f.file) for f in report.warnings] == [("IDX002", "model-00004-of-00003.safetensors")]
 
 
 def test_idx003_a_listed_tensor_is_absent_from_its_shard(sharded):
@@ -99,20 +113,56 @@ def test_idx004_a_stray_shard_the_index_does_not_name(sharded):
     assert sorted(f.code for f in report.errors) == ["IDX004", "INV002"]
 
 
-@pytest.mark.parametrize("listed_in", [1, 3], ids=["listed-in-first", "listed-in-second"])
-def test_idx005_a_tensor_in_two_shards(sharded, listed_in):
-    name = "model.final_norm.weight"
-    first = load_file(sharded / SHARD.format(1))
-    third = load_file(sharded / SHARD.format(3))
-    assert name in first
-    third[name] = first[name].clone()
-    save_file(third, str(sharded / SHARD.format(3)), metadata={"format": "pt"})
+def test_idx004_a_shard_the_index_does_not_name_whose_tensors_it_lists_elsewhere(sharded):
+    """Every tensor of shard 2 listed in a shard that is missing, shard 2
+    named by no entry: TokenSpeed opens only the named files, so shard 2's
+    tensors never load and the engine refuses the draft. The missing shard
+    alone would be a warning; the unopened file is the error."""
+    edit_index(sharded, lambda ix: ix["weight_map"].update(
+        {n: SHARD.format(3) for n, s in ix["weight_map"].items() if s == SHARD.format(2)}))
+    (sharded / SHARD.format(3)).rename(sharded / "moved-away.safetensors")
+    # shard 3's own tensors now live in a file the index does not name either
+    report = check_checkpoint(sharded)
+    [stray] = [f for f in report.errors if f.code == "IDX004"]  # one finding for every tensor of both files
+    assert stray.detail["files"] == ["model-00002-of-00003.safetensors", "moved-away.safetensors"]
+    assert stray.detail["first"]["stray_shard"]
+    assert "does not name model-00002-of-00003.safetensors at all" in stray.message
+    assert [f.code for f in report.warnings if f.code == "IDX002"] == ["IDX002"]
 
+
+def store_a_second_copy(draft: Path, name: str, change=lambda t: t.clone()) -> None:
+    """Add `name`, as shard 1 holds it (through `change`), to shard 3."""
+    first = load_file(draft / SHARD.format(1))
+    third = load_file(draft / SHARD.format(3))
+    assert name in first
+    third[name] = change(first[name])
+    save_file(third, str(draft / SHARD.format(3)), metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("listed_in", [1, 3], ids=["listed-in-first", "listed-in-second"])
+@pytest.mark.parametrize("change, how", [
+    (lambda t: t * 3, "with different bytes"),
+    (lambda t: t.double(), "as BF16[32] and F64[32]"),
+], ids=["other-values", "other-dtype"])
+def test_idx005_a_tensor_in_two_shards_that_differ(sharded, listed_in, change, how):
+    """TokenSpeed loads both copies; the file read last wins, silently."""
+    name = "model.final_norm.weight"
+    store_a_second_copy(sharded, name, change)
     edit_index(sharded, lambda ix: ix["weight_map"].update({name: SHARD.format(listed_in)}))
     report = check_checkpoint(sharded)
     # one finding for one fault: the index names a shard that does hold it
     assert [(f.code, f.tensor) for f in report.errors] == [("IDX005", name)]
     assert report.errors[0].detail["files"] == [SHARD.format(1), SHARD.format(3)]
+    assert how in report.errors[0].message
+
+
+def test_idx005_identical_copies_in_two_shards_are_a_warning(sharded):
+    """Byte for byte the same: whichever copy loads last, the values are right."""
+    name = "model.final_norm.weight"
+    store_a_second_copy(sharded, name)
+    report = check_checkpoint(sharded)
+    assert report.errors == []
+    assert [(f.code, f.tensor, f.detail["identical"]) for f in report.warnings] == [("IDX005", name, True)]
 
 
 @pytest.mark.parametrize("delta", [1, -2], ids=["too-large", "too-small"])
@@ -190,17 +240,19 @@ def test_idx001_several_files_without_an_index(sharded):
     assert report.tensor_count == 37
 
 
-def test_a_tensor_stored_twice_without_an_index_is_still_an_error(sharded):
-    """Which copy loads is the last file read: the engine does not say."""
-    from safetensors.torch import load_file, save_file
-
+@pytest.mark.parametrize("scale, severity", [(1, "warnings"), (2, "errors")], ids=["identical", "different"])
+def test_a_tensor_stored_twice_without_an_index(sharded, scale, severity):
+    """Without an index every file is read and the last copy wins: an
+    error when the copies differ, a warning when they are the same bytes."""
     (sharded / SAFETENSORS_INDEX).unlink()
     first = load_file(sharded / SHARD.format(1))
     name, tensor = next(iter(first.items()))
     second = load_file(sharded / SHARD.format(2))
-    second[name] = tensor.clone()
+    second[name] = tensor * scale
     save_file(second, str(sharded / SHARD.format(2)))
-    assert "IDX005" in {f.code for f in check_checkpoint(sharded).errors}
+    report = check_checkpoint(sharded)
+    assert ("IDX005", name) in {(f.code, f.tensor) for f in getattr(report, severity)}
+    assert "IDX005" not in {f.code for f in getattr(report, "errors" if severity == "warnings" else "warnings")}
 
 
 def test_a_corrupt_shard_is_stf001_and_the_others_are_still_checked(sharded):
