@@ -185,6 +185,8 @@ class RunDraftConfig:
 
     path: Path | None
     problem: str | None
+    # config.yaml sets draft_model_config to null: TorchSpec generated it.
+    generated_at_training: bool = False
 
 
 def draft_config_from_run(run_root: Path, *, cwd: Path | None = None) -> RunDraftConfig:
@@ -203,9 +205,11 @@ def draft_config_from_run(run_root: Path, *, cwd: Path | None = None) -> RunDraf
     if value is None:
         return RunDraftConfig(None, f"{shown} sets no {'.'.join(DRAFT_CONFIG_KEY)}: TorchSpec then generates the "
                                     "draft config from the target model at training time and never saves it. "
-                                    "TorchSpec's tools/convert_to_hf.py --input-dir ITER_FOLDER --target-model-path "
-                                    "TARGET regenerates it into the iteration folder, where dspark finds it "
-                                    "(tools/convert_to_hf.py@6f21829:170-208)")
+                                    "dspark generates it the same way when the run's model.target_model_path is a "
+                                    "folder here; otherwise pass --config, or run TorchSpec's tools/convert_to_hf.py "
+                                    "--input-dir ITER_FOLDER --target-model-path TARGET, which writes it into the "
+                                    "iteration folder, where dspark finds it (tools/convert_to_hf.py@6f21829:170-208)",
+                              generated_at_training=True)
     named = Path(value).expanduser()
     candidates = [named] if named.is_absolute() else [run_root / named, (cwd or Path.cwd()) / named]
     for candidate in candidates:

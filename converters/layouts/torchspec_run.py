@@ -97,21 +97,34 @@ def run_training(run_root: Path) -> RunTraining:
     return RunTraining(aux or None, block, tuple(problems), target_layers, target_path)
 
 
+def local_target_folder(named: str | Path, run_root: Path) -> Path | None:
+    """The run's model.target_model_path as a folder on this machine holding
+    a config.json (relative: to the run folder, then the current folder, as
+    TorchSpec resolved it from its working folder); None for a Hub id or a
+    folder that is not here."""
+    named = Path(named).expanduser()
+    for folder in ([named] if named.is_absolute() else [run_root / named, Path.cwd() / named]):
+        if (folder / "config.json").is_file():
+            return folder
+    return None
+
+
 def _local_target_layers(named: Path, run_root: Path) -> int | None:
     """num_hidden_layers (or text_config's) of a target folder on this
     machine; None for a Hub id or a folder that is not here."""
-    for folder in ([named] if named.is_absolute() else [run_root / named, Path.cwd() / named]):
-        config = folder / "config.json"
-        try:
-            data = parse_json_object(config, max_bytes=16 * 1024 * 1024) if config.is_file() else None
-        except (ValueError, OSError):
-            data = None
-        if isinstance(data, dict):
-            text = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
-            layers = text.get("num_hidden_layers")
-            # below 5 layers the default [1, N//2-1, N-4] is no list of taps
-            if isinstance(layers, int) and not isinstance(layers, bool) and layers > 4:
-                return layers
+    folder = local_target_folder(named, run_root)
+    if folder is None:
+        return None
+    try:
+        data = parse_json_object(folder / "config.json", max_bytes=16 * 1024 * 1024)
+    except (ValueError, OSError):
+        data = None
+    if isinstance(data, dict):
+        text = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
+        layers = text.get("num_hidden_layers")
+        # below 5 layers the default [1, N//2-1, N-4] is no list of taps
+        if isinstance(layers, int) and not isinstance(layers, bool) and layers > 4:
+            return layers
     return None
 
 

@@ -32,7 +32,9 @@ from typing import Any, Iterator
 
 from dspark.converters.layouts.hf import CONFIG_NAME, is_plain_file_name
 from dspark.converters.layouts.torchspec import DCP_METADATA, draft_config_from_run, draft_keys, locate_dcp
-from dspark.converters.layouts.torchspec_run import run_training, with_run_training
+from dspark.converters.layouts.torchspec_autoconfig import SOURCE as GENERATOR_SOURCE
+from dspark.converters.layouts.torchspec_autoconfig import generate_draft_config
+from dspark.converters.layouts.torchspec_run import TARGET_PATH_KEY, local_target_folder, run_training, with_run_training
 from dspark.converters.readers.base import (
     Checkpoint,
     display_name,
@@ -55,6 +57,7 @@ from dspark.converters.readers.safetensors_io import iter_range_chunks
 from dspark.converters.readers.torch_save_blob import SavedTensor, locate_saved_tensor
 from dspark.schema.dtypes import DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, UsageError
+from dspark.schema.families import family_for_config
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
@@ -243,11 +246,44 @@ def _draft_config(path: Path, location, explicit: Path | None):
         if named.path is not None:
             explicit, source = named.path, "config.yaml: model.draft_model_config"
         else:
-            missing_note = f"The training run's config.yaml was looked at too: {named.problem}."
+            if named.generated_at_training:
+                generated = _generated_draft_config(location.run_root)
+                if generated[0] is not None:
+                    return generated
+                missing_note = f"The training run's config.yaml was looked at too: {named.problem} ({generated[-1]})."
+            else:
+                missing_note = f"The training run's config.yaml was looked at too: {named.problem}."
     config, config_file, findings, family = load_config_for(
         model_dir, explicit, search_parents=levels, missing_note=missing_note
     )
     return config, config_file, findings, family, source
+
+
+def _generated_draft_config(run_root: Path):
+    """The EAGLE-3 config TorchSpec generated from the run's target at
+    training time, made again from the same target folder; or
+    `(None, ..., why not)`."""
+    target_path = run_training(run_root).target_path
+    folder = local_target_folder(target_path, run_root) if target_path else None
+    if folder is None:
+        where = f"model.target_model_path {printable_name(target_path)!r}" if target_path else "no model.target_model_path"
+        return None, None, [], None, f"the run's config.yaml names {where}, which is not a folder here"
+    generated = generate_draft_config(folder)
+    if generated.config is None:
+        return None, None, [], None, f"the target at {printable_name(str(folder))}: {generated.problem}"
+    raised = (f"; vocab_size is the tokenizer's length, {generated.tokenizer_length}, larger than the target "
+              "config's" if generated.tokenizer_length else "")
+    note = Finding(
+        "SRC007",
+        f"{CONFIG_NAME}: the run's config.yaml sets no model.draft_model_config, so TorchSpec trained the draft on "
+        f"a Llama EAGLE-3 config it generated from the target ({'.'.join(TARGET_PATH_KEY)} = "
+        f"{printable_name(str(folder))}) and never saved; dspark generated the same config from that folder "
+        f"({GENERATOR_SOURCE}, torchspec/train_entry.py@6f21829:184-195{raised}). Convert writes it.",
+        file=CONFIG_NAME,
+        detail={"source": "generated", "target": str(folder)},
+    )
+    config = generated.config
+    return config, None, [note], family_for_config(config), f"generated from {folder / CONFIG_NAME}"
 
 
 # --------------------------------------------------------------------------
