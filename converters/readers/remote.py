@@ -17,7 +17,13 @@ from dspark.converters.configs import read_draft_config, read_draft_config_from
 from dspark.converters.json_input import read_json_object_from
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES, is_plain_file_name
 from dspark.converters.readers.base import Checkpoint
-from dspark.converters.readers.safetensors import entries_from_headers, finding_from_error, index_from, merged_metadata
+from dspark.converters.readers.safetensors import (
+    copies_compared_through,
+    entries_from_headers,
+    finding_from_error,
+    index_from,
+    merged_metadata,
+)
 from dspark.converters.readers.safetensors_io import SafetensorsHeader, read_header_from_source
 from dspark.converters.sources import Source, SourceError, open_source
 from dspark.schema.errors import CheckpointError, UsageError
@@ -143,7 +149,8 @@ def _open_source(source: Source, names: list[str], config_path: Path | None) -> 
             headers[name] = read_header_from_source(source, name, display_name=name)
         except CheckpointError as error:
             findings.append(finding_from_error(error))
-    entries, more = entries_from_headers(files, headers, listed, index_total, family)
+    entries, more = entries_from_headers(files, headers, listed, index_total, family,
+                                         same_bytes=copies_compared_through(source.read_range))
     return Checkpoint(
         source=source.url,
         root=None,

@@ -4,7 +4,6 @@ index. Headers only; every inconsistency is a finding, not an exception, so
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -104,7 +103,8 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
             findings.append(finding_from_error(error))
 
     entries, more = entries_from_headers(
-        files, headers, listed, index_total, family, same_bytes=lambda a, b: _same_bytes(root, a, b))
+        files, headers, listed, index_total, family,
+        same_bytes=copies_compared_through(lambda name, start, end: read_range(root / name, start, end)))
     findings += more
     metadata = merged_metadata(headers)
     return Checkpoint(
@@ -135,8 +135,8 @@ def entries_from_headers(
     between the files and the index (the same for a local or remote folder).
 
     ``same_bytes((file, tensor), (file, tensor))`` compares two stored
-    copies of one tensor; without it (remote folders) copies are taken to
-    differ."""
+    copies of one tensor (`copies_compared_through`); without it copies
+    are taken to differ."""
     findings: list[Finding] = []
     entries: list[TensorEntry] = []
     owner: dict[str, tuple[str, Any]] = {}  # tensor -> (file, header entry) its entry comes from
@@ -201,21 +201,24 @@ def _stored_twice(first: tuple[str, Any], second: tuple[str, Any], same_bytes) -
 _COMPARE_CHUNK = 8 << 20
 
 
-def _same_bytes(root: Path, first: tuple[str, Any], second: tuple[str, Any]) -> bool:
-    """Whether two stored copies of a tensor hold the same bytes. A tensor
-    stored twice is the one case where a header-only check reads payload:
-    which verdict is right depends on it. Unreadable copies count as
-    different."""
-    (first_file, a), (second_file, b) = first, second
-    try:
-        with open(root / first_file, "rb") as one, open(root / second_file, "rb") as two:
+def copies_compared_through(read: Callable[[str, int, int], bytes]):
+    """A `same_bytes` for `entries_from_headers` that reads both copies
+    with `read(file, start, end)`, a piece at a time. A tensor stored twice
+    is the one case where a header-only check reads payload: which verdict
+    is right depends on it. A copy that cannot be read counts as different."""
+    def same_bytes(first: tuple[str, Any], second: tuple[str, Any]) -> bool:
+        (first_file, a), (second_file, b) = first, second
+        try:
             for offset in range(0, a.end - a.start, _COMPARE_CHUNK):
                 length = min(_COMPARE_CHUNK, a.end - a.start - offset)
-                if os.pread(one.fileno(), length, a.start + offset) != os.pread(two.fileno(), length, b.start + offset):
+                piece = read(first_file, a.start + offset, a.start + offset + length)
+                if len(piece) != length or piece != read(second_file, b.start + offset, b.start + offset + length):
                     return False
-    except OSError:
-        return False
-    return True
+        except (OSError, CheckpointError):
+            return False
+        return True
+
+    return same_bytes
 
 
 def merged_metadata(headers: dict[str, SafetensorsHeader]) -> dict[str, Any]:

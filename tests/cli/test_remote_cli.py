@@ -70,6 +70,25 @@ def test_http_folder_is_judged_as_the_local_copy(tiny_draft, served, options):
     assert remote.checkpoint == f"{server.url}/files/draft/"
 
 
+@pytest.mark.parametrize("scale, severity", [(1, "warning"), (3, "error")], ids=["identical", "different"])
+def test_a_tensor_stored_twice_is_compared_by_range(tiny_draft, served, scale, severity):
+    """As for a local folder: the two copies' bytes decide the verdict."""
+    from safetensors.torch import load_file, save_file
+
+    draft = tiny_draft(shards=2)
+    first = load_file(draft / "model-00001-of-00002.safetensors")
+    name, tensor = next(iter(first.items()))
+    second = load_file(draft / "model-00002-of-00002.safetensors")
+    second[name] = tensor * scale
+    save_file(second, str(draft / "model-00002-of-00002.safetensors"), metadata={"format": "pt"})
+    server = served(draft)
+    local = check_checkpoint(draft)
+    remote = check_checkpoint(f"{server.url}/files/draft/")
+    assert [(f.code, f.severity.value) for f in remote.findings if f.code == "IDX005"] == [("IDX005", severity)]
+    assert codes(remote) == codes(local)
+    assert [f.severity for f in remote.findings] == [f.severity for f in local.findings]
+
+
 def test_deep_reads_payloads_by_range(tiny_draft, served, dspark):
     draft = tiny_draft(defect="nan")
     server = served(draft)
