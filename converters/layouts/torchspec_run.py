@@ -37,7 +37,8 @@ from typing import Any, Mapping
 
 from dspark.converters.json_input import parse_json_object
 from dspark.converters.layouts.markers import TORCHSPEC_DFLASH_MODEL_TYPE
-from dspark.converters.layouts.torchspec import RUN_CONFIG, read_yaml_int_list, read_yaml_key
+from dspark.converters.layouts.omegaconf_yaml import read_yaml_int_list, read_yaml_key
+from dspark.converters.layouts.torchspec import RUN_CONFIG
 from dspark.converters.layouts.trained_taps import with_trained_taps
 from dspark.schema.families import DFLASH_GQA, DraftFamily
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD

@@ -31,7 +31,7 @@ from safetensors.torch import save_file  # noqa: E402
 from dspark.converters.check import check_checkpoint  # noqa: E402
 from dspark.converters.convert import ConvertOptions, convert_checkpoint  # noqa: E402
 from dspark.converters.readers import open_checkpoint  # noqa: E402
-from dspark.converters.layouts.torchspec import read_yaml_key  # noqa: E402
+from dspark.converters.layouts.omegaconf_yaml import read_yaml_key  # noqa: E402
 from dspark.examples.fabricate import SCALES, draft_config, make_tensors, tensor_shapes  # noqa: E402
 from dspark.schema.errors import CheckpointError, UsageError  # noqa: E402
 from dspark.schema.families import DFLASH_GQA  # noqa: E402

@@ -17,7 +17,7 @@ dcp = pytest.importorskip("torch.distributed.checkpoint")
 from test_torchspec_layouts import dflash_config, dflash_training_state, dspark, make_run  # noqa: E402
 
 from dspark.converters.check import check_checkpoint  # noqa: E402
-from dspark.converters.layouts.torchspec import read_yaml_int_list  # noqa: E402
+from dspark.converters.layouts.omegaconf_yaml import read_yaml_int_list  # noqa: E402
 from dspark.converters.layouts.torchspec_run import build_target_layer_ids  # noqa: E402
 from dspark.examples.fabricate import EAGLE3_SCALES, eagle3_config, eagle3_tensors  # noqa: E402
 
