@@ -25,6 +25,8 @@ import torch
 import triton
 from triton.testing import do_bench
 
+from bench_segmented_rmsnorm import graph_replay_ms  # the script's own folder is on sys.path
+
 from dspark.kernels.segmented_rmsnorm import LaunchConfig, _launch, choose_launch_config
 
 SHAPES = [(3, 4096), (3, 5120), (4, 8192), (3, 7168)]
@@ -36,31 +38,6 @@ CANDIDATES = [(1, 4), (1, 8), (2, 4), (2, 8), (4, 4), (4, 8), (8, 8), (8, 16), (
 SMALL_SHAPES = [(3, 4096), (3, 5120), (4, 8192), (3, 7168), (5, 7168)]
 SMALL_TOKENS = [1, 2, 4, 8, 16, 32, 64]
 SPLITS = [1, 2, 4, 8]
-
-
-def graph_us(fn, calls: int = 100, replays: int = 20) -> float:
-    """Microseconds a call, `calls` back-to-back calls replayed as one CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
 
 
 def sweep_small(dev: torch.device) -> None:
@@ -75,12 +52,12 @@ def sweep_small(dev: torch.device) -> None:
             graph = {split: [] for split in SPLITS}
             for _ in range(3):
                 copy_bench = min(do_bench(lambda: y.copy_(x), warmup=25, rep=100) for _ in range(2))
-                copy_graph = graph_us(lambda: y.copy_(x))
+                copy_graph = graph_replay_ms(lambda: y.copy_(x), 100)
                 for split, config in configs.items():
                     def run(config=config):
                         _launch(x, weight, y, 1e-5, False, config)
                     bench[split].append(min(do_bench(run, warmup=25, rep=100) for _ in range(2)) / copy_bench)
-                    graph[split].append(graph_us(run) / copy_graph)
+                    graph[split].append(graph_replay_ms(run, 100) / copy_graph)
             line = " ".join(f"split{k}:{statistics.median(bench[k]):.2f}/{statistics.median(graph[k]):.2f}" for k in SPLITS)
             print(f"S={segments} H={hidden} T={tokens} (shipped split {shipped.split}; do_bench/graph x copy): {line}",
                   flush=True)
