@@ -245,32 +245,35 @@ def _draft_config(path: Path, location, explicit: Path | None):
         named = draft_config_from_run(location.run_root)
         if named.path is not None:
             explicit, source = named.path, "config.yaml: model.draft_model_config"
-        else:
-            if named.generated_at_training:
-                generated = _generated_draft_config(location.run_root)
-                if generated[0] is not None:
-                    return generated
-                missing_note = f"The training run's config.yaml was looked at too: {named.problem} ({generated[-1]})."
+        elif named.generated_at_training:
+            generated = _generated_draft_config(location.run_root)
+            if isinstance(generated, str):
+                missing_note = f"The training run's config.yaml was looked at too: {named.problem} ({generated})."
             else:
-                missing_note = f"The training run's config.yaml was looked at too: {named.problem}."
+                config, note, source = generated
+                return config, None, [note], family_for_config(config), source
+        else:
+            missing_note = f"The training run's config.yaml was looked at too: {named.problem}."
     config, config_file, findings, family = load_config_for(
         model_dir, explicit, search_parents=levels, missing_note=missing_note
     )
     return config, config_file, findings, family, source
 
 
-def _generated_draft_config(run_root: Path):
+def _generated_draft_config(run_root: Path) -> tuple[dict[str, Any], Finding, str] | str:
     """The EAGLE-3 config TorchSpec generated from the run's target at
-    training time, made again from the same target folder; or
-    `(None, ..., why not)`."""
+    training time, made again from the same target folder, with its SRC007
+    note and where it came from; or why it cannot be."""
     target_path = run_training(run_root).target_path
-    folder = local_target_folder(target_path, run_root) if target_path else None
+    if not target_path:
+        return f"the run's config.yaml gives no {'.'.join(TARGET_PATH_KEY)} to generate it from"
+    folder = local_target_folder(target_path, run_root)
     if folder is None:
-        where = f"model.target_model_path {printable_name(target_path)!r}" if target_path else "no model.target_model_path"
-        return None, None, [], None, f"the run's config.yaml names {where}, which is not a folder here"
+        return (f"the run's {'.'.join(TARGET_PATH_KEY)}, {printable_name(target_path)!r}, is not a folder here "
+                "with a config.json")
     generated = generate_draft_config(folder)
     if generated.config is None:
-        return None, None, [], None, f"the target at {printable_name(str(folder))}: {generated.problem}"
+        return f"the target at {printable_name(str(folder))}: {generated.problem}"
     raised = (f"; vocab_size is the tokenizer's length, {generated.tokenizer_length}, larger than the target "
               "config's" if generated.tokenizer_length else "")
     note = Finding(
@@ -282,8 +285,7 @@ def _generated_draft_config(run_root: Path):
         file=CONFIG_NAME,
         detail={"source": "generated", "target": str(folder)},
     )
-    config = generated.config
-    return config, None, [note], family_for_config(config), f"generated from {folder / CONFIG_NAME}"
+    return generated.config, note, f"generated from {folder / CONFIG_NAME}"
 
 
 # --------------------------------------------------------------------------

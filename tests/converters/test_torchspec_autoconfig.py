@@ -165,4 +165,4 @@ def test_a_default_run_whose_target_is_not_here_says_what_to_do(tmp_path: Path) 
     run = default_run(tmp_path / "run", "meta-llama/Llama-3.1-8B-Instruct")
     [missing] = [f for f in check_checkpoint(run).errors if f.code == "CFG001"]
     assert "never saves it" in missing.message and "pass --config" in missing.message
-    assert "'meta-llama/Llama-3.1-8B-Instruct', which is not a folder here" in missing.message
+    assert "'meta-llama/Llama-3.1-8B-Instruct', is not a folder here" in missing.message
