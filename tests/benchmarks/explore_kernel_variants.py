@@ -25,6 +25,7 @@ import sys
 import torch
 import triton
 import triton.language as tl
+from bench_segmented_rmsnorm import graph_replay_ms  # the script's own folder is on sys.path
 
 
 @triton.jit
@@ -253,26 +254,6 @@ def launch_variant(x, w, y, eps, *, hint=False, split=1, wfirst=False, warps=8, 
                           num_warps=warps, enable_fp_fusion=False)
 
 
-def graph_us(fn, calls=100, replays=20):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    g.replay(); torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        a = torch.cuda.Event(enable_timing=True); b = torch.cuda.Event(enable_timing=True)
-        a.record(); g.replay(); b.record(); b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times)
-
-
 def check_correct():
     from dspark.kernels.reference import segmented_rmsnorm_reference
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -344,10 +325,10 @@ def main():
                     cands[f"split{sp}_w4"] = (lambda sp=sp: launch_variant(x, w, y, 1e-5, split=sp, piecewise=False, warps=4))
             res = {k: [] for k in cands}
             for _ in range(3):
-                copy = graph_us(lambda: y.copy_(x))
+                copy = graph_replay_ms(lambda: y.copy_(x), 100)
                 for k, fn in cands.items():
-                    res[k].append(graph_us(fn) / copy)
-            print(f"LAT S={S} H={H} T={T} copy={copy:.2f}us: " + " ".join(f"{k}:{statistics.median(v):.2f}" for k, v in res.items()),
+                    res[k].append(graph_replay_ms(fn, 100) / copy)
+            print(f"LAT S={S} H={H} T={T} copy={copy * 1e3:.2f}us: " + " ".join(f"{k}:{statistics.median(v):.2f}" for k, v in res.items()),
                   flush=True)
     return 0
 
