@@ -34,7 +34,13 @@ from dspark.converters.layouts.hf import CONFIG_NAME, is_plain_file_name
 from dspark.converters.layouts.torchspec import DCP_METADATA, draft_config_from_run, draft_keys, locate_dcp
 from dspark.converters.layouts.torchspec_autoconfig import SOURCE as GENERATOR_SOURCE
 from dspark.converters.layouts.torchspec_autoconfig import generate_draft_config
-from dspark.converters.layouts.torchspec_run import TARGET_PATH_KEY, local_target_folder, run_training, with_run_training
+from dspark.converters.layouts.torchspec_run import (
+    TARGET_PATH_KEY,
+    RunTraining,
+    local_target_folder,
+    run_training,
+    with_run_training,
+)
 from dspark.converters.readers.base import (
     Checkpoint,
     display_name,
@@ -160,10 +166,13 @@ def open_dcp(path: Path, fmt: str = "dcp", *, config_path: Path | None = None) -
     draft = set(draft_keys(fqns))
     _refuse_training_state(fqns, draft, model_dir, path)
 
-    config, config_file, config_findings, family, config_source = _draft_config(path, location, config_path)
-    if config is not None and family is not None and location.run_root is not None:
+    # The run's config.yaml, read once: its target for a generated draft
+    # config, and what the run trained with.
+    training = run_training(location.run_root) if location.run_root is not None else None
+    config, config_file, config_findings, family, config_source = _draft_config(path, location, config_path, training)
+    if config is not None and family is not None and training is not None:
         shown_config = display_name(config_file, model_dir) if config_file else CONFIG_NAME
-        config, trained = with_run_training(config, family, run_training(location.run_root), shown_config)
+        config, trained = with_run_training(config, family, training, shown_config)
         config_findings = list(config_findings) + trained
     entries: list[TensorEntry] = []
     left_behind: list[str] = []
@@ -229,7 +238,7 @@ def _refuse_training_state(fqns: list[str], draft: set[str], model_dir: Path, pa
     )
 
 
-def _draft_config(path: Path, location, explicit: Path | None):
+def _draft_config(path: Path, location, explicit: Path | None, training: RunTraining | None):
     """`--config`, else a config.json beside the weights or up the tree (to
     the folder above the one the user named, and at least to the training
     run's folder), else the file the run's config.yaml names under
@@ -246,7 +255,7 @@ def _draft_config(path: Path, location, explicit: Path | None):
         if named.path is not None:
             explicit, source = named.path, "config.yaml: model.draft_model_config"
         elif named.generated_at_training:
-            generated = _generated_draft_config(location.run_root)
+            generated = _generated_draft_config(location.run_root, training)
             if isinstance(generated, str):
                 missing_note = f"The training run's config.yaml was looked at too: {named.problem} ({generated})."
             else:
@@ -260,11 +269,11 @@ def _draft_config(path: Path, location, explicit: Path | None):
     return config, config_file, findings, family, source
 
 
-def _generated_draft_config(run_root: Path) -> tuple[dict[str, Any], Finding, str] | str:
+def _generated_draft_config(run_root: Path, training: RunTraining) -> tuple[dict[str, Any], Finding, str] | str:
     """The EAGLE-3 config TorchSpec generated from the run's target at
     training time, made again from the same target folder, with its SRC007
     note and where it came from; or why it cannot be."""
-    target_path = run_training(run_root).target_path
+    target_path = training.target_path
     if not target_path:
         return f"the run's config.yaml gives no {'.'.join(TARGET_PATH_KEY)} to generate it from"
     folder = local_target_folder(target_path, run_root)
