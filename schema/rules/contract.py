@@ -77,7 +77,7 @@ def check_contract(
     findings += quantization_findings(engine, view, config_file)
     findings += stream_findings(view, resolved, config_file, environ, target, engine=engine, loader=loader)
     if target is not None:
-        findings += target_findings(view, target, family, loader)
+        findings += target_findings(view, target, family, loader, frozenset(e.served_name for e in entries))
     inventory, expected = inventory_findings(
         family, loader, engine, view, entries, resolved, features, config_file,
         training_output=training_output,

@@ -68,12 +68,45 @@ class TargetFacts:
         return f"attn_res_block_size = {self.attn_res_block_size!r}"
 
 
+# EAGLE-3 drafters share the target's embedding (and head): the engine
+# attaches it in set_embed_and_head unless target_hidden_size is present and
+# differs from hidden_size (execution/factory.py@f4d8ec6e:89-94,
+# drafter/eagle.py@f4d8ec6e:74). Both embeddings are padded to 64 rows
+# (layers/vocab_parallel_embedding.py@f4d8ec6e:43, 82). When the padded
+# shapes differ, the Llama draft rebuilds its embedding at its own vocab_size
+# and raises (models/llama_eagle3.py@f4d8ec6e:727-751); the MLA draft keeps
+# its own embedding if the checkpoint shipped one, else raises
+# (models/deepseek_v3.py@f4d8ec6e:2408-2426).
+_EMBEDDING_SHARING_FAMILIES = ("eagle3_llama", "eagle3_mla")
+_VOCAB_PADDING = 64
+EMBEDDING = "embed_tokens.weight"
+
+
+def _padded_vocab(size: int) -> int:
+    return -(-size // _VOCAB_PADDING) * _VOCAB_PADDING
+
+
+def _target_embedding_refused(config: Mapping[str, Any], family: DraftFamily, draft_vocab: int, target_vocab: int,
+                              shipped: frozenset[str] | None) -> bool:
+    """Whether the engine refuses to attach the target's embedding to this
+    EAGLE-3 draft at load (see _EMBEDDING_SHARING_FAMILIES)."""
+    if family.name not in _EMBEDDING_SHARING_FAMILIES or _padded_vocab(draft_vocab) == _padded_vocab(target_vocab):
+        return False
+    if "target_hidden_size" in config and config["target_hidden_size"] != config.get("hidden_size"):
+        return False  # nothing of the target's is attached
+    if family.name == "eagle3_mla":
+        return shipped is not None and EMBEDDING not in shipped
+    return True
+
+
 def target_findings(
     config: Mapping[str, Any],
     target: TargetFacts,
     family: DraftFamily,
     loader: FamilyLoader | None,
+    shipped: frozenset[str] | None = None,
 ) -> list[Finding]:
+    """`shipped`: the served names of the tensors the checkpoint holds."""
     findings: list[Finding] = []
     checks = (
         ("TGT002", family.target_width_field, target.hidden_size, "hidden_size"),
@@ -101,7 +134,13 @@ def target_findings(
                 "does not have",
             }[code]
             ending = "This draft was trained for another target."
-            if code == "TGT004" and draft_value < target_value:
+            if code == "TGT004" and _target_embedding_refused(config, family, draft_value, target_value, shipped):
+                why = (f"the engine shares the target's embedding with the draft, and its "
+                       f"{_padded_vocab(target_value)} padded rows do not fit the draft's "
+                       f"{_padded_vocab(draft_value)}: it refuses the draft at load")
+                ending = ("Train or export the draft with the target's vocab_size"
+                          + (", or ship the draft's own embed_tokens.weight." if family.name == "eagle3_mla" else "."))
+            elif code == "TGT004" and draft_value < target_value:
                 # Every draft id is a target id: the engine loads and serves
                 # it (padded vocabularies differ across sizes of one
                 # tokenizer); the token tables' own rules judge the rest.

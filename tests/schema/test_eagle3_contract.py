@@ -584,3 +584,37 @@ def test_a_null_target_hidden_size_only_stops_the_sharing(tmp_path):
 
     report = check_checkpoint(write_eagle3_draft(tmp_path / "b", config_edit=null, tensor_edit=drop))
     assert [(f.code, f.tensor) for f in report.errors] == [("INV001", "embed_tokens.weight")]
+
+
+@pytest.mark.parametrize("scale, target_vocab, code_severity", [
+    ("tiny-llama", 128, Severity.WARNING),  # 96 and 128 both pad to 128 rows: the target's embedding fits
+    ("tiny-llama", 152, Severity.ERROR),    # 192 rows against the draft's 128: refused at load
+    ("tiny-mla", 152, Severity.WARNING),    # the MLA draft keeps the embedding it ships
+])
+def test_a_smaller_draft_vocabulary_against_the_shared_target_embedding(tmp_path, scale, target_vocab, code_severity):
+    """EAGLE-3 drafters attach the target's embedding; its rows are padded to
+    64 (models/llama_eagle3.py@f4d8ec6e:727-751, deepseek_v3.py@f4d8ec6e:2408-2426)."""
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale)  # vocab_size 96
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"hidden_size": 32, "num_hidden_layers": 12,
+                                                    "vocab_size": target_vocab}))
+    [finding] = [f for f in check_checkpoint(draft, target=target).findings if f.code == "TGT004"]
+    assert finding.severity == code_severity
+    if code_severity is Severity.ERROR:
+        assert "192 padded rows do not fit the draft's 128" in finding.message
+
+
+def test_an_mla_draft_without_its_own_embedding_cannot_take_a_target_embedding_of_another_size(tmp_path):
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla",
+                               tensor_edit=lambda t: t.pop("embed_tokens.weight"))
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"hidden_size": 32, "num_hidden_layers": 12, "vocab_size": 152}))
+    [finding] = [f for f in check_checkpoint(draft, target=target).errors if f.code == "TGT004"]
+    assert "ship the draft's own embed_tokens.weight" in finding.message
+    # with target_hidden_size differing, nothing of the target's is attached: the missing embedding is INV001
+    draft_apart = write_eagle3_draft(tmp_path / "d2", scale="tiny-mla",
+                                     config_edit=lambda c: c.update(target_hidden_size=40),
+                                     tensor_edit=lambda t: t.pop("embed_tokens.weight"))
+    assert "TGT004" not in {f.code for f in check_checkpoint(draft_apart, target=target).errors}
