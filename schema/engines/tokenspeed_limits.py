@@ -38,9 +38,11 @@ def _finding(config_file: str, text: str, source: Source, feature: str, fix: str
 
 
 def _rope_type(config: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The declared rope type and where: rope_parameters, else rope_scaling
-    (`rope_type`, or the older `type` key)."""
-    for field in ("rope_parameters", "rope_scaling"):
+    """The declared rope type and where: rope_scaling, else rope_parameters
+    (`rope_type`, or the older `type` key). Given both, transformers'
+    config classes (DeepseekV3Config, KimiK3DSparkConfig) keep
+    rope_scaling's, as rope_findings reads them."""
+    for field in ("rope_scaling", "rope_parameters"):
         block = config.get(field)
         if isinstance(block, Mapping):
             kind = block.get("rope_type", block.get("type"))
@@ -52,9 +54,10 @@ def _rope_type(config: Mapping[str, Any]) -> tuple[str | None, str | None]:
 def mla_rope_only_yarn(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """The MLA EAGLE-3 layer keeps YaRN scaling only and builds a plain
     rotary embedding for any other type, with a log line
-    (models/deepseek_v3.py@f4d8ec6e:1950-1969)."""
+    (models/deepseek_v3.py@f4d8ec6e:1950-1969). It compares the type as
+    written: "YaRN" is dropped."""
     kind, field = _rope_type(config)
-    if kind is None or kind.lower() in _YARN_OR_NONE:
+    if kind is None or kind in _YARN_OR_NONE:
         return []
     return [_finding(config_file, f"{field} declares rope type {kind!r}, which the MLA EAGLE-3 layer drops: it "
                      "applies unscaled RoPE", Source(_DS3, "1950-1969", MAIN), "rope_scaling")]
@@ -62,7 +65,8 @@ def mla_rope_only_yarn(config: Mapping[str, Any], config_file: str) -> list[Find
 
 def k3_rope_only_yarn(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """The K3 config hands the model YaRN from rope_parameters and nothing
-    else (configs/kimi_k3_dspark_config.py@4b9766f6:139-170)."""
+    else (configs/kimi_k3_dspark_config.py@4b9766f6:139-170), in any case
+    (it lower-cases the type)."""
     kind, field = _rope_type(config)
     if kind is None or kind.lower() in _YARN_OR_NONE:
         return []

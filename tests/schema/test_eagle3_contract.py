@@ -542,12 +542,17 @@ def test_one_tap_of_the_drafts_own_width_is_never_projected(tmp_path):
 @pytest.mark.parametrize("scale, rope, passes", [
     ("tiny-mla", {"rope_type": "linear", "factor": 2.0}, False),
     ("tiny-mla", {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}, True),
+    ("tiny-mla", {"rope_type": "YaRN", "factor": 2.0, "original_max_position_embeddings": 64}, False),
     ("tiny-llama", {"rope_type": "linear", "factor": 2.0}, True),
-], ids=["mla-linear", "mla-yarn", "llama-linear"])
+], ids=["mla-linear", "mla-yarn", "mla-YaRN-as-written", "llama-linear"])
 def test_the_mla_layer_keeps_only_yarn_rope_scaling(tmp_path, scale, rope, passes):
-    """DS3:1950-1969 drops every other rope type with a log line; the Llama
-    EAGLE-3 layer builds what it is given."""
-    draft = write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=lambda c: c.update(rope_scaling=rope))
+    """DS3:1950-1969 drops every other rope type with a log line, comparing
+    the type as written; the Llama EAGLE-3 layer builds what it is given.
+    Beside rope_scaling, a YaRN rope_parameters changes nothing:
+    transformers' DeepseekV3Config keeps rope_scaling's type."""
+    yarn_parameters = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale,
+                               config_edit=lambda c: c.update(rope_scaling=rope, rope_parameters=yarn_parameters))
     report = check_checkpoint(draft)
     assert ("ENG001" not in errors(report)) == passes, [f.message for f in report.errors]
 
