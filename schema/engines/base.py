@@ -140,8 +140,8 @@ class FamilyLoader:
     # or null), "draft_vocab_size_absent" (only absent, and a shipped head
     # keeps the draft's); "" for families that never own a head.
     head_from_target: str = ""
-    # The target also captures id N, its final residual (targets built on the
-    # engine's BaseTransformerModel, which Llama/Qwen EAGLE-3 drafts serve).
+    # The target may also capture id N, its final residual: targets built on
+    # the engine's BaseTransformerModel do (TargetFacts.captures_final_residual).
     tap_final_residual: bool = False
     # What the engine does with a tap id outside [tap_low, N + tap_high_offset].
     taps_outside_range: str = "refuses the rest at startup"

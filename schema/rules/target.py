@@ -17,6 +17,13 @@ from dspark.schema.rules.common import bounded_taps, is_int
 _ATTN_RES_MODEL_TYPES = ("kimi_k3", "kimi_linear", "kimi_k3_vision")
 _ATTN_RES_DEFAULT_BLOCK = 12
 _MISSING = object()
+# Targets built on the engine's BaseTransformerModel, whose forward also
+# captures id N, the residual after the last layer
+# (models/base/transformer_model.py@f4d8ec6e:251-264; subclassed by
+# llama.py:325, gpt_oss.py:526, minimax_m2.py:777, minimax_m3.py:864 at
+# f4d8ec6e). Other targets (DeepseekV3, Kimi, Qwen) capture layers only.
+_FINAL_RESIDUAL_ARCHITECTURES = ("LlamaForCausalLM", "GptOssForCausalLM", "MiniMaxM2ForCausalLM",
+                                 "MiniMaxM3SparseForConditionalGeneration")
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class TargetFacts:
     attn_res_block_size: Any = None
     model_type: Any = None
     attn_res_declared: bool = False
+    architectures: tuple = ()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source: str) -> "TargetFacts":
@@ -48,7 +56,17 @@ class TargetFacts:
             attn_res_block_size=None if block is _MISSING else block,
             model_type=text.get("model_type") or config.get("model_type"),
             attn_res_declared=block is not _MISSING,
+            architectures=tuple(a for a in config.get("architectures") or () if isinstance(a, str))
+            if isinstance(config.get("architectures"), list) else (),
         )
+
+    def captures_final_residual(self) -> bool:
+        """Whether tap id N (its layer count) reaches the draft: only on
+        BaseTransformerModel targets. Without `architectures`, a llama
+        model_type is taken as the Llama target it names."""
+        if self.architectures:
+            return any(a in _FINAL_RESIDUAL_ARCHITECTURES for a in self.architectures)
+        return self.model_type == "llama"
 
     def is_attn_res_model(self) -> bool:
         return self.model_type in _ATTN_RES_MODEL_TYPES
@@ -158,7 +176,7 @@ def target_findings(
     layer_ids, _ = bounded_taps(family, config)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:
         low, high = loader.tap_low, target.num_hidden_layers + loader.tap_high_offset
-        final = target.num_hidden_layers if loader.tap_final_residual else None
+        final = target.num_hidden_layers if loader.tap_final_residual and target.captures_final_residual() else None
         outside = [t for t in layer_ids if is_int(t) and not (low <= t <= high or t == final)]
         if outside:
             findings.append(Finding(

@@ -512,11 +512,18 @@ def test_an_mla_draft_wider_taps_without_its_own_embedding_and_head_fails(tmp_pa
 
 def test_a_llama_tap_at_the_target_layer_count_is_its_final_residual(tmp_path):
     # transformer_model.py@f4d8ec6e:251-264: id N captures the residual after
-    # the last layer on Llama/Qwen targets; N-1 is the id never captured.
+    # the last layer on BaseTransformerModel targets (Llama); N-1 is the id never captured.
     target = tmp_path / "t"
     target.mkdir()
-    (target / "config.json").write_text(json.dumps({"hidden_size": 32, "num_hidden_layers": 12, "vocab_size": 96}))
+    (target / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 32,
+                                                    "num_hidden_layers": 12, "vocab_size": 96}))
     assert check_checkpoint(write_eagle3_draft(tmp_path / "n", tap_ids=[1, 5, 12]), target=target).passed(strict=True)
+    # a DeepseekV3 or Qwen3 target captures layers only (deepseek_v3.py@f4d8ec6e:1591-1593)
+    for architecture in ("DeepseekV3ForCausalLM", "Qwen3ForCausalLM"):
+        (target / "config.json").write_text(json.dumps({"architectures": [architecture], "hidden_size": 32,
+                                                        "num_hidden_layers": 12, "vocab_size": 96}))
+        llama = check_checkpoint(write_eagle3_draft(tmp_path / architecture, tap_ids=[1, 5, 12]), target=target)
+        assert "TGT005" in errors(llama), architecture
     # the MLA target (DeepseekV3) has no such capture: DS3:1591-1593
     mla = write_eagle3_draft(tmp_path / "m", scale="tiny-mla", tap_ids=[1, 5, 12])
     assert "TGT005" in errors(check_checkpoint(mla, target=target))
