@@ -74,6 +74,8 @@ class FeatureSupport:
     # declared value other than this one is served as this one. None: the
     # flag is unread when set true.
     fixed_value: Any = None
+    # Other spellings of fixed_value that compute the same thing.
+    same_as_fixed: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -344,6 +344,8 @@ EAGLE3_LLAMA_LOADER = FamilyLoader(
             when_unsupported="the EAGLE-3 MLP is always SiLU-gated: a draft trained with another activation "
             "is served with SiLU",
             fixed_value="silu",
+            # transformers' ACT2FN maps "swish" to the same SiLU.
+            same_as_fixed=("swish",),
         ),
     },
     tap_low=-1,

@@ -135,7 +135,8 @@ def _markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
         problems.append(f"markov_rank is {rank} as the engine reads it{unread}; it must be > 0 "
                         "at the top level or in dspark_config")
     elif rank > _MAX_MARKOV_RANK:
-        problems.append(f"{rank_path} = {rank} is past {_MAX_MARKOV_RANK}")
+        problems.append(f"{rank_path} = {rank} is past {_MAX_MARKOV_RANK}, dspark's bound on any width "
+                        "(the engine would try to build it)")
     if head_type not in SUPPORTED_MARKOV_HEAD_TYPES:
         problems.append(f"{type_path} = {raw_type!r} is read as {head_type!r}; the engine supports "
                         f"{', '.join(SUPPORTED_MARKOV_HEAD_TYPES)}")

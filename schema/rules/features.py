@@ -206,14 +206,16 @@ def unread_flag_findings(
     for flag, support in (loader.unread_flags.items() if loader is not None else ()):
         if support.fixed_value is None:
             unread = bool(config.get(flag))
+            retrain = "retrain without it"
         else:
-            unread = config.get(flag) is not None and config.get(flag) != support.fixed_value
+            unread = (config.get(flag) is not None and config.get(flag) != support.fixed_value
+                      and config.get(flag) not in support.same_as_fixed)
+            retrain = f"retrain with {flag} = {support.fixed_value!r}"
         if unread:
             findings.append(Finding(
                 "ENG001",
                 f"{config_file}: {flag} is {config[flag]!r}, but {engine.spec} does not honour it "
-                f"({support.when_unsupported}). Serve the draft on an engine that reads {flag}, or retrain "
-                "without it.",
+                f"({support.when_unsupported}). Serve the draft on an engine that reads {flag}, or {retrain}.",
                 file=config_file,
                 detail={"feature": flag, "engine": engine.spec, "declared": config[flag],
                         "source": support.source.cite()},
