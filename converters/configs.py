@@ -103,8 +103,8 @@ def _read_remote_target_facts(url: str) -> TargetFacts:
     if last.lower().endswith(".json") and url_scheme(url) != "hf" and url_scheme(head + "/") is not None:
         folder, name = head + "/", last
     shown = printable_name(url)
-    source = open_source(folder)
     try:
+        source = open_source(folder)
         if source.stat(name) is None:
             raise UsageError(
                 f"--target {shown}: no {name} there.",

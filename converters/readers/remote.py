@@ -69,8 +69,8 @@ class SourceTensorReader:
 
 def open_remote(url: str, *, config_path: Path | None = None) -> Checkpoint:
     """Open the safetensors checkpoint folder at `url`: headers only."""
-    source = open_source(url)
     try:
+        source = open_source(url)
         names = source.list()
         return _open_source(source, names, config_path)
     except SourceError as error:

@@ -31,6 +31,8 @@ class FsspecSource:
                 f"{printable_name(url)}: no filesystem for {scheme}:// ({error}).",
                 hint=f"Install fsspec's backend for {scheme}:// (for s3: pip install s3fs).",
             ) from None
+        except OSError as error:  # some backends connect here (ftp://): a host that does not answer
+            raise SourceError(f"{printable_name(url)}: cannot connect ({error})") from None
         self.path = self.path.rstrip("/")
         self._sizes: dict[str, int] | None = None
 

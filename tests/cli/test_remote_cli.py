@@ -154,6 +154,17 @@ def test_unreachable_server_is_a_usage_error(dspark):
     assert run.exit_code == EXIT_USAGE and "127.0.0.1:9" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize("argv", [["check", "ftp://127.0.0.1:9/draft/"],
+                                  ["check", "DRAFT", "--target", "ftp://127.0.0.1:9/target/"]],
+                         ids=["draft", "target"])
+def test_a_backend_that_connects_when_opened_is_a_usage_error(dspark, tiny_draft, argv):
+    """fsspec's ftp filesystem connects as the address is opened, before any read."""
+    pytest.importorskip("fsspec")
+    run = dspark(*[str(tiny_draft()) if a == "DRAFT" else a for a in argv])
+    assert run.exit_code == EXIT_USAGE, run.stderr
+    assert "127.0.0.1:9" in run.stderr and "cannot connect" in run.stderr and "Traceback" not in run.stderr
+
+
 # --------------------------------------------------------------------------
 # The Hub, through huggingface_hub and HF_ENDPOINT
 
