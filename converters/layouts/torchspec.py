@@ -190,6 +190,15 @@ class RunDraftConfig:
     generated_at_training: bool = False
 
 
+def expanded_path(value: str | Path) -> Path | None:
+    """`value` with a leading ~ or ~user expanded; None when that user does
+    not exist here (pathlib raises RuntimeError)."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        return None
+
+
 def draft_config_from_run(run_root: Path, *, cwd: Path | None = None) -> RunDraftConfig:
     """Follow `model.draft_model_config` in `run_root/config.yaml`. A
     relative path is tried against the run folder, then the current folder
@@ -211,7 +220,10 @@ def draft_config_from_run(run_root: Path, *, cwd: Path | None = None) -> RunDraf
                                     "--input-dir ITER_FOLDER --target-model-path TARGET, which writes it into the "
                                     "iteration folder, where dspark finds it (tools/convert_to_hf.py@6f21829:170-208)",
                               generated_at_training=True)
-    named = Path(value).expanduser()
+    named = expanded_path(value)
+    if named is None:
+        return RunDraftConfig(None, f"{shown} names {printable_name(value)} as {'.'.join(DRAFT_CONFIG_KEY)}, whose "
+                                    "~user part names no user here")
     candidates = [named] if named.is_absolute() else [run_root / named, (cwd or Path.cwd()) / named]
     for candidate in candidates:
         if candidate.is_file():

@@ -152,14 +152,17 @@ def tokenizer_length(target: Path) -> tuple[int, str | None]:
         return 0, f"the target's tokenizer.json cannot be read ({exc})"
     model = data.get("model") if isinstance(data, dict) else None
     vocab = model.get("vocab") if isinstance(model, dict) else None
+    added = data.get("added_tokens") or []
     if isinstance(vocab, dict):
         tokens = set(vocab)
     elif isinstance(vocab, list):  # Unigram: [piece, score] pairs
-        tokens = {entry[0] for entry in vocab if isinstance(entry, list) and entry}
+        tokens = {entry[0] for entry in vocab if isinstance(entry, list) and entry and isinstance(entry[0], str)}
     else:
-        return 0, "the target's tokenizer.json has no model vocabulary dspark can count"
-    added = data.get("added_tokens") or []
-    tokens |= {entry.get("content") for entry in added if isinstance(entry, dict) and "content" in entry}
+        vocab = None
+    if vocab is None or not isinstance(added, list):
+        return 0, ("the target's tokenizer.json has no model vocabulary and added_tokens list dspark can count "
+                   "(tokenizer.json's model.vocab, added_tokens)")
+    tokens |= {entry["content"] for entry in added if isinstance(entry, dict) and isinstance(entry.get("content"), str)}
     tokens |= _configured_special_tokens(target / "tokenizer_config.json")
     return len(tokens), None
 

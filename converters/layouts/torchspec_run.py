@@ -38,7 +38,7 @@ from typing import Any, Mapping
 from dspark.converters.json_input import parse_json_object
 from dspark.converters.layouts.markers import TORCHSPEC_DFLASH_MODEL_TYPE
 from dspark.converters.layouts.omegaconf_yaml import read_yaml_int_list, read_yaml_key
-from dspark.converters.layouts.torchspec import RUN_CONFIG
+from dspark.converters.layouts.torchspec import RUN_CONFIG, expanded_path
 from dspark.converters.layouts.trained_taps import with_trained_taps
 from dspark.schema.families import DFLASH_GQA, DraftFamily
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
@@ -94,7 +94,7 @@ def run_training(run_root: Path) -> RunTraining:
     except ValueError:
         pass
     if target_path:
-        target_layers = _local_target_layers(Path(target_path).expanduser(), run_root)
+        target_layers = _local_target_layers(target_path, run_root)
     return RunTraining(aux or None, block, tuple(problems), target_layers, target_path)
 
 
@@ -103,14 +103,16 @@ def local_target_folder(named: str | Path, run_root: Path) -> Path | None:
     a config.json (relative: to the run folder, then the current folder, as
     TorchSpec resolved it from its working folder); None for a Hub id or a
     folder that is not here."""
-    named = Path(named).expanduser()
+    named = expanded_path(named)
+    if named is None:
+        return None
     for folder in ([named] if named.is_absolute() else [run_root / named, Path.cwd() / named]):
         if (folder / "config.json").is_file():
             return folder
     return None
 
 
-def _local_target_layers(named: Path, run_root: Path) -> int | None:
+def _local_target_layers(named: str | Path, run_root: Path) -> int | None:
     """num_hidden_layers (or text_config's) of a target folder on this
     machine; None for a Hub id or a folder that is not here."""
     folder = local_target_folder(named, run_root)

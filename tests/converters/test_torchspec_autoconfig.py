@@ -122,6 +122,26 @@ def test_a_field_transformers_would_default_is_not_guessed(tmp_path: Path, missi
     assert missing in generated.problem and "defaults" in generated.problem
 
 
+@pytest.mark.parametrize("tokenizer", [
+    {"model": {"vocab": {"a": 0}}, "added_tokens": 5},
+    {"model": {"vocab": "a b"}},
+], ids=["added-not-a-list", "vocab-a-string"])
+def test_a_tokenizer_json_dspark_cannot_count_is_said_not_guessed(tmp_path: Path, tokenizer: dict) -> None:
+    length, problem = tokenizer_length(write_target(tmp_path / "target", tokenizer=tokenizer))
+    assert "tokenizer.json" in problem and "dspark can count" in problem
+
+
+def test_tokens_that_are_not_strings_are_not_counted(tmp_path: Path) -> None:
+    tokenizer = {"model": {"vocab": [[["a"], 0.0], ["b", 0.0]]}, "added_tokens": [{"content": ["<s>"]}]}
+    assert tokenizer_length(write_target(tmp_path / "target", tokenizer=tokenizer)) == (2, None)  # b, and <s> configured
+
+
+def test_a_target_path_naming_an_unknown_user_is_not_here(tmp_path: Path) -> None:
+    run = default_run(tmp_path / "run", "~no-such-user-here/model")
+    [missing] = [f for f in check_checkpoint(run).errors if f.code == "CFG001"]
+    assert "is not a folder here" in missing.message
+
+
 def test_without_a_tokenizer_json_nothing_is_generated(tmp_path: Path) -> None:
     generated = generate_draft_config(write_target(tmp_path / "target", tokenizer=False))
     assert generated.config is None and "tokenizer.json" in generated.problem
