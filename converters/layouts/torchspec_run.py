@@ -31,6 +31,7 @@ Each value taken this way is an SRC007 note naming where it came from.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -80,14 +81,16 @@ def run_training(run_root: Path) -> RunTraining:
         aux = read_yaml_int_list(text, *AUX_LAYERS_KEY)
     except ValueError as exc:
         if not str(exc).startswith("there is no"):
-            problems.append(f"{shown}: {'.'.join(AUX_LAYERS_KEY)}: {exc}")
+            problems.append(f"{shown}: {exc}")
     try:
-        value = read_yaml_key(text, *DFLASH_BLOCK_KEY)
+        value = read_yaml_key(text, *DFLASH_BLOCK_KEY)  # its errors name the key
         if value is not None:
-            block = int(value)
+            block = int(value) if re.fullmatch(r"[+-]?\d+", value) else None
+            if block is None:
+                problems.append(f"{shown}: {'.'.join(DFLASH_BLOCK_KEY)} is {value!r}, not an integer")
     except ValueError as exc:
         if not str(exc).startswith("there is no"):
-            problems.append(f"{shown}: {'.'.join(DFLASH_BLOCK_KEY)}: {exc}")
+            problems.append(f"{shown}: {exc}")
     target_path = target_layers = None
     try:
         target_path = read_yaml_key(text, *TARGET_PATH_KEY)
@@ -176,11 +179,15 @@ def with_run_training(
     out = copy.deepcopy(dict(config))
     findings: list[Finding] = []
     for problem in training.problems:
+        # What the run trained with is then unknown: a warning, as for taps
+        # that cannot be told apart (_default_taps).
         findings.append(Finding(
             "SRC007",
-            f"{problem}. The draft config's value is used; check it is what the run trained with.",
-            file=config_file,
+            f"{problem}. The draft config's value is used; check it is what the run trained with, or write "
+            f"the value plainly in {RUN_CONFIG}.",
+            file=RUN_CONFIG,
             detail={"problem": problem},
+            severity=Severity.WARNING,
         ))
     if training.aux_layers:
         out, taken = with_trained_taps(

@@ -285,7 +285,8 @@ def _index_consistency(
         if entry.stored_name in listed:
             # Listed under another shard (often one that is missing): the
             # loader opens only the files the index names, so this copy,
-            # the only one there is, never loads.
+            # the only one there is, never loads
+            # (model_loader/weight_utils.py@f4d8ec6e:254-272).
             why = (f"{SAFETENSORS_INDEX} lists it in {listed[entry.stored_name]} and does not name "
                    f"{entry.file} at all, so a loader following the index never opens the file and the "
                    "tensor does not load.")

@@ -95,7 +95,8 @@ def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding
     layers = config.get("num_hidden_layers")
     if isinstance(layer_types, list) and isinstance(layers, int) and len(layer_types) != layers:
         # transformers' config validation refuses it before the model is built
-        # (the pinned transformers 5.12, python/pyproject.toml@f4d8ec6e:83).
+        # (the pinned transformers 5.12, python/pyproject.toml@f4d8ec6e:83;
+        # transformers 5.12.0 configuration_utils.py:475-486).
         return [Finding(
             "CFG003",
             f"{config_file}: layer_types lists {len(layer_types)} layers but num_hidden_layers is {layers}; "

@@ -55,8 +55,9 @@ def _fc_width_is_hidden_size(config: Mapping[str, Any], config_file: str) -> lis
     wider taps cannot be served by this class."""
     hidden, target = config.get("hidden_size"), config.get("target_hidden_size")
     if "target_hidden_size" not in config or target == hidden or target is None:
-        # null only stops the sharing; the vocab rules then require the
-        # draft's own embedding and head (rules/vocab.py).
+        # null only stops the sharing (`hasattr` and `!=` at
+        # models/llama_eagle3.py@f4d8ec6e:729-733); the vocab rules then
+        # require the draft's own embedding and head (rules/vocab.py).
         return []
     return [Finding(
         "CFG003",

@@ -72,7 +72,9 @@ def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file:
                 "(case-insensitive). Declare the stream the draft was trained against."
             )
         elif leaf == "fc_norm" and path == "fc_norm":
-            # The engine reads bool(value) and loads by it; whether the draft
+            # The engine reads bool(value) and loads by it
+            # (models/llama_eagle3.py@f4d8ec6e:496, models/deepseek_v3.py@f4d8ec6e:2173,
+            # configs/kimi_k3_dspark_config.py@4b9766f6:112); whether the draft
             # ships the weights that reading needs is judged by the fc_norm
             # rules (FCN001/FCN002), so the spelling itself is a warning.
             code = "ENG003"

@@ -71,12 +71,17 @@ def vocab_findings(
         findings += _table_findings(table, config, shipped, config_file)
     embedding = expected_all.get("embed_tokens.weight")
     if embedding is not None and _shares_nothing(config) and embedding.name not in shipped:
+        declared = config.get("target_hidden_size")
+        why = ("is null" if declared is None else
+               f"{declared!r} differs from hidden_size {config.get('hidden_size')!r}")
+        fix = ("remove target_hidden_size from the config" if declared is None
+               else "set target_hidden_size to hidden_size if the widths are equal")
         findings.append(Finding(
             "INV001",
-            f"{embedding.name} {shape_text(embedding.shape)} is missing; target_hidden_size "
-            f"{config.get('target_hidden_size')!r} differs from hidden_size {config.get('hidden_size')!r}, so the "
-            "engine never attaches the target's embedding and serves this one uninitialised (garbage) without "
-            "a word. Ship the embedding, or drop target_hidden_size if the widths are equal.",
+            f"{config_file}: {embedding.name} {shape_text(embedding.shape)} is missing; target_hidden_size {why}, "
+            "so the engine never attaches the target's embedding and serves this one uninitialised (garbage) "
+            f"without a word. Ship the embedding, or {fix}.",
+            file=config_file,
             tensor=embedding.name,
             detail={"expected_shape": list(embedding.shape),
                     "source": "models/deepseek_v3.py@f4d8ec6e:2408-2413; models/llama_eagle3.py@f4d8ec6e:729-733"},

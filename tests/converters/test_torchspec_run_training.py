@@ -100,6 +100,15 @@ def test_a_tap_list_that_cannot_be_read_for_sure_is_said(tmp_path: Path) -> None
     run = eagle3_run(tmp_path / "run", aux="\n  - two\n  - 5")
     [note] = src007(check_checkpoint(run, verdict="contents"))
     assert "'two'" in note and "draft config's value is used" in note
+    assert note.count("aux_hidden_states_layers") == 1  # the key is said once
+    [warning] = [f for f in check_checkpoint(run, verdict="contents").warnings if f.code == "SRC007"]
+    assert warning.file == "config.yaml"
+
+
+def test_a_block_size_that_is_not_an_integer_is_said(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", dflash_training_state(), dflash_config(), block="sixteen")
+    [warning] = [f for f in check_checkpoint(run, verdict="contents").warnings if f.code == "SRC007"]
+    assert "training.dflash_block_size is 'sixteen', not an integer" in warning.message
 
 
 @pytest.mark.parametrize("text, value", [
