@@ -166,8 +166,10 @@ if triton is not None:
         and stores only its ``1 / SPLIT`` slice. At T <= 8 there are too few
         programs to keep the memory system busy, and each one's store of a
         whole 8-16 KB segment is on the critical path; split, the stores
-        run side by side on more multiprocessors (measured: 1.19-1.28 ->
-        1.09-1.17 x the copy's latency at T = 1 and 8, docs/kernels.md).
+        run side by side on more multiprocessors (measured on an H200 under
+        CUDA-graph replay: 1.46-1.74 -> 1.36-1.57 x the copy's latency at
+        T <= 4; `python tests/benchmarks/sweep_launch_configs.py --small`,
+        docs/kernels.md).
         Another program may still be reading a slice this one writes, so a
         split launch never runs in place.
 

@@ -11,7 +11,7 @@ reaches 0.97 of the copy at T = 2048 for 3 x 4096, 3 x 5120, 4 x 8192.
 `--small` times programs per row-segment (`split`) at T <= 64, as a multiple
 of the copy's latency, both with do_bench (L2 flushed; the better of two
 medians) and under CUDA-graph replay (100 calls): it set
-`SPLIT_BELOW_PROGRAMS` and `MAX_SPLIT`. Needs a CUDA GPU. docs/kernels.md
+`split_for` and `MAX_SPLIT`. Needs a CUDA GPU. docs/kernels.md
 quotes what it printed on an H200. Not collected by pytest.
 """
 
