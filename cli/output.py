@@ -28,8 +28,10 @@ def configure_output(command: str, output_format: str, file: Path | None, quiet:
             settings = OutputSettings(output_format if output_format == "github" else "human", None, quiet, command)
             output_settings.set(settings)
             raise UsageError(
-                f"--output {file}: which format? Name one with --format ({', '.join(MACHINE_FORMATS)}) "
-                f"or end the file name in {', '.join(FORMAT_BY_SUFFIX)}.",
+                f"--output {file}: which format? End the file name in {', '.join(FORMAT_BY_SUFFIX)}"
+                + (" (with --format github the annotations go to the terminal and the file's format comes "
+                   "from its suffix)." if output_format == "github"
+                   else f", or name one with --format ({', '.join(MACHINE_FORMATS)})."),
             )
         terminal = output_format
         output_format = inferred

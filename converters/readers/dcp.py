@@ -230,10 +230,12 @@ def _refuse_training_state(fqns: list[str], draft: set[str], model_dir: Path, pa
         return
     weights = model_dir.parent / "model"
     where = (f"the draft's weights are in {printable_name(str(weights))}" if (weights / METADATA_FILE).is_file()
-             else "the draft's weights are in the iteration's model/ folder")
+             else f"TorchSpec keeps the draft's weights in the iteration's model/ folder, and "
+                  f"{printable_name(str(weights))} holds none")
+    entries = f"{len(fqns)} {'entry' if len(fqns) == 1 else 'entries'}"
     raise UsageError(
         f"{printable_name(str(path))}: this DCP folder holds TorchSpec's optimizer or scheduler state "
-        f"({len(fqns)} entries, none of them draft weights); {where}.",
+        f"({entries}, none of them draft weights); {where}.",
         hint="Pass the iteration folder, its model/ folder, or the run's output folder.",
     )
 

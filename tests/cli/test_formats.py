@@ -214,6 +214,7 @@ def test_github_with_output_annotates_the_terminal_and_writes_the_file_by_its_su
     # github is no file format: the suffix must name one
     run = dspark("check", tiny_draft(), "--format", "github", "--output", tmp_path / "report.txt")
     assert run.exit_code == EXIT_USAGE and not (tmp_path / "report.txt").exists()
+    assert "End the file name in .json, .sarif, .xml" in run.stdout and "name one with --format" not in run.stdout
 
 
 def test_an_error_goes_to_the_output_file_too(dspark, tmp_path):
