@@ -576,6 +576,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.out is None:
         parser.exit(2, "error: the draft folder to write (OUT) is missing.\n")
+    if args.shards < 1:
+        parser.exit(2, f"error: --shards {args.shards}: a draft is written in at least one file.\n")
+    if args.target_config is not None and args.target_config.is_dir():
+        # checked before the draft is written, so that a refusal writes nothing
+        parser.exit(2, f"error: --target-config {args.target_config} is a folder; name the file to write, "
+                       f"e.g. {args.target_config / 'config.json'}.\n")
     options = {"fc_norm": args.fc_norm, "stream": args.stream, "variant": args.variant,
                "norm_before_fc": args.norm_before_fc}
     try:

@@ -90,6 +90,8 @@ def test_full_size_sparse_from_the_command_line(capsys, tmp_path, dspark, family
         pytest.param(["--family", "eagle3_mla", "--scale", "full", "--defect", "d2t-short"], "no d2t",
                      id="nothing-to-break-at-full-size"),
         pytest.param(["--no-fc-norm", "--defect", "fc-norm-count"], "needs --fc-norm", id="defect-needs-fc_norm"),
+        pytest.param(["--shards", "0"], "at least one file", id="no-shards"),
+        pytest.param(["--sparse", "--target-config", "."], "is a folder; name the file", id="target-config-folder"),
     ],
 )
 def test_what_cannot_be_made_exits_2_and_writes_nothing(capsys, tmp_path, args, message):
