@@ -167,7 +167,7 @@ def entries_from_headers(
 
 def _stored_twice(first: tuple[str, Any], second: tuple[str, Any], same_bytes) -> Finding:
     """IDX005 for a tensor found in two files. TokenSpeed loads every copy,
-    the file read last winning (model_loader/loader.py@4b9766f6:287-311,
+    the file read last winning, in glob order (model_loader/loader.py@4b9766f6:287-311,
     weight_utils.py@4b9766f6:254-272): byte-identical copies serve the
     values either way, a warning; copies that differ serve whichever file
     came last, without a word, an error."""
@@ -193,7 +193,9 @@ def _stored_twice(first: tuple[str, Any], second: tuple[str, Any], same_bytes) -
     return Finding(
         "IDX005",
         f"{name} is stored in both {first_file} and {second_file} {how}; TokenSpeed loads both and "
-        "serves whichever file it reads last. Remove the wrong copy.",
+        "serves the one it reads last, in the order the file system lists the files (an unsorted glob), so "
+        "which one is served cannot be told. Keep the copy the draft was trained with and delete the other "
+        "(and its entry in the index).",
         file=second_file, tensor=second_tensor.name, detail=detail,
     )
 
