@@ -32,6 +32,7 @@ __all__ = [
     "MAX_FUSED_HIDDEN",
     "choose_launch_config",
     "split_for",
+    "streaming_tile",
     "kernel_status",
     "segmented_rmsnorm",
     "triton_available",
@@ -311,7 +312,10 @@ def choose_launch_config(
     S = 5, H = 7168 (docs/kernels.md), 8 warps stream at the copy's
     bandwidth where 4 reach 0.95-0.99 of it and 16 about 0.9. The weight is
     loaded first when all programs fit on a CUDA device at once.
-    ``n_rows``, ``num_segments`` and ``device`` only decide that.
+    ``n_rows``, ``num_segments`` and ``device`` decide only what depends on
+    the launch's size: the weight's placement, the split of a one-wave
+    launch (:func:`split_for`) and the tile of a longer one
+    (:func:`streaming_tile`).
     """
     block_size = triton.next_power_of_2(hidden)
     block_rows = max(1, min(64, 4096 // block_size))
@@ -323,16 +327,42 @@ def choose_launch_config(
         one_wave = ONE_WAVE_PROGRAMS_PER_SM * multiprocessors
         programs = triton.cdiv(n_rows, block_rows) * num_segments
         weight_first = programs <= one_wave
-        if block_size == 4096 and not weight_first:
-            # 4096-wide taps (Llama-3-8B EAGLE-3) stream best four rows to a
-            # program on 8 warps once the launch needs several waves: 0.97-0.99
-            # of the copy at T >= 8192 on an H200, against 0.955-0.969 with one
-            # row on 4 warps (docs/kernels.md). One wave keeps the short form.
-            block_rows, num_warps = 4, 8
+        if not weight_first:
+            block_rows, num_warps = streaming_tile(hidden, block_rows, num_warps, programs)
         if weight_first and block_rows == 1:
             split = split_for(programs, multiprocessors)
             return LaunchConfig(block_size, block_rows, num_warps, weight_first, split)
     return LaunchConfig(block_size, block_rows, num_warps, weight_first)
+
+
+#: From this many one-row programs, 8192-wide segments go two rows a program.
+TWO_ROW_MIN_PROGRAMS = 8192
+#: From this many one-row programs, 4096-wide segments go four rows a program.
+FOUR_ROW_MIN_PROGRAMS = 32768
+
+
+def streaming_tile(hidden: int, block_rows: int, num_warps: int, programs: int) -> tuple[int, int]:
+    """``(block_rows, num_warps)`` for a launch of several waves, given the
+    default tile and how many programs it would take.
+
+    Measured on an H200 (docs/kernels.md, bf16, ``do_bench`` against the
+    copy): 4096-wide taps (Llama-3-8B EAGLE-3) stream best on 8 warps, one
+    row a program up to 24576-40960 row-segments (3 x 4096 at T = 2048:
+    0.964 against 0.957 with four rows; T = 8192: 0.984 against 0.977) and
+    four rows from 32768 of them (T = 32768: 0.992 against 0.980); 4 warps,
+    the default, trail both. Segments of exactly 8192 (no padded
+    lanes) stream best two rows a program once there are 8192 row-segments
+    or more: 0.978-0.997 against 0.970-0.987 from 16384 of them (2, 4 or 8
+    taps), within 0.002 at 8192, and mostly worse below (0.88-0.95 against
+    0.93-0.95). Padded widths (5120, 7168) lose 1-4 % with two rows, and
+    keep one (``tests/benchmarks/explore_kernel_variants.py --round3``).
+    """
+    block_size = triton.next_power_of_2(hidden)
+    if block_size == 4096 and block_rows == 1:
+        return (4 if programs >= FOUR_ROW_MIN_PROGRAMS else 1), 8
+    if hidden == 8192 and block_rows == 1 and programs >= TWO_ROW_MIN_PROGRAMS:
+        return 2, num_warps
+    return block_rows, num_warps
 
 
 #: Most programs that share one row-segment (``SPLIT`` in the kernel).
@@ -368,25 +398,71 @@ def _run_kernel(x, x_strides, weight, y, y_strides, n_rows, num_segments, hidden
         fp64_sum = hf_cast_order and x.element_size() < 4
     # In place, another program of a split row-segment could read a slice
     # this one has already overwritten.
-    split = config.split if y.data_ptr() != x.data_ptr() else 1
-    grid = (triton.cdiv(n_rows, config.block_rows) * num_segments * split,)
-    _segmented_rmsnorm_kernel[grid](
+    x_address, y_address, w_address = x.data_ptr(), y.data_ptr(), weight.data_ptr()
+    split = config.split if y_address != x_address else 1
+    grid = (triton.cdiv(n_rows, config.block_rows) * num_segments * split, 1, 1)
+    # In the kernel's parameter order: the runtime arguments, then the constexprs.
+    arguments = (
         x, weight, y,
         x_strides[0], x_strides[1], weight.stride(0), y_strides[0], y_strides[1],
         n_rows, eps,
-        N_SEGMENTS=num_segments,
-        HIDDEN=hidden,
-        BLOCK_SIZE=config.block_size,
-        BLOCK_ROWS=config.block_rows,
-        FP64_SUM=fp64_sum,
-        HF_CAST_ORDER=hf_cast_order,
-        WEIGHT_FIRST=config.weight_first,
-        SPLIT=split,
-        INTERPRETER=_INTERPRETED,
-        num_warps=config.num_warps,
+        num_segments, hidden, config.block_size, config.block_rows, fp64_sum, hf_cast_order,
+        config.weight_first, split, _INTERPRETED,
+    )
+    if not _CACHED_LAUNCH:
+        _launch_through_triton(grid, arguments, config.num_warps)
+        return
+    # Everything Triton specialises a compiled kernel on, and more: exact
+    # strides, pointer alignment, the integer width of n_rows, dtypes, device.
+    key = (
+        x.device.index, x.dtype, weight.dtype, y.dtype, config.num_warps, arguments[3:8], arguments[10:],
+        x_address % 16 == 0, w_address % 16 == 0, y_address % 16 == 0, n_rows > _INT32_MAX,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = _launch_through_triton(grid, arguments, config.num_warps)
+        if len(_COMPILED) >= _COMPILED_LIMIT:
+            _COMPILED.clear()
+        if compiled is not None and callable(getattr(compiled, "__getitem__", None)):
+            _COMPILED[key] = compiled
+        return
+    compiled[grid](*arguments)
+
+
+def _launch_through_triton(grid, arguments, num_warps):
+    """The launch through Triton's JIT (which compiles on first use); returns
+    what it returns, the compiled kernel in Triton 3."""
+    return _segmented_rmsnorm_kernel[grid](
+        *arguments,
+        num_warps=num_warps,
         # Every product and sum rounded on its own, as in the reference.
         enable_fp_fusion=False,
     )
+
+
+#: Triton's JIT binds and specialises every argument on every launch: 4-5 us
+#: of CPU a call more than the compiled kernel's own launcher on an H200's
+#: host (docs/kernels.md), which under do_bench at T <= 64 shows up as
+#: latency whenever the host falls behind the GPU. A launch whose key has been
+#: seen goes straight to the compiled kernel (``CompiledKernel[grid](*args)``),
+#: which takes every argument in the kernel's order from Triton 3.3 on; older
+#: Triton, and the interpreter, always go through the JIT.
+_INT32_MAX = 2**31 - 1
+_COMPILED: dict = {}
+_COMPILED_LIMIT = 256
+
+
+def _cached_launch_supported(version: str, interpreted: bool) -> bool:
+    """Whether launches may skip Triton's JIT once a kernel is compiled."""
+    if interpreted:
+        return False
+    try:
+        return tuple(int(part) for part in version.split(".")[:2]) >= (3, 3)
+    except ValueError:
+        return False
+
+
+_CACHED_LAUNCH = triton is not None and _cached_launch_supported(triton.__version__, _INTERPRETED)
 
 
 def _launch(x3, weight, y3, eps: float, hf_cast_order: bool, config: LaunchConfig, fp64_sum=None) -> None:

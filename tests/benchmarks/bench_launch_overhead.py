@@ -1,7 +1,8 @@
 """Host (CPU) time of one launch, without CUDA graphs: `out.copy_(x)`, the
-public `segmented_rmsnorm`, and the bare Triton launch of its kernel, at a
-size where the GPU finishes each call before the host has issued the next
-(T = 1, 5 x 7168 bf16 by default).
+public `segmented_rmsnorm`, the launch of its kernel as the public function
+makes it (straight to the compiled kernel once compiled), and the same
+launch through Triton's JIT, at a size where the GPU finishes each call
+before the host has issued the next (T = 1, 5 x 7168 bf16 by default).
 
     python tests/benchmarks/bench_launch_overhead.py [--segments S --hidden H --calls N]
 
@@ -21,7 +22,7 @@ import time
 import torch
 
 from dspark.kernels import segmented_rmsnorm
-from dspark.kernels.segmented_rmsnorm import _run_kernel, choose_launch_config
+from dspark.kernels.segmented_rmsnorm import _launch_through_triton, _run_kernel, choose_launch_config
 
 
 def host_us(fn, calls: int) -> float:
@@ -53,11 +54,15 @@ def main() -> int:
     weight = torch.ones(args.segments, args.hidden, device=dev, dtype=torch.bfloat16)
     config = choose_launch_config(args.hidden, n_rows=1, num_segments=args.segments, device=dev)
     strides = x.stride()[:2]
+    arguments = (x, weight, out, *strides, weight.stride(0), *strides, 1, 1e-5, args.segments, args.hidden,
+                 config.block_size, config.block_rows, False, False, config.weight_first, config.split, False)
+    grid = (args.segments * config.split, 1, 1)
     timings = {
         "copy_": host_us(lambda: out.copy_(x), args.calls),
         "segmented_rmsnorm": host_us(lambda: segmented_rmsnorm(x, weight, 1e-5, out=out), args.calls),
         "kernel launch alone": host_us(lambda: _run_kernel(x, strides, weight, out, strides, 1, args.segments,
                                                            args.hidden, 1e-5, False, config), args.calls),
+        "Triton's JIT launch": host_us(lambda: _launch_through_triton(grid, arguments, config.num_warps), args.calls),
     }
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, T = 1, S = {args.segments}, "
           f"H = {args.hidden}, bf16; host time a call")

@@ -3,10 +3,18 @@
 
     python tests/benchmarks/explore_kernel_variants.py            # round 1
     python tests/benchmarks/explore_kernel_variants.py --round2   # round 2, T = 2048 and 8192
+    python tests/benchmarks/explore_kernel_variants.py --round3   # round 3: the floor of the grid
 
 Round 2 (row-pipelined programs, whole-row programs, the weight loaded first
 in its own dtype) is described beside its kernels below; medians of 11
 interleaved do_bench runs at T = 2048, with their range.
+
+Round 3 asks what bounds the kernel at T = 2048: a Triton kernel that only
+copies, with the shipped kernel's own grid (a whole row-segment a program),
+against a flat copy of 1024 or 4096 elements a program; and the shipped
+kernel itself under other tiles, register caps (``maxnreg``) and split
+row-segments at large T. Medians of 9 interleaved do_bench runs at T = 2048
+(3 at 8192), with their range.
 
 Each variant is its own small Triton kernel here, compared with the kernel
 dspark ships (`cur`): streaming cache hints (loads evict-first, stores .cs),
@@ -230,6 +238,83 @@ def round2(dev) -> None:
                 f"{k}:{statistics.median(v):.3f}[{min(v):.3f}-{max(v):.3f}]" for k, v in ratios.items()), flush=True)
 
 
+# Round 3 (2026-12-01): copies that bound the kernel. gridcopy: the shipped
+# kernel's grid and tile (BR rows of one segment a program), no reduction.
+# flatcopy: BLOCK consecutive elements a program, the copy's own granularity.
+@triton.jit
+def gridcopy_kernel(X, Y, xrs, xss, yrs, yss, n_rows, S: tl.constexpr, H: tl.constexpr, BLOCK: tl.constexpr,
+                    BR: tl.constexpr):
+    pid = tl.program_id(0)
+    seg = (pid % S).to(tl.int64)
+    rows = (pid // S).to(tl.int64) * BR + tl.arange(0, BR)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    m = (rows < n_rows) & (cols < H)
+    tl.store(Y + seg * yss + rows * yrs + cols, tl.load(X + seg * xss + rows * xrs + cols, mask=m), mask=m)
+
+
+@triton.jit
+def flatcopy_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(Y + offs, tl.load(X + offs, mask=m), mask=m)
+
+
+def launch_shipped(x, w, y, config, maxnreg=None):
+    """The shipped kernel with any tile, split and register cap; returns the compiled kernel."""
+    from dspark.kernels.segmented_rmsnorm import _segmented_rmsnorm_kernel
+    T, S, H = x.shape
+    extra = {} if maxnreg is None else {"maxnreg": maxnreg}
+    return _segmented_rmsnorm_kernel[(triton.cdiv(T, config.block_rows) * S * config.split,)](
+        x, w, y, x.stride(0), x.stride(1), w.stride(0), y.stride(0), y.stride(1), T, 1e-5,
+        N_SEGMENTS=S, HIDDEN=H, BLOCK_SIZE=config.block_size, BLOCK_ROWS=config.block_rows, FP64_SUM=False,
+        HF_CAST_ORDER=False, WEIGHT_FIRST=config.weight_first, SPLIT=config.split, INTERPRETER=False,
+        num_warps=config.num_warps, enable_fp_fusion=False, **extra)
+
+
+def round3(dev) -> None:
+    from triton.testing import do_bench
+    from dspark.kernels.reference import segmented_rmsnorm_reference
+    from dspark.kernels.segmented_rmsnorm import LaunchConfig, choose_launch_config
+    for S, H in [(3, 4096), (4, 8192), (3, 5120), (3, 7168), (5, 7168)]:
+        block = triton.next_power_of_2(H)
+        w = (torch.rand(S, H, device=dev) + 0.5).to(torch.bfloat16)
+        for T in [2048, 8192]:
+            x = torch.randn(T, S, H, device=dev, dtype=torch.bfloat16)
+            y = torch.empty_like(x)
+            ref = segmented_rmsnorm_reference(x, w, 1e-5)
+            cur = choose_launch_config(H, n_rows=T, num_segments=S, device=dev)
+            n = x.numel()
+            cands = {
+                "cur": lambda: launch_shipped(x, w, y, cur),
+                f"gridcopy_r{cur.block_rows}w{cur.num_warps}": lambda: gridcopy_kernel[
+                    (triton.cdiv(T, cur.block_rows) * S,)](x, y, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
+                                                           T, S=S, H=H, BLOCK=block, BR=cur.block_rows,
+                                                           num_warps=cur.num_warps),
+                "flat1024w4": lambda: flatcopy_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024, num_warps=4),
+                "flat4096w8": lambda: flatcopy_kernel[(triton.cdiv(n, 4096),)](x, y, n, BLOCK=4096, num_warps=8),
+            }
+            variants = {f"r{r}w{wp}": (LaunchConfig(block, r, wp), None)
+                        for r, wp in ((1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (2, 8), (4, 8)) if r * block <= 16384}
+            variants.update({f"r1w8_cap{cap}": (LaunchConfig(block, 1, 8), cap) for cap in (32, 40, 48)})
+            variants.update({f"split{sp}w{wp}": (LaunchConfig(block, 1, wp, split=sp), None)
+                             for sp in (2, 4) for wp in (4, 8)})
+            for name, (config, cap) in variants.items():
+                compiled = launch_shipped(x, w, y, config, cap)
+                identical = (y == ref).float().mean().item()
+                if T == 2048:
+                    print(f"  S={S} H={H} {name}: {compiled.n_regs} registers, {compiled.n_spills} spilled, "
+                          f"identical {identical:.5f}", flush=True)
+                cands[name] = lambda config=config, cap=cap: launch_shipped(x, w, y, config, cap)
+            ratios = {k: [] for k in cands}
+            for _ in range(9 if T == 2048 else 3):
+                copy = do_bench(lambda: y.copy_(x), warmup=25, rep=100)
+                for k, fn in cands.items():
+                    ratios[k].append(copy / do_bench(fn, warmup=25, rep=100))
+            ranked = sorted(ratios.items(), key=lambda kv: -statistics.median(kv[1]))
+            print(f"BW3 S={S} H={H} T={T} (cur: {cur.block_rows} rows, {cur.num_warps} warps): " + " ".join(
+                f"{k}:{statistics.median(v):.3f}[{min(v):.3f}-{max(v):.3f}]" for k, v in ranked), flush=True)
+
+
 def pieces(h):
     out = []
     bit = 1 << (h.bit_length() - 1)
@@ -272,12 +357,17 @@ def check_correct():
 
 
 def main():
-    if "--round2" in sys.argv[1:]:
-        if not torch.cuda.is_available():
-            print("needs a CUDA GPU", file=sys.stderr)
-            return 2
-        round2(torch.device("cuda"))
-        return 0
+    for flag, run_round in (("--round2", round2), ("--round3", round3)):
+        if flag in sys.argv[1:]:
+            if not torch.cuda.is_available():
+                print("needs a CUDA GPU", file=sys.stderr)
+                return 2
+            spin = torch.randn(1 << 26, device="cuda")
+            for _ in range(300):  # clocks up before the first timing
+                spin.mul_(1.0)
+            torch.cuda.synchronize()
+            run_round(torch.device("cuda"))
+            return 0
     check_correct()
     if not torch.cuda.is_available():
         return 0

@@ -3,6 +3,11 @@ of EAGLE-3 and K3 drafts.
 
     python tests/benchmarks/sweep_launch_configs.py           # rows x warps, T >= 1024
     python tests/benchmarks/sweep_launch_configs.py --small   # split row-segments, T <= 64
+    python tests/benchmarks/sweep_launch_configs.py --shapes 3x4096,1x4096 \
+        --candidates r1w8,r4w8 --tokens 2048,32768         # some shapes, tiles, T
+
+`--shapes`, `--candidates` (rows `r`, warps `w`) and `--tokens` narrow the
+first sweep, which then prints each median with the range of the 7 runs.
 
 The first times rows per program x warps as a fraction of the copy's
 bandwidth (medians of 7 interleaved do_bench runs, L2 flushed): it is how the
@@ -17,6 +22,7 @@ quotes what it printed on an H200. Not collected by pytest.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import statistics
 import sys
@@ -63,7 +69,28 @@ def sweep_small(dev: torch.device) -> None:
                   flush=True)
 
 
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    def shapes(text: str) -> list[tuple[int, int]]:
+        return [tuple(int(n) for n in item.split("x")) for item in text.split(",")]
+
+    def candidates(text: str) -> list[tuple[int, int]]:
+        return [tuple(int(n) for n in item.lstrip("r").split("w")) for item in text.split(",")]
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", action="store_true", help="split row-segments at T <= 64")
+    parser.add_argument("--shapes", type=shapes, help="taps x width, e.g. 3x4096,4x8192")
+    parser.add_argument("--candidates", type=candidates, help="rows and warps a program, e.g. r1w8,r4w8")
+    parser.add_argument("--tokens", type=lambda text: [int(n) for n in text.split(",")], help="e.g. 2048,8192")
+    args = parser.parse_args(argv)
+    args.narrowed = any(value is not None for value in (args.shapes, args.candidates, args.tokens))
+    args.shapes = args.shapes or SHAPES
+    args.candidates = args.candidates or CANDIDATES
+    args.tokens = args.tokens or TOKENS
+    return args
+
+
 def main() -> int:
+    args = parse_arguments(sys.argv[1:])
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -73,23 +100,27 @@ def main() -> int:
     for _ in range(300):  # clocks up before the first timing
         spin.mul_(1.0)
     torch.cuda.synchronize()
-    if "--small" in sys.argv[1:]:
+    if args.small:
         sweep_small(dev)
         return 0
-    for segments, hidden in SHAPES:
+    for segments, hidden in args.shapes:
         weight = (torch.rand(segments, hidden, device=dev) + 0.5).to(torch.bfloat16)
         block = triton.next_power_of_2(hidden)
-        for tokens in TOKENS:
+        for tokens in args.tokens:
             x = torch.randn(tokens, segments, hidden, device=dev, dtype=torch.bfloat16)
             y = torch.empty_like(x)
-            ratios = {c: [] for c in CANDIDATES if c[0] * block <= 65536}
+            ratios = {c: [] for c in args.candidates if c[0] * block <= 65536}
             for _ in range(7):  # interleaved, so drift hits every candidate alike
                 copy = do_bench(lambda: y.copy_(x), warmup=25, rep=200)
                 for rows, warps in ratios:
                     config = LaunchConfig(block, rows, warps, False)
                     kernel = do_bench(lambda: _launch(x, weight, y, 1e-5, False, config), warmup=25, rep=200)
                     ratios[(rows, warps)].append(copy / kernel)
-            line = " ".join(f"r{r}w{w}:{statistics.median(v):.3f}" for (r, w), v in ratios.items())
+            if args.narrowed:
+                line = " ".join(f"r{r}w{w}:{statistics.median(v):.3f}[{min(v):.3f}-{max(v):.3f}]"
+                                for (r, w), v in ratios.items())
+            else:
+                line = " ".join(f"r{r}w{w}:{statistics.median(v):.3f}" for (r, w), v in ratios.items())
             print(f"S={segments} H={hidden} T={tokens}: {line}", flush=True)
     return 0
 

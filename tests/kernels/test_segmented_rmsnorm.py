@@ -255,6 +255,39 @@ def test_how_many_programs_share_a_row_segment():
         assert kernel_module.choose_launch_config(100, n_rows=1, num_segments=5, device=cuda).split == 1
 
 
+def test_tiles_of_launches_longer_than_one_wave():
+    """Several waves: 4096-wide taps on 8 warps, one row a program and four
+    from 32768 row-segments; exactly 8192-wide ones two rows from 8192
+    row-segments; other widths as the default (docs/kernels.md)."""
+    assert kernel_module.streaming_tile(4096, 1, 4, programs=6144) == (1, 8)
+    assert kernel_module.streaming_tile(4096, 1, 4, programs=32767) == (1, 8)
+    assert kernel_module.streaming_tile(4096, 1, 4, programs=32768) == (4, 8)
+    assert kernel_module.streaming_tile(8192, 1, 8, programs=8192) == (2, 8)
+    assert kernel_module.streaming_tile(8192, 1, 8, programs=8191) == (1, 8)
+    assert kernel_module.streaming_tile(7168, 1, 8, programs=1 << 20) == (1, 8)
+    assert kernel_module.streaming_tile(5120, 1, 8, programs=1 << 20) == (1, 8)
+    assert kernel_module.streaming_tile(1024, 4, 4, programs=1 << 20) == (4, 4)
+    if DEVICE == "cuda":
+        cuda = torch.device("cuda")
+        config = kernel_module.choose_launch_config(8192, n_rows=4096, num_segments=4, device=cuda)
+        assert (config.block_rows, config.num_warps, config.weight_first) == (2, 8, False)
+        assert kernel_module.choose_launch_config(8192, n_rows=1024, num_segments=4, device=cuda).block_rows == 1
+
+
+@pytest.mark.parametrize("hf", [pytest.param(False, id="fp32"), pytest.param(True, id="hf")])
+def test_two_rows_of_8192_a_program(hf):
+    """The tile long 8192-wide launches use: two rows a program, the last
+    tile half past the end, strided rows; nothing written past the last row."""
+    x = make_taps(3, 2, 8192, torch.bfloat16, seed=41).view(3, 2, 8192)
+    w = make_weight(2, 8192, torch.bfloat16, seed=41)
+    storage = torch.full((4, 3, 8192), float("nan"), dtype=x.dtype, device=DEVICE)
+    y = storage[:3, :2]
+    config = kernel_module.LaunchConfig(8192, 2, 8)
+    kernel_module._launch(x, w, y, EPS, hf, config)
+    assert_kernel_close(f"y ({config})", y, segmented_rmsnorm_reference(x, w, EPS, cast_order="hf" if hf else "fp32"))
+    assert storage[:, 2].isnan().all() and storage[3].isnan().all(), f"{config} wrote outside the rows"
+
+
 def test_launch_config_for_the_k3_width():
     """8 warps per 7168-wide segment; the weight's load goes beside x's only
     when every program fits on the GPU at once (docs/kernels.md)."""
@@ -305,6 +338,49 @@ def test_eps_is_a_runtime_value():
         for n_rows in (1, 16, 37):
             segmented_rmsnorm(make_taps(n_rows, 5, 100, torch.float32, seed=n_rows), w, 0.5)
         assert _compiled_variants() - compiled_before <= 1
+
+
+def test_cached_launch_needs_triton_3_3_and_compiled_kernels():
+    """From Triton 3.3 a compiled kernel takes every argument, constexprs
+    included; 3.2 and older take only the runtime ones, so they, and the
+    interpreter, always launch through the JIT."""
+    supported = kernel_module._cached_launch_supported
+    assert supported("3.3.1", interpreted=False) and supported("3.6.0", interpreted=False)
+    assert supported("3.9.0", interpreted=False) and supported("4.0.0", interpreted=False)
+    assert not supported("3.2.0", interpreted=False) and not supported("2.3.1", interpreted=False)
+    assert not supported("3.6.0", interpreted=True)
+    assert not supported("unknown", interpreted=False)
+
+
+@pytest.mark.skipif(not kernel_module._CACHED_LAUNCH, reason="launches go through Triton's JIT here")
+def test_a_repeated_launch_skips_the_jit_and_matches_the_reference(monkeypatch):
+    """The first launch of a key goes through the JIT; later ones, with other
+    row counts (other grids), straight to the compiled kernel. A pointer of
+    another alignment is another key: Triton would compile another variant."""
+    through_jit = []
+    real = kernel_module._launch_through_triton
+
+    def counting(*args):
+        through_jit.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(kernel_module, "_launch_through_triton", counting)
+    monkeypatch.setattr(kernel_module, "_COMPILED", {})
+    w = make_weight(3, 4096, torch.bfloat16, seed=51)
+    for n_rows in (5, 5, 300, 2):
+        x = make_taps(n_rows, 3, 4096, torch.bfloat16, seed=n_rows)
+        assert_kernel_close(f"y (T={n_rows})", segmented_rmsnorm(x, w, EPS), segmented_rmsnorm_reference(x, w, EPS))
+    # One JIT launch per launch configuration (on an H200: T = 5 and 2 share
+    # one, T = 300 has another); the repeats and the other grids are cached.
+    configs = {kernel_module.choose_launch_config(4096, n_rows=n, num_segments=3, device=torch.device(DEVICE))
+               for n in (5, 300, 2)}
+    jit_launches = len(through_jit)
+    assert jit_launches == len(configs), f"{jit_launches} JIT launches for {len(configs)} configurations"
+    storage = make_taps(6, 3, 4096, torch.bfloat16, seed=52).flatten()
+    x = storage[1:1 + 5 * 3 * 4096].view(5, 3 * 4096)  # 2 bytes past a 16-byte boundary
+    assert_kernel_close("y (x not 16-byte aligned)", segmented_rmsnorm(x, w, EPS),
+                        segmented_rmsnorm_reference(x, w, EPS))
+    assert len(through_jit) == jit_launches + 1, "an unaligned x reused a kernel compiled for aligned ones"
 
 
 def _compiled_variants():
