@@ -20,6 +20,7 @@ from dspark.converters.holes import hole_findings
 from dspark.converters.layouts.hf import MANIFEST_NAME
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint, open_checkpoint
+from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
@@ -151,8 +152,14 @@ def check_checkpoint(
         )
     checkpoint = open_checkpoint(path, config_path=config_path)
     environ = os.environ if environ is None else environ
+    read_payloads = deep or verify_hashes
+    file_findings = list(checkpoint.findings)
+    if read_payloads:
+        # Copies of a tensor stored twice that were too large to compare
+        # header-only are compared now that the payloads are read anyway.
+        file_findings = [resolve_stored_twice(finding, checkpoint.reader) for finding in file_findings]
 
-    findings: list[Finding] = list(checkpoint.config_findings) + list(checkpoint.findings)
+    findings: list[Finding] = list(checkpoint.config_findings) + file_findings
     resolved = ResolvedDraft(engine=profile.spec, target_checked=target_facts is not None)
     expected: dict = {}
     if checkpoint.config is not None:
@@ -187,7 +194,6 @@ def check_checkpoint(
     # A remote folder's manifest is not verified (its hashes need every
     # byte of every file); --verify refuses it before this point.
     has_manifest = not checkpoint.is_remote and (checkpoint.root / MANIFEST_NAME).is_file()
-    read_payloads = deep or verify_hashes
     scanned, digests = 0, None
     if payload_stats is not None:
         pairs = [(e, payload_stats[e.stored_name]) for e in checkpoint.entries if e.stored_name in payload_stats]

@@ -21,6 +21,7 @@ from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_spli
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
+from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.writers.safetensors import (
     DEFAULT_MAX_SHARD_SIZE,
     PlannedTensor,
@@ -257,6 +258,9 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     fmt = detect_format(src)
     replaces = check_paths(src, dst, force=options.force)
     checkpoint = open_checkpoint(src, config_path=_config_for(src, fmt, options.config_path))
+    # Converting reads every payload: copies of a tensor stored twice that
+    # were too large to compare header-only are compared before judging.
+    checkpoint.findings = [resolve_stored_twice(finding, checkpoint.reader) for finding in checkpoint.findings]
 
     _refuse_unconvertible(checkpoint)
     family: DraftFamily = checkpoint.family

@@ -295,11 +295,14 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
         weights = path
     refuse_rank_state(weights)
     root = weights.parent
-    shown = weights.name
+    shown = weights.name  # file names in the inventory are relative to root
+    # Errors name the file from the folder the user gave (a SpecForge
+    # output folder: which step's training_state.pt).
+    named = weights.relative_to(path).as_posix() if location is not None and weights.parent != path else shown
     obj, mapped = load_weights_only(weights, torch)
-    tensors, nested_under, left_behind = find_state_dict(obj, torch, shown)
+    tensors, nested_under, left_behind = find_state_dict(obj, torch, named)
     for name, tensor in tensors.items():
-        require_dense(tensor, file=shown, name=name)
+        require_dense(tensor, file=named, name=name)
     explicit, missing_note, config_from = config_path, PT_HAS_NO_CONFIG, None
     if nested_under == DRAFT_STATE_KEY and explicit is None and find_config_upwards(root, 1) is None:
         recorded = recorded_draft_config(obj)
@@ -324,7 +327,7 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
         TensorEntry(
             served_name=served_name_for(family, name),
             stored_name=name,
-            dtype=torch_dtype_code(tensor.dtype, file=shown, tensor=name),
+            dtype=torch_dtype_code(tensor.dtype, file=named, tensor=name),
             shape=tuple(tensor.shape),
             file=shown,
             locator=tensor,
@@ -333,7 +336,7 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
     ]
     findings = [location.note] if location is not None and location.note else []
     if left_behind:
-        findings.append(left_behind_finding(left_behind, shown))
+        findings.append(left_behind_finding(left_behind, named))
     metadata: dict[str, Any] = {"memory_mapped": mapped}
     if nested_under:
         metadata["state_dict_key"] = nested_under

@@ -129,14 +129,14 @@ def entries_from_headers(
     listed: dict[str, str] | None,
     index_total: Any,
     family,
-    same_bytes: Callable[[tuple[str, Any], tuple[str, Any]], bool] | None = None,
+    same_bytes: Callable[[tuple[str, Any], tuple[str, Any]], bool | None],
 ) -> tuple[list[TensorEntry], list[Finding]]:
     """The inventory from the headers read, and what is inconsistent
     between the files and the index (the same for a local or remote folder).
 
     ``same_bytes((file, tensor), (file, tensor))`` compares two stored
-    copies of one tensor (`copies_compared_through`); without it copies
-    are taken to differ."""
+    copies of one tensor (`copies_compared_through`): True, False, or None
+    when they were not compared."""
     findings: list[Finding] = []
     entries: list[TensorEntry] = []
     owner: dict[str, tuple[str, Any]] = {}  # tensor -> (file, header entry) its entry comes from
@@ -166,50 +166,119 @@ def entries_from_headers(
 
 
 def _stored_twice(first: tuple[str, Any], second: tuple[str, Any], same_bytes) -> Finding:
+    """IDX005 for a tensor found in two files (see `stored_twice_finding`)."""
+    (first_file, first_tensor), (second_file, second_tensor) = first, second
+    same_layout = (first_tensor.dtype, first_tensor.shape) == (second_tensor.dtype, second_tensor.shape)
+    identical = same_bytes(first, second) if same_layout else False
+    return stored_twice_finding(
+        second_tensor.name, first_file, second_file,
+        layouts=((first_tensor.dtype, tuple(first_tensor.shape)), (second_tensor.dtype, tuple(second_tensor.shape))),
+        byte_ranges=((first_tensor.start, first_tensor.end), (second_tensor.start, second_tensor.end)),
+        identical=identical,
+    )
+
+
+def stored_twice_finding(tensor: str, first_file: str, second_file: str, *, layouts, byte_ranges,
+                         identical: bool | None) -> Finding:
     """IDX005 for a tensor found in two files. TokenSpeed loads every copy,
     the file read last winning, in glob order (model_loader/loader.py@4b9766f6:287-311,
     weight_utils.py@4b9766f6:254-272): byte-identical copies serve the
     values either way, a warning; copies that differ serve whichever file
-    came last, without a word, an error."""
-    (first_file, first_tensor), (second_file, second_tensor) = first, second
-    name = printable_name(second_tensor.name)
-    same_layout = (first_tensor.dtype, first_tensor.shape) == (second_tensor.dtype, second_tensor.shape)
-    identical = same_layout and same_bytes is not None and same_bytes(first, second)
-    detail = {"files": [first_file, second_file], "identical": identical}
+    came last, without a word, an error. Copies that were not compared
+    (``identical`` None: too large for a header-only check) stay an error
+    until `--deep` compares them (`resolve_stored_twice`)."""
+    name = printable_name(tensor)
+    (first_dtype, first_shape), (second_dtype, second_shape) = layouts
+    detail = {"files": [first_file, second_file], "identical": identical,
+              "byte_ranges": [list(byte_ranges[0]), list(byte_ranges[1])],
+              "dtype": first_dtype, "shape": list(first_shape)}
     if identical:
         return Finding(
             "IDX005",
             f"{name} is stored in both {first_file} and {second_file}, byte for byte the same: every "
             "loader gets the same values. Remove one copy to save the space.",
-            file=second_file, tensor=second_tensor.name, detail=detail, severity=Severity.WARNING,
+            file=second_file, tensor=tensor, detail=detail, severity=Severity.WARNING,
         )
-    if not same_layout:
-        how = (f"as {first_tensor.dtype}{list(first_tensor.shape)} and "
-               f"{second_tensor.dtype}{list(second_tensor.shape)}")
-    elif same_bytes is not None:
-        how = "with different bytes"
+    if (first_dtype, first_shape) != (second_dtype, second_shape):
+        how = f"as {first_dtype}{list(first_shape)} and {second_dtype}{list(second_shape)}"
+    elif identical is None:
+        size = byte_ranges[0][1] - byte_ranges[0][0]
+        how = (f"({size / 2**20:.0f} MiB each, not compared: a header-only check compares copies of up to "
+               f"{COMPARE_LIMIT_HEADER_ONLY >> 20} MiB; run with --deep to compare them)")
     else:
-        how = "(the copies were not compared)"
+        how = "with different bytes"
     return Finding(
         "IDX005",
         f"{name} is stored in both {first_file} and {second_file} {how}; TokenSpeed loads both and "
         "serves the one it reads last, in the order the file system lists the files (an unsorted glob), so "
         "which one is served cannot be told. Keep the copy the draft was trained with and delete the other "
         "(and its entry in the index).",
-        file=second_file, tensor=second_tensor.name, detail=detail,
+        file=second_file, tensor=tensor, detail=detail,
     )
 
 
+def resolve_stored_twice(finding: Finding, reader) -> Finding:
+    """An IDX005 whose copies were not compared, compared now through the
+    checkpoint's `reader` (`--deep`: payloads are read anyway); any other
+    finding as it is."""
+    detail = finding.detail or {}
+    if finding.code != "IDX005" or detail.get("identical", False) is not None:
+        return finding
+    files, ranges = detail["files"], detail["byte_ranges"]
+    layout = (detail["dtype"], tuple(detail["shape"]))
+    copies = [TensorEntry(served_name=finding.tensor, stored_name=finding.tensor, dtype=layout[0], shape=layout[1],
+                          file=file, byte_range=tuple(byte_range)) for file, byte_range in zip(files, ranges)]
+    try:
+        identical = _streams_equal(iter(reader.iter_chunks(copies[0], _COMPARE_CHUNK)),
+                                   iter(reader.iter_chunks(copies[1], _COMPARE_CHUNK)))
+    except (OSError, CheckpointError):
+        identical = False
+    return stored_twice_finding(finding.tensor, files[0], files[1], layouts=(layout, layout),
+                                byte_ranges=tuple(tuple(r) for r in ranges), identical=identical)
+
+
+def _streams_equal(first: Iterator, second: Iterator) -> bool:
+    """Whether two streams of chunks carry the same bytes, however each is cut."""
+    left, right = b"", b""
+    while True:
+        while not left:
+            chunk = next(first, None)
+            if chunk is None:
+                break
+            left = bytes(chunk)
+        while not right:
+            chunk = next(second, None)
+            if chunk is None:
+                break
+            right = bytes(chunk)
+        if not left or not right:
+            return not left and not right
+        common = min(len(left), len(right))
+        if left[:common] != right[:common]:
+            return False
+        left, right = left[common:], right[common:]
+
+
 _COMPARE_CHUNK = 8 << 20
+
+#: Largest copy of a tensor stored twice that a header-only check reads to
+#: compare it with the other: enough for norms, biases and small matrices;
+#: a duplicated embedding (gigabytes, and a download for a remote folder)
+#: waits for --deep.
+COMPARE_LIMIT_HEADER_ONLY = 64 << 20
 
 
 def copies_compared_through(read: Callable[[str, int, int], bytes]):
     """A `same_bytes` for `entries_from_headers` that reads both copies
     with `read(file, start, end)`, a piece at a time. A tensor stored twice
     is the one case where a header-only check reads payload: which verdict
-    is right depends on it. A copy that cannot be read counts as different."""
-    def same_bytes(first: tuple[str, Any], second: tuple[str, Any]) -> bool:
+    is right depends on it. A copy that cannot be read counts as different;
+    copies larger than `COMPARE_LIMIT_HEADER_ONLY` are not read (None: not
+    compared)."""
+    def same_bytes(first: tuple[str, Any], second: tuple[str, Any]) -> bool | None:
         (first_file, a), (second_file, b) = first, second
+        if a.end - a.start > COMPARE_LIMIT_HEADER_ONLY:
+            return None
         try:
             for offset in range(0, a.end - a.start, _COMPARE_CHUNK):
                 length = min(_COMPARE_CHUNK, a.end - a.start - offset)

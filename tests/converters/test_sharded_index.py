@@ -11,6 +11,8 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from dspark.converters.check import check_checkpoint
+from dspark.converters.convert import convert_checkpoint
+from dspark.converters.readers import safetensors as safetensors_reader
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX
 from dspark.converters.readers import open_checkpoint
 
@@ -163,6 +165,35 @@ def test_idx005_identical_copies_in_two_shards_are_a_warning(sharded):
     report = check_checkpoint(sharded)
     assert report.errors == []
     assert [(f.code, f.tensor, f.detail["identical"]) for f in report.warnings] == [("IDX005", name, True)]
+
+
+@pytest.mark.parametrize("scale, identical", [(1, True), (3, False)], ids=["identical", "different"])
+def test_idx005_copies_too_large_to_compare_header_only_wait_for_deep(sharded, monkeypatch, scale, identical):
+    """Above the header-only limit the copies are not read (a duplicated
+    embedding would be gigabytes, or a download): an error that says so and
+    names --deep, which compares them and gives the verdict of smaller copies."""
+    monkeypatch.setattr(safetensors_reader, "COMPARE_LIMIT_HEADER_ONLY", 16)  # final_norm: 64 bytes
+    name = "model.final_norm.weight"
+    store_a_second_copy(sharded, name, lambda t: t * scale)
+    header_only = check_checkpoint(sharded)
+    assert [(f.code, f.tensor, f.detail["identical"]) for f in header_only.errors] == [("IDX005", name, None)]
+    assert "not compared" in header_only.errors[0].message and "--deep" in header_only.errors[0].message
+    deep = check_checkpoint(sharded, deep=True)
+    judged = [(f.code, f.severity.value, f.detail["identical"]) for f in deep.findings if f.code == "IDX005"]
+    assert judged == [("IDX005", "warning" if identical else "error", identical)]
+    if not identical:
+        assert "with different bytes" in deep.errors[0].message
+
+
+def test_convert_compares_copies_too_large_for_a_header_only_check(sharded, monkeypatch, tmp_path):
+    """Converting reads every payload anyway: identical copies over the
+    header-only limit convert (one copy written), as smaller ones do."""
+    monkeypatch.setattr(safetensors_reader, "COMPARE_LIMIT_HEADER_ONLY", 16)
+    name = "model.final_norm.weight"
+    store_a_second_copy(sharded, name)
+    report = convert_checkpoint(sharded, tmp_path / "out")
+    assert any(f.code == "IDX005" and f.detail["identical"] for f in report.plan.findings)
+    assert check_checkpoint(tmp_path / "out", deep=True).errors == []
 
 
 @pytest.mark.parametrize("delta", [1, -2], ids=["too-large", "too-small"])

@@ -320,6 +320,23 @@ def test_specforge_output_folder_reads_the_latest_step_with_the_recorded_config(
     assert check_checkpoint(served, deep=True).passed(strict=True)
 
 
+def test_an_error_in_the_step_read_from_an_output_folder_names_that_step(tmp_path):
+    """Given the output folder, an unreadable tensor in the step picked is
+    named with its step folder, not as a bare training_state.pt."""
+    config = draft_config_file(tmp_path)
+    output = tmp_path / "out"
+    write_specforge_step(output, "run", 100, draft_config=config, seed=1)
+    write_specforge_step(output, "run", 200, draft_config=config, seed=2)
+    state_file = output / "run-step200" / "training_state.pt"
+    state = torch.load(state_file, weights_only=False)
+    state["draft_state_dict"]["fc.weight"] = state["draft_state_dict"]["fc.weight"].to_sparse()
+    torch.save(state, state_file)
+
+    result = dspark("check", str(output))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "run-step200/training_state.pt: fc.weight is stored as sparse_coo" in result.stdout + result.stderr
+
+
 def test_specforge_step_folder_is_read_as_named_and_rank_files_are_never_opened(tmp_path):
     config = draft_config_file(tmp_path)
     output = tmp_path / "out"
