@@ -347,14 +347,16 @@ def streaming_tile(hidden: int, block_rows: int, num_warps: int, programs: int) 
 
     Measured on an H200 (docs/kernels.md, bf16, ``do_bench`` against the
     copy): 4096-wide taps (Llama-3-8B EAGLE-3) stream best on 8 warps, one
-    row a program up to 24576-40960 row-segments (3 x 4096 at T = 2048:
-    0.964 against 0.957 with four rows; T = 8192: 0.984 against 0.977) and
-    four rows from 32768 of them (T = 32768: 0.992 against 0.980); 4 warps,
-    the default, trail both. Segments of exactly 8192 (no padded
+    row a program below 32768 row-segments (3 x 4096 at T = 2048:
+    0.955-0.964 against 0.952-0.957 with four rows in three runs; at
+    T = 8192 within 0.01 either way) and four rows from there (T = 32768:
+    0.990-0.992 against 0.975-0.980); 4 warps, the default, trail both.
+    Segments of exactly 8192 (no padded
     lanes) stream best two rows a program once there are 8192 row-segments
     or more: 0.978-0.997 against 0.970-0.987 from 16384 of them (2, 4 or 8
-    taps), within 0.002 at 8192, and mostly worse below (0.88-0.95 against
-    0.93-0.95). Padded widths (5120, 7168) lose 1-4 % with two rows, and
+    taps), within 0.005 either way at 8192, and mostly worse below
+    (0.88-0.95 against 0.93-0.95); ``tests/benchmarks/sweep_launch_configs.py
+    --shapes ...``. Padded widths (5120, 7168) lose 1-4 % with two rows, and
     keep one (``tests/benchmarks/explore_kernel_variants.py --round3``).
     """
     block_size = triton.next_power_of_2(hidden)
@@ -412,10 +414,14 @@ def _run_kernel(x, x_strides, weight, y, y_strides, n_rows, num_segments, hidden
     if not _CACHED_LAUNCH:
         _launch_through_triton(grid, arguments, config.num_warps)
         return
-    # Everything Triton specialises a compiled kernel on, and more: exact
-    # strides, pointer alignment, the integer width of n_rows, dtypes, device.
+    # Everything Triton's NVIDIA backend specialises a compiled kernel on,
+    # and more: exact strides (so integers equal to 1 or divisible by 16),
+    # 16-byte pointer alignment, the integer width of n_rows, dtypes,
+    # constexprs, warps, and the current device, which Triton launches on
+    # and loads the kernel for.
     key = (
-        x.device.index, x.dtype, weight.dtype, y.dtype, config.num_warps, arguments[3:8], arguments[10:],
+        torch.cuda.current_device() if x.is_cuda else None, x.dtype, weight.dtype, y.dtype, config.num_warps,
+        arguments[3:8], arguments[10:],
         x_address % 16 == 0, w_address % 16 == 0, y_address % 16 == 0, n_rows > _INT32_MAX,
     )
     compiled = _COMPILED.get(key)
@@ -446,7 +452,11 @@ def _launch_through_triton(grid, arguments, num_warps):
 #: latency whenever the host falls behind the GPU. A launch whose key has been
 #: seen goes straight to the compiled kernel (``CompiledKernel[grid](*args)``),
 #: which takes every argument in the kernel's order from Triton 3.3 on; older
-#: Triton, and the interpreter, always go through the JIT.
+#: Triton, and the interpreter, always go through the JIT. So does ROCm:
+#: Triton's AMD backend also specialises pointers on the size of their
+#: storage, which the key does not hold. A cached launch skips what the JIT
+#: re-reads on every call (TRITON_DEBUG and other settings changed after the
+#: first launch, pre-run hooks); launch hooks still run.
 _INT32_MAX = 2**31 - 1
 _COMPILED: dict = {}
 _COMPILED_LIMIT = 256
@@ -462,7 +472,8 @@ def _cached_launch_supported(version: str, interpreted: bool) -> bool:
         return False
 
 
-_CACHED_LAUNCH = triton is not None and _cached_launch_supported(triton.__version__, _INTERPRETED)
+_CACHED_LAUNCH = (triton is not None and torch.version.hip is None
+                  and _cached_launch_supported(triton.__version__, _INTERPRETED))
 
 
 def _launch(x3, weight, y3, eps: float, hf_cast_order: bool, config: LaunchConfig, fp64_sum=None) -> None:

@@ -196,22 +196,25 @@ GROUPED_COUNT = "grouped_count"
 
 
 def group_findings(findings: list[Finding], *, threshold: int = GROUP_THRESHOLD) -> list[Finding]:
-    """Findings with every code that occurs more than `threshold` times
-    replaced, where its first occurrence stood, by one finding of the same
-    code and severity that gives the count, the first finding's message and
-    the first few tensor (or file) names. Order is kept otherwise."""
-    by_code: dict[str, list[Finding]] = {}
+    """Findings with every code and severity that occur together more than
+    `threshold` times replaced, where the first of them stood, by one
+    finding of that code and severity that gives the count, the first
+    finding's message and the first few tensor (or file) names. Order is
+    kept otherwise. Grouping by severity too keeps an error from being
+    folded into a warning of the same code (IDX005 is either)."""
+    by_kind: dict[tuple[str, Severity], list[Finding]] = {}
     for finding in findings:
-        by_code.setdefault(finding.code, []).append(finding)
-    crowded = {code for code, group in by_code.items() if len(group) > threshold}
+        by_kind.setdefault((finding.code, finding.severity), []).append(finding)
+    crowded = {kind for kind, group in by_kind.items() if len(group) > threshold}
     if not crowded:
         return list(findings)
     result: list[Finding] = []
     for finding in findings:
-        if finding.code not in crowded:
+        kind = (finding.code, finding.severity)
+        if kind not in crowded:
             result.append(finding)
-        elif finding is by_code[finding.code][0]:
-            result.append(_grouped(by_code[finding.code]))
+        elif finding is by_kind[kind][0]:
+            result.append(_grouped(by_kind[kind]))
     return result
 
 

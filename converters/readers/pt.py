@@ -294,31 +294,31 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
     else:
         weights = path
     refuse_rank_state(weights)
-    root = weights.parent
-    shown = weights.name  # file names in the inventory are relative to root
-    # Errors name the file from the folder the user gave (a SpecForge
-    # output folder: which step's training_state.pt).
-    named = weights.relative_to(path).as_posix() if location is not None and weights.parent != path else shown
+    folder = weights.parent  # where the draft's config is looked for
+    # The inventory, findings and errors name the file from the folder the
+    # user gave (a SpecForge output folder: which step's training_state.pt).
+    root = path if location is not None else folder
+    named = weights.relative_to(root).as_posix()
     obj, mapped = load_weights_only(weights, torch)
     tensors, nested_under, left_behind = find_state_dict(obj, torch, named)
     for name, tensor in tensors.items():
         require_dense(tensor, file=named, name=name)
     explicit, missing_note, config_from = config_path, PT_HAS_NO_CONFIG, None
-    if nested_under == DRAFT_STATE_KEY and explicit is None and find_config_upwards(root, 1) is None:
+    if nested_under == DRAFT_STATE_KEY and explicit is None and find_config_upwards(folder, 1) is None:
         recorded = recorded_draft_config(obj)
         if recorded.path is not None:
-            explicit, config_from = recorded.path, f"{shown}: {PROVENANCE_KEY}.draft_config"
+            explicit, config_from = recorded.path, f"{named}: {PROVENANCE_KEY}.draft_config"
         else:
             missing_note = (f"{NO_CONFIG_SAVED}, and {recorded.problem}: pass --config with the draft config "
                             "the run was trained with.")
     config, config_file, config_findings, family = load_config_for(
-        root, explicit, search_parents=1, missing_note=missing_note
+        folder, explicit, search_parents=1, missing_note=missing_note
     )
     captured = recorded_capture_layers(obj) if nested_under == DRAFT_STATE_KEY else None
     if captured and config is not None and family is not None:
         config, taken = with_trained_taps(
-            config, family, captured, config_file=display_name(config_file, root) if config_file else CONFIG_NAME,
-            source=f"{shown} ({PROVENANCE_KEY}.{CAPTURE_LAYERS_FIELD})",
+            config, family, captured, config_file=display_name(config_file, folder) if config_file else CONFIG_NAME,
+            source=f"{named} ({PROVENANCE_KEY}.{CAPTURE_LAYERS_FIELD})",
             cite="specforge/algorithms/model_providers.py@a6b6b02:188-210",
         )
         config_findings = list(config_findings) + taken
@@ -329,7 +329,7 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
             stored_name=name,
             dtype=torch_dtype_code(tensor.dtype, file=named, tensor=name),
             shape=tuple(tensor.shape),
-            file=shown,
+            file=named,
             locator=tensor,
         )
         for name, tensor in tensors.items()
@@ -346,7 +346,7 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
         source=path,
         root=root,
         format="pt",
-        weight_files=[shown],
+        weight_files=[named],
         entries=entries,
         findings=findings,
         reader=PtReader(_FilePages(weights) if mapped else None),

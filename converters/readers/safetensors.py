@@ -129,14 +129,14 @@ def entries_from_headers(
     listed: dict[str, str] | None,
     index_total: Any,
     family,
-    same_bytes: Callable[[tuple[str, Any], tuple[str, Any]], bool | None],
+    same_bytes: Callable[[tuple[str, Any], tuple[str, Any]], str],
 ) -> tuple[list[TensorEntry], list[Finding]]:
     """The inventory from the headers read, and what is inconsistent
     between the files and the index (the same for a local or remote folder).
 
     ``same_bytes((file, tensor), (file, tensor))`` compares two stored
-    copies of one tensor (`copies_compared_through`): True, False, or None
-    when they were not compared."""
+    copies of one tensor (`copies_compared_through`) and says how they
+    compared."""
     findings: list[Finding] = []
     entries: list[TensorEntry] = []
     owner: dict[str, tuple[str, Any]] = {}  # tensor -> (file, header entry) its entry comes from
@@ -165,34 +165,39 @@ def entries_from_headers(
     return entries, findings
 
 
+# How two stored copies of one tensor compared (`copies_compared_through`).
+SAME, DIFFERENT, NOT_COMPARED, UNREADABLE = "identical", "different", "not compared", "unreadable"
+
+
 def _stored_twice(first: tuple[str, Any], second: tuple[str, Any], same_bytes) -> Finding:
     """IDX005 for a tensor found in two files (see `stored_twice_finding`)."""
     (first_file, first_tensor), (second_file, second_tensor) = first, second
     same_layout = (first_tensor.dtype, first_tensor.shape) == (second_tensor.dtype, second_tensor.shape)
-    identical = same_bytes(first, second) if same_layout else False
     return stored_twice_finding(
         second_tensor.name, first_file, second_file,
         layouts=((first_tensor.dtype, tuple(first_tensor.shape)), (second_tensor.dtype, tuple(second_tensor.shape))),
         byte_ranges=((first_tensor.start, first_tensor.end), (second_tensor.start, second_tensor.end)),
-        identical=identical,
+        comparison=same_bytes(first, second) if same_layout else DIFFERENT,
     )
 
 
 def stored_twice_finding(tensor: str, first_file: str, second_file: str, *, layouts, byte_ranges,
-                         identical: bool | None) -> Finding:
+                         comparison: str) -> Finding:
     """IDX005 for a tensor found in two files. TokenSpeed loads every copy,
     the file read last winning, in glob order (model_loader/loader.py@4b9766f6:287-311,
     weight_utils.py@4b9766f6:254-272): byte-identical copies serve the
     values either way, a warning; copies that differ serve whichever file
     came last, without a word, an error. Copies that were not compared
-    (``identical`` None: too large for a header-only check) stay an error
-    until `--deep` compares them (`resolve_stored_twice`)."""
+    (too large for a header-only check) stay an error until `--deep`
+    compares them (`resolve_stored_twice`); a copy that cannot be read
+    back is an error that says so."""
     name = printable_name(tensor)
     (first_dtype, first_shape), (second_dtype, second_shape) = layouts
-    detail = {"files": [first_file, second_file], "identical": identical,
+    detail = {"files": [first_file, second_file], "comparison": comparison,
+              "identical": None if comparison == NOT_COMPARED else comparison == SAME,
               "byte_ranges": [list(byte_ranges[0]), list(byte_ranges[1])],
-              "dtype": first_dtype, "shape": list(first_shape)}
-    if identical:
+              "layouts": [[first_dtype, list(first_shape)], [second_dtype, list(second_shape)]]}
+    if comparison == SAME:
         return Finding(
             "IDX005",
             f"{name} is stored in both {first_file} and {second_file}, byte for byte the same: every "
@@ -201,10 +206,12 @@ def stored_twice_finding(tensor: str, first_file: str, second_file: str, *, layo
         )
     if (first_dtype, first_shape) != (second_dtype, second_shape):
         how = f"as {first_dtype}{list(first_shape)} and {second_dtype}{list(second_shape)}"
-    elif identical is None:
+    elif comparison == NOT_COMPARED:
         size = byte_ranges[0][1] - byte_ranges[0][0]
-        how = (f"({size / 2**20:.0f} MiB each, not compared: a header-only check compares copies of up to "
-               f"{COMPARE_LIMIT_HEADER_ONLY >> 20} MiB; run with --deep to compare them)")
+        how = (f"({size / 2**20:,.1f} MiB each, over the {COMPARE_LIMIT_HEADER_ONLY >> 20} MiB a header-only "
+               "check compares; `dspark check --deep` compares them)")
+    elif comparison == UNREADABLE:
+        how = "(one copy could not be read back to compare them: a truncated or unreadable file)"
     else:
         how = "with different bytes"
     return Finding(
@@ -222,19 +229,21 @@ def resolve_stored_twice(finding: Finding, reader) -> Finding:
     checkpoint's `reader` (`--deep`: payloads are read anyway); any other
     finding as it is."""
     detail = finding.detail or {}
-    if finding.code != "IDX005" or detail.get("identical", False) is not None:
+    if finding.code != "IDX005" or detail.get("comparison") != NOT_COMPARED:
         return finding
-    files, ranges = detail["files"], detail["byte_ranges"]
-    layout = (detail["dtype"], tuple(detail["shape"]))
-    copies = [TensorEntry(served_name=finding.tensor, stored_name=finding.tensor, dtype=layout[0], shape=layout[1],
-                          file=file, byte_range=tuple(byte_range)) for file, byte_range in zip(files, ranges)]
+    files, ranges, layouts = detail["files"], detail["byte_ranges"], detail["layouts"]
+    copies = [TensorEntry(served_name=finding.tensor, stored_name=finding.tensor, dtype=dtype, shape=tuple(shape),
+                          file=file, byte_range=tuple(byte_range))
+              for file, byte_range, (dtype, shape) in zip(files, ranges, layouts)]
     try:
-        identical = _streams_equal(iter(reader.iter_chunks(copies[0], _COMPARE_CHUNK)),
-                                   iter(reader.iter_chunks(copies[1], _COMPARE_CHUNK)))
+        same = _streams_equal(iter(reader.iter_chunks(copies[0], _COMPARE_CHUNK)),
+                              iter(reader.iter_chunks(copies[1], _COMPARE_CHUNK)))
+        comparison = SAME if same else DIFFERENT
     except (OSError, CheckpointError):
-        identical = False
-    return stored_twice_finding(finding.tensor, files[0], files[1], layouts=(layout, layout),
-                                byte_ranges=tuple(tuple(r) for r in ranges), identical=identical)
+        comparison = UNREADABLE
+    return stored_twice_finding(finding.tensor, files[0], files[1],
+                                layouts=tuple((dtype, tuple(shape)) for dtype, shape in layouts),
+                                byte_ranges=tuple(tuple(r) for r in ranges), comparison=comparison)
 
 
 def _streams_equal(first: Iterator, second: Iterator) -> bool:
@@ -270,24 +279,27 @@ COMPARE_LIMIT_HEADER_ONLY = 64 << 20
 
 def copies_compared_through(read: Callable[[str, int, int], bytes]):
     """A `same_bytes` for `entries_from_headers` that reads both copies
-    with `read(file, start, end)`, a piece at a time. A tensor stored twice
-    is the one case where a header-only check reads payload: which verdict
-    is right depends on it. A copy that cannot be read counts as different;
-    copies larger than `COMPARE_LIMIT_HEADER_ONLY` are not read (None: not
-    compared)."""
-    def same_bytes(first: tuple[str, Any], second: tuple[str, Any]) -> bool | None:
+    with `read(file, start, end)`, a piece at a time, and says how they
+    compared (SAME, DIFFERENT, UNREADABLE, or NOT_COMPARED for copies larger
+    than `COMPARE_LIMIT_HEADER_ONLY`). A tensor stored twice is the one case
+    where a header-only check reads payload: which verdict is right depends
+    on it."""
+    def same_bytes(first: tuple[str, Any], second: tuple[str, Any]) -> str:
         (first_file, a), (second_file, b) = first, second
         if a.end - a.start > COMPARE_LIMIT_HEADER_ONLY:
-            return None
+            return NOT_COMPARED
         try:
             for offset in range(0, a.end - a.start, _COMPARE_CHUNK):
                 length = min(_COMPARE_CHUNK, a.end - a.start - offset)
                 piece = read(first_file, a.start + offset, a.start + offset + length)
-                if len(piece) != length or piece != read(second_file, b.start + offset, b.start + offset + length):
-                    return False
+                other = read(second_file, b.start + offset, b.start + offset + length)
+                if len(piece) != length or len(other) != length:
+                    return UNREADABLE
+                if piece != other:
+                    return DIFFERENT
         except (OSError, CheckpointError):
-            return False
-        return True
+            return UNREADABLE
+        return SAME
 
     return same_bytes
 

@@ -177,7 +177,8 @@ def test_idx005_copies_too_large_to_compare_header_only_wait_for_deep(sharded, m
     store_a_second_copy(sharded, name, lambda t: t * scale)
     header_only = check_checkpoint(sharded)
     assert [(f.code, f.tensor, f.detail["identical"]) for f in header_only.errors] == [("IDX005", name, None)]
-    assert "not compared" in header_only.errors[0].message and "--deep" in header_only.errors[0].message
+    assert header_only.errors[0].detail["comparison"] == "not compared"
+    assert "a header-only check compares; `dspark check --deep` compares them" in header_only.errors[0].message
     deep = check_checkpoint(sharded, deep=True)
     judged = [(f.code, f.severity.value, f.detail["identical"]) for f in deep.findings if f.code == "IDX005"]
     assert judged == [("IDX005", "warning" if identical else "error", identical)]

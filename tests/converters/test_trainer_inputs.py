@@ -302,6 +302,9 @@ def test_specforge_output_folder_reads_the_latest_step_with_the_recorded_config(
     assert "reading run-step300/training_state.pt, the one run-latest points to" in note.message
     assert "the best by eval is run-step200" in note.message and "Pass a run-step{N} folder" in note.message
     assert note.detail["steps"] == ["run-step100", "run-step200", "run-step300"]
+    # the file read is named from the folder given, in every finding and in the inventory
+    assert {f.file for f in report.findings if f.code in ("SRC002", "INV005")} == {"run-step300/training_state.pt"}
+    assert [file.name for file in report.files] == ["run-step300/training_state.pt"]
     assert "CFG001" not in codes and report.family == "eagle3_llama"
     layout = [f for f in report.findings if f.code == "SRV001"]
     assert len(layout) == 1 and layout[0].detail["command"] == f"dspark convert {output} {output}-served"

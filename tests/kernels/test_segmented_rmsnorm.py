@@ -352,26 +352,49 @@ def test_cached_launch_needs_triton_3_3_and_compiled_kernels():
     assert not supported("unknown", interpreted=False)
 
 
-@pytest.mark.skipif(not kernel_module._CACHED_LAUNCH, reason="launches go through Triton's JIT here")
+class _InterpretedKernel:
+    """What a compiled kernel is to the launch cache, run by Triton's
+    interpreter (which compiles nothing): launching it runs the kernel."""
+
+    def __init__(self, num_warps: int) -> None:
+        self.num_warps = num_warps
+        self.launches = 0
+
+    def __getitem__(self, grid):
+        def launch(*arguments):
+            self.launches += 1
+            kernel_module._segmented_rmsnorm_kernel[grid](*arguments, num_warps=self.num_warps,
+                                                          enable_fp_fusion=False)
+        return launch
+
+
 def test_a_repeated_launch_skips_the_jit_and_matches_the_reference(monkeypatch):
     """The first launch of a key goes through the JIT; later ones, with other
     row counts (other grids), straight to the compiled kernel. A pointer of
-    another alignment is another key: Triton would compile another variant."""
+    another alignment is another key: Triton would compile another variant.
+    On a GPU the compiled kernel is Triton's own; under the interpreter a
+    stand-in that runs the kernel takes its place, so the cache's keys are
+    tested on the CPU too."""
+    if DEVICE == "cuda" and not kernel_module._CACHED_LAUNCH:
+        pytest.skip("launches go through Triton's JIT with this Triton")
     through_jit = []
     real = kernel_module._launch_through_triton
 
-    def counting(*args):
-        through_jit.append(args)
-        return real(*args)
+    def counting(grid, arguments, num_warps):
+        through_jit.append(grid)
+        compiled = real(grid, arguments, num_warps)
+        return compiled if DEVICE == "cuda" else _InterpretedKernel(num_warps)
 
     monkeypatch.setattr(kernel_module, "_launch_through_triton", counting)
     monkeypatch.setattr(kernel_module, "_COMPILED", {})
+    monkeypatch.setattr(kernel_module, "_CACHED_LAUNCH", True)
     w = make_weight(3, 4096, torch.bfloat16, seed=51)
     for n_rows in (5, 5, 300, 2):
         x = make_taps(n_rows, 3, 4096, torch.bfloat16, seed=n_rows)
         assert_kernel_close(f"y (T={n_rows})", segmented_rmsnorm(x, w, EPS), segmented_rmsnorm_reference(x, w, EPS))
     # One JIT launch per launch configuration (on an H200: T = 5 and 2 share
-    # one, T = 300 has another); the repeats and the other grids are cached.
+    # one, T = 300 has another; on the CPU all three share one); the repeats
+    # and the other grids are cached.
     configs = {kernel_module.choose_launch_config(4096, n_rows=n, num_segments=3, device=torch.device(DEVICE))
                for n in (5, 300, 2)}
     jit_launches = len(through_jit)
@@ -381,6 +404,9 @@ def test_a_repeated_launch_skips_the_jit_and_matches_the_reference(monkeypatch):
     assert_kernel_close("y (x not 16-byte aligned)", segmented_rmsnorm(x, w, EPS),
                         segmented_rmsnorm_reference(x, w, EPS))
     assert len(through_jit) == jit_launches + 1, "an unaligned x reused a kernel compiled for aligned ones"
+    x = storage[8:8 + 5 * 3 * 4096].view(5, 3 * 4096)  # 16-byte aligned again: the first key
+    assert_kernel_close("y (aligned again)", segmented_rmsnorm(x, w, EPS), segmented_rmsnorm_reference(x, w, EPS))
+    assert len(through_jit) == jit_launches + 1
 
 
 def _compiled_variants():

@@ -10,7 +10,7 @@ from importlib import resources
 import pytest
 
 from dspark.schema.families import FAMILIES, K3_DSPARK, MAX_DIMENSION, MAX_LAYERS, MAX_TAPS, dims_within_bounds
-from dspark.schema.findings import GROUP_THRESHOLD, GROUPED_COUNT, Finding, count_by_severity, group_findings
+from dspark.schema.findings import GROUP_THRESHOLD, GROUPED_COUNT, Finding, Severity, count_by_severity, group_findings
 from dspark.schema.rules import check_contract
 from dspark.examples.fabricate import SCALES, draft_config
 
@@ -120,3 +120,14 @@ def test_more_findings_of_a_code_become_one_that_counts_them() -> None:
 def test_grouping_is_per_code() -> None:
     findings = unexpected(30) + [Finding("INV001", f"missing.{n}", tensor=f"missing.{n}") for n in range(3)]
     assert Counter(f.code for f in group_findings(findings)) == Counter({"INV002": 1, "INV001": 3})
+
+
+def test_an_error_is_never_grouped_into_a_warning_of_the_same_code() -> None:
+    """IDX005 is a warning for identical copies and an error for copies that
+    differ or were not compared: grouped, the errors stay errors."""
+    warnings = [Finding("IDX005", f"same.{n}", tensor=f"same.{n}", severity=Severity.WARNING) for n in range(25)]
+    errors = [Finding("IDX005", f"not compared.{n}", tensor=f"big.{n}") for n in range(3)]
+    grouped = group_findings(warnings[:10] + errors + warnings[10:])
+    assert [(f.code, f.severity.value) for f in grouped] == [("IDX005", "warning")] + [("IDX005", "error")] * 3
+    assert grouped[0].detail[GROUPED_COUNT] == 25
+    assert count_by_severity(grouped) == {"error": 3, "warning": 25, "info": 0}
