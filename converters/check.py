@@ -20,6 +20,8 @@ from dspark.converters.holes import hole_findings
 from dspark.converters.layouts.hf import MANIFEST_NAME
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint, open_checkpoint
+from dspark.converters.readers import copies
+from dspark.converters.readers.copies import judge_same_served_name
 from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
@@ -186,7 +188,8 @@ def check_checkpoint(
             layout, contract.family, contract.loader, profile,
             checkpoint.config, checkpoint.entries,
         )
-        findings += contract.findings
+        limit = None if read_payloads else copies.COMPARE_LIMIT_HEADER_ONLY
+        findings += [judge_same_served_name(f, checkpoint, limit=limit) for f in contract.findings]
         resolved = contract.resolved
         expected = contract.expected
     findings = _apply_engine_severities(findings, profile, verdict)

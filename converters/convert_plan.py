@@ -21,6 +21,8 @@ from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_spli
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
+from dspark.converters.readers.copies import SAME, compare_copies
+from dspark.schema.rules.inventory import is_training_state
 from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.writers.safetensors import (
     DEFAULT_MAX_SHARD_SIZE,
@@ -281,6 +283,13 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
             continue
         split = splits.get(entry.stored_name)
         outputs = [(p.name, (p.start, p.stop)) for p in split.parts] if split else [(name, None)]
+        first = owners.get(name)
+        if first is not None and split is None and compare_copies(checkpoint.reader, first, entry, limit=None) == SAME:
+            # Two stored names the engine loads into one parameter, with the
+            # same bytes (INV006 a warning): one copy is written.
+            dropped.append(DroppedTensor(entry.stored_name, name, f"a byte-identical copy of {first.stored_name}, "
+                                         "which is written", entry.dtype, entry.nbytes))
+            continue
         for out_name, rows in outputs:
             _refuse_bad_name(entry, owners.get(out_name), out_name)
             owners[out_name] = entry
@@ -390,6 +399,8 @@ def _drop_reason(family: DraftFamily, served_name: str) -> str | None:
         return "skipped by the serving loader"
     if family.is_training_only(served_name):
         return "training-only"
+    if is_training_state(served_name):
+        return "optimizer or scheduler state"
     return None
 
 

@@ -220,9 +220,10 @@ def _extra_tensor(config: dict, tensors: dict) -> None:
 
 def _duplicate(config: dict, tensors: dict) -> None:
     # A torch.compile wrapper name next to the plain one: both strip to
-    # final_norm.weight. (A second "model."-prefixed copy would collide with
-    # the plain name when written and vanish.)
-    tensors["_orig_mod.final_norm.weight"] = tensors["final_norm.weight"].clone()
+    # final_norm.weight, with other values (identical copies are only a
+    # warning). (A second "model."-prefixed copy would collide with the
+    # plain name when written and vanish.)
+    tensors["_orig_mod.final_norm.weight"] = tensors["final_norm.weight"] * 2
 
 
 DEFECTS: dict[str, Defect] = {
@@ -254,7 +255,7 @@ DEFECTS: dict[str, Defect] = {
     "unexpected-tensor": Defect("INV002", _extra_tensor, description="a q_proj the MLA draft has no destination for"),
     "wrong-shape": Defect("INV003", mutate("layers.1.self_attn.o_proj.weight", narrow), description="o_proj one row short"),
     "int-weight": Defect("INV004", _int_matrix, description="up_proj as int8"),
-    "duplicate-name": Defect("INV006", _duplicate, description="final_norm with and without model."),
+    "duplicate-name": Defect("INV006", _duplicate, description="final_norm twice, with and without _orig_mod., values apart"),
     "float32": Defect("INV007", _fp32, description="everything float32"),
     "nan": Defect("PAY001", mutate("layers.0.mlp.down_proj.weight", poke(math.nan)), deep=True, description="one NaN"),
     "inf": Defect("PAY001", mutate("context_proj.weight", poke(math.inf)), deep=True, description="one Inf"),

@@ -10,6 +10,15 @@ from typing import Any, Callable, Iterator
 from dspark.converters.json_input import parse_json_object
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX, is_plain_file_name
 from dspark.converters.readers.base import Checkpoint, load_config_for, served_name_for
+from dspark.converters.readers.copies import (
+    COMPARE_CHUNK,
+    DIFFERENT,
+    NOT_COMPARED,
+    SAME,
+    UNREADABLE,
+    compare_copies,
+)
+from dspark.converters.readers import copies as copy_limits
 from dspark.converters.readers.safetensors_io import SafetensorsHeader, iter_range_chunks, read_header, read_range
 from dspark.schema.errors import CheckpointError
 from dspark.schema.findings import Finding, Severity
@@ -141,13 +150,24 @@ def entries_from_headers(
     entries: list[TensorEntry] = []
     owner: dict[str, tuple[str, Any]] = {}  # tensor -> (file, header entry) its entry comes from
     holders: dict[str, list[str]] = {}  # tensor -> every file that stores it
-    for file_name in files:
+    # With an index the loader opens only the files it names
+    # (model_loader/weight_utils.py@f4d8ec6e:254-272): those come first, so
+    # a tensor's entry is the copy that loads, and a copy in a file the
+    # index never names is never read, so never served twice.
+    named = set(listed.values()) if listed is not None else None
+    stray = (lambda file_name: named is not None and file_name not in named)
+    copies_never_opened: dict[str, list[str]] = {}  # stray file -> tensors an indexed shard holds too
+    for file_name in sorted(files, key=stray):
         header = headers.get(file_name)
         if header is None:
             continue
         for tensor in header.tensors:
             holders.setdefault(tensor.name, []).append(file_name)
             if tensor.name in owner:
+                if stray(file_name) or stray(owner[tensor.name][0]):
+                    if not stray(owner[tensor.name][0]):
+                        copies_never_opened.setdefault(file_name, []).append(tensor.name)
+                    continue
                 findings.append(_stored_twice(owner[tensor.name], (file_name, tensor), same_bytes))
                 continue
             owner[tensor.name] = (file_name, tensor)
@@ -162,11 +182,19 @@ def entries_from_headers(
 
     if listed is not None:
         findings += _index_consistency(listed, index_total, headers, holders, entries)
+    for file_name, tensors in copies_never_opened.items():
+        findings.append(Finding(
+            "IDX004",
+            f"{file_name} is not named by {SAFETENSORS_INDEX}, so a loader following the index (TokenSpeed "
+            f"does) never opens it; its {len(tensors)} tensor(s) that the indexed shards also hold "
+            f"({', '.join(printable_name(t) for t in tensors[:3])}{', ...' if len(tensors) > 3 else ''}) are "
+            "served from those shards. Delete the stale file, or regenerate the index if it is the one to serve.",
+            file=file_name,
+            tensor=tensors[0],
+            detail={"stray_shard": True, "tensors_also_indexed": len(tensors)},
+            severity=Severity.WARNING,
+        ))
     return entries, findings
-
-
-# How two stored copies of one tensor compared (`copies_compared_through`).
-SAME, DIFFERENT, NOT_COMPARED, UNREADABLE = "identical", "different", "not compared", "unreadable"
 
 
 def _stored_twice(first: tuple[str, Any], second: tuple[str, Any], same_bytes) -> Finding:
@@ -208,7 +236,7 @@ def stored_twice_finding(tensor: str, first_file: str, second_file: str, *, layo
         how = f"as {first_dtype}{list(first_shape)} and {second_dtype}{list(second_shape)}"
     elif comparison == NOT_COMPARED:
         size = byte_ranges[0][1] - byte_ranges[0][0]
-        how = (f"({size / 2**20:,.1f} MiB each, over the {COMPARE_LIMIT_HEADER_ONLY >> 20} MiB a header-only "
+        how = (f"({size / 2**20:,.1f} MiB each, over the {copy_limits.COMPARE_LIMIT_HEADER_ONLY >> 20} MiB a header-only "
                "check compares; `dspark check --deep` compares them)")
     elif comparison == UNREADABLE:
         how = "(one copy could not be read back to compare them: a truncated or unreadable file)"
@@ -235,46 +263,10 @@ def resolve_stored_twice(finding: Finding, reader) -> Finding:
     copies = [TensorEntry(served_name=finding.tensor, stored_name=finding.tensor, dtype=dtype, shape=tuple(shape),
                           file=file, byte_range=tuple(byte_range))
               for file, byte_range, (dtype, shape) in zip(files, ranges, layouts)]
-    try:
-        same = _streams_equal(iter(reader.iter_chunks(copies[0], _COMPARE_CHUNK)),
-                              iter(reader.iter_chunks(copies[1], _COMPARE_CHUNK)))
-        comparison = SAME if same else DIFFERENT
-    except (OSError, CheckpointError):
-        comparison = UNREADABLE
+    comparison = compare_copies(reader, copies[0], copies[1], limit=None)
     return stored_twice_finding(finding.tensor, files[0], files[1],
                                 layouts=tuple((dtype, tuple(shape)) for dtype, shape in layouts),
                                 byte_ranges=tuple(tuple(r) for r in ranges), comparison=comparison)
-
-
-def _streams_equal(first: Iterator, second: Iterator) -> bool:
-    """Whether two streams of chunks carry the same bytes, however each is cut."""
-    left, right = b"", b""
-    while True:
-        while not left:
-            chunk = next(first, None)
-            if chunk is None:
-                break
-            left = bytes(chunk)
-        while not right:
-            chunk = next(second, None)
-            if chunk is None:
-                break
-            right = bytes(chunk)
-        if not left or not right:
-            return not left and not right
-        common = min(len(left), len(right))
-        if left[:common] != right[:common]:
-            return False
-        left, right = left[common:], right[common:]
-
-
-_COMPARE_CHUNK = 8 << 20
-
-#: Largest copy of a tensor stored twice that a header-only check reads to
-#: compare it with the other: enough for norms, biases and small matrices;
-#: a duplicated embedding (gigabytes, and a download for a remote folder)
-#: waits for --deep.
-COMPARE_LIMIT_HEADER_ONLY = 64 << 20
 
 
 def copies_compared_through(read: Callable[[str, int, int], bytes]):
@@ -286,11 +278,11 @@ def copies_compared_through(read: Callable[[str, int, int], bytes]):
     on it."""
     def same_bytes(first: tuple[str, Any], second: tuple[str, Any]) -> str:
         (first_file, a), (second_file, b) = first, second
-        if a.end - a.start > COMPARE_LIMIT_HEADER_ONLY:
+        if a.end - a.start > copy_limits.COMPARE_LIMIT_HEADER_ONLY:
             return NOT_COMPARED
         try:
-            for offset in range(0, a.end - a.start, _COMPARE_CHUNK):
-                length = min(_COMPARE_CHUNK, a.end - a.start - offset)
+            for offset in range(0, a.end - a.start, COMPARE_CHUNK):
+                length = min(COMPARE_CHUNK, a.end - a.start - offset)
                 piece = read(first_file, a.start + offset, a.start + offset + length)
                 other = read(second_file, b.start + offset, b.start + offset + length)
                 if len(piece) != length or len(other) != length:

@@ -382,11 +382,15 @@ EAGLE3_MLA_LOADER = FamilyLoader(
     # TokenSpeed's KimiK2Config subclass of it (configs/model_config.py@f4d8ec6e:58-71, 206-217;
     # configs/kimi_k2_config.py@f4d8ec6e:23-34).
     model_types=("deepseek_v3", "kimi_k2"),
-    # The Eagle3 wrapper maps a leading `layers.0.` and prefixes `model.` to
-    # every name without `lm_head`: a stored `model.` prefix becomes
-    # `model.model.*`, which is logged and skipped
-    # (models/deepseek_v3.py@f4d8ec6e:2355-2376).
-    name_rewrites=((r"^layers\.0\.", "midlayer."),),
+    # The Eagle3 wrapper takes any name containing `d2t` for the hot-token
+    # map and skips any containing `t2d` (so `model.d2t` is d2t), maps a
+    # leading `layers.0.`, and prefixes `model.` to every name without
+    # `lm_head`: a stored `model.` prefix becomes `model.model.*`, which is
+    # logged and skipped (models/deepseek_v3.py@f4d8ec6e:2355-2376). A name
+    # not found is looked up again with every `language_model.` removed
+    # (get_param, models/deepseek_v3.py@f4d8ec6e:1724-1737).
+    name_rewrites=((r"^.*d2t.*$", "d2t"), (r"^.*t2d.*$", "t2d"), (r"^layers\.0\.", "midlayer."),
+                   (r"language_model\.", "")),
     skips=(
         SkipRule(r"t2d", "the target-to-draft table is never read", _main("2363-2364", _DS3)),
         SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding", _main("1794-1795", _DS3)),

@@ -89,6 +89,46 @@ def gqa_partial_rope_nested(config: Mapping[str, Any], config_file: str) -> list
     return []
 
 
+def gqa_rope_parameters_need_theta(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The GQA attention takes its base from `rope_parameters["rope_theta"]`
+    whenever the config has rope_parameters (models/dflash.py@f4d8ec6e:
+    112-118). The config class adds rope_theta to rope_parameters it builds
+    from the top level or from rope_scaling, but not to rope_parameters the
+    config.json writes itself (the engine's Qwen3Config on the pinned
+    transformers 5.12, run): those without rope_theta fail the model's
+    construction, whatever the top level says."""
+    parameters = config.get("rope_parameters")
+    if parameters is None or isinstance(config.get("rope_scaling"), Mapping):
+        return []
+    if isinstance(parameters, Mapping) and _reads_as_float(parameters.get("rope_theta")):
+        return []
+    what = ("has no rope_theta" if isinstance(parameters, Mapping) and "rope_theta" not in parameters
+            else f"rope_theta is {parameters.get('rope_theta')!r}" if isinstance(parameters, Mapping)
+            else f"is {type(parameters).__name__}, not an object")
+    return [Finding(
+        "ROP001",
+        f"{config_file}: rope_parameters {what}; the GQA DFlash/DSpark attention reads its base only from "
+        "rope_parameters['rope_theta'] (a top-level rope_theta is not read there), so the engine refuses the draft "
+        f"({Source(_GQA, '112-118', MAIN).cite()}). Write rope_theta inside rope_parameters, or drop "
+        "rope_parameters and keep the top-level rope_theta.",
+        file=config_file,
+        detail={"field": "rope_parameters.rope_theta", "source": Source(_GQA, "112-118", MAIN).cite()},
+    )]
+
+
+def _reads_as_float(value: Any) -> bool:
+    """Whether Python's float() takes `value`, as the engine calls it."""
+    if isinstance(value, (bool, int, float)):
+        return True
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
 def _tap_count(config: Mapping[str, Any]) -> int | None:
     ids, _ = target_capture_ids(config)
     if ids is None:
@@ -146,4 +186,4 @@ def llama_no_sliding_window(config: Mapping[str, Any], config_file: str) -> list
 MLA_LIMITS = (mla_rope_only_yarn, mla_fc_norm_width, eagle3_fc_skipped_when_widths_meet(_DS3, "2205"))
 LLAMA_EAGLE3_LIMITS = (llama_no_sliding_window, eagle3_fc_skipped_when_widths_meet(_LE3, "539"))
 K3_LIMITS = (k3_rope_only_yarn,)
-GQA_LIMITS = (gqa_partial_rope_nested,)
+GQA_LIMITS = (gqa_partial_rope_nested, gqa_rope_parameters_need_theta)

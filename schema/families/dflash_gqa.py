@@ -104,16 +104,53 @@ def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding
             file=config_file,
             detail={"field": "layer_types", "validator": "engine"},
         )]
-    if isinstance(layer_types, list) and "sliding_attention" in layer_types and not config.get("sliding_window"):
+    nested = config.get("dflash_config")
+    top, inner = config.get("sliding_window"), nested.get("swa_window_size") if isinstance(nested, Mapping) else None
+    if (isinstance(layer_types, list) and "sliding_attention" in layer_types and isinstance(nested, Mapping)
+            and nested.get("use_swa")
+            and top is not None and inner is not None and top != inner):
+        return [Finding(
+            "OVR001",
+            f"{config_file}: dflash_config.swa_window_size = {inner!r} (use_swa) but sliding_window = {top!r}. "
+            "TokenSpeed serves the top-level window (utils/hf_transformers_utils.py@f4d8ec6e:234-254); which one "
+            "the draft was trained with cannot be told here, and other engines refuse the pair. Keep the two equal.",
+            file=config_file,
+            detail={"field": "sliding_window", "nested": inner, "top": top},
+        )]
+    if isinstance(layer_types, list) and "sliding_attention" in layer_types and not served_sliding_window(config):
         return [Finding(
             "SWA001",
-            f"{config_file}: layer_types has sliding_attention layers but sliding_window is "
-            f"{config.get('sliding_window')!r}; the engine refuses the draft. Set the window the draft "
-            "was trained with.",
+            f"{config_file}: layer_types has sliding_attention layers but the engine's config loader finds no "
+            f"window (sliding_window is {config.get('sliding_window')!r}, use_sliding_window "
+            f"{config.get('use_sliding_window')!r}; dflash_config.use_swa / swa_window_size not set); the "
+            "engine refuses the draft. Set the window the draft was trained with.",
             file=config_file,
             detail={"field": "sliding_window"},
         )]
     return []
+
+
+# model_type -> the engine's config class nulls sliding_window unless
+# use_sliding_window (configs/qwen3_config.py@f4d8ec6e:204-205,
+# configs/qwen2_config.py@f4d8ec6e:85-86).
+_WINDOW_NEEDS_FLAG = ("qwen2", "qwen3")
+
+
+def served_sliding_window(config: Mapping[str, Any]) -> Any:
+    """config.sliding_window as the engine's config loader leaves it: the
+    Qwen config classes drop it unless use_sliding_window; then, for a
+    draft with a dflash_config object, the loader restores the top-level
+    value, else dflash_config.swa_window_size when dflash_config.use_swa
+    (utils/hf_transformers_utils.py@f4d8ec6e:234-254, called at 355)."""
+    window = config.get("sliding_window")
+    if config.get("model_type") in _WINDOW_NEEDS_FLAG and not config.get("use_sliding_window"):
+        window = None
+    nested = config.get("dflash_config")
+    if window is None and isinstance(nested, Mapping):
+        window = config.get("sliding_window")
+        if window is None and nested.get("use_swa"):
+            window = nested.get("swa_window_size")
+    return window
 
 
 def _markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:

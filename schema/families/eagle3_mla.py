@@ -108,7 +108,9 @@ EAGLE3_MLA = DraftFamily(
     ),
     skipped_prefixes=(),
     training_only_prefixes=("t2d",),
-    renames=EAGLE3_RENAMES,
+    # TokenSpeed's MLA loader drops `language_model.` from a name it does
+    # not find (models/deepseek_v3.py@f4d8ec6e:1724-1737): convert writes the name without it.
+    renames={"language_model.": "", **EAGLE3_RENAMES},
     tap_ids=target_capture_ids,
     tap_ids_field=TAP_IDS_FIELD,
     tap_ids_section="eagle_config",

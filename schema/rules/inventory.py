@@ -153,6 +153,20 @@ def inventory_findings(
         if want is None:
             if any(pattern.fullmatch(name) for pattern in unjudged):
                 continue
+            if loader is not None and loader.unexpected != "rejects" and is_training_state(name):
+                # Optimizer or scheduler state: the loader drops it like any
+                # name without a destination, and no weight is lost with it.
+                findings.append(Finding(
+                    "INV005",
+                    f"{entry.file}: {printable_name(name)} is training state (optimizer or scheduler), which "
+                    f"the {family.name} loader drops; {entry.nbytes:,} bytes shipped for nothing. dspark convert "
+                    "leaves it behind.",
+                    file=entry.file,
+                    tensor=name,
+                    detail={"nbytes": entry.nbytes, "dtype": entry.dtype, "shape": list(entry.shape),
+                            "training_state": True},
+                ))
+                continue
             findings.append(Finding(
                 "INV002",
                 f"{entry.file}: {printable_name(name)} (stored as {printable_name(entry.stored_name)}) "
@@ -267,6 +281,15 @@ def _partial_fused_notes(loader, dims, shipped) -> dict[str, str]:
                             f"without an error ({fused.source.cite()})."
                         )
     return notes
+
+
+# Names of optimizer and scheduler state saved beside the weights.
+_TRAINING_STATE = re.compile(r"(optimizer|optim|optimizer_state|opt_state|lr_scheduler|scheduler)\.")
+
+
+def is_training_state(served_name: str) -> bool:
+    """Optimizer or scheduler state saved beside the weights, by its name."""
+    return _TRAINING_STATE.match(served_name) is not None
 
 
 def _rule_pattern(rule_name: str) -> "re.Pattern[str]":

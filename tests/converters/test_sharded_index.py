@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from dspark.converters.check import check_checkpoint
 from dspark.converters.convert import convert_checkpoint
-from dspark.converters.readers import safetensors as safetensors_reader
+from dspark.converters.readers import copies
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX
 from dspark.converters.readers import open_checkpoint
 
@@ -115,6 +115,25 @@ def test_idx004_a_stray_shard_the_index_does_not_name(sharded):
     assert sorted(f.code for f in report.errors) == ["IDX004", "INV002"]
 
 
+@pytest.mark.parametrize("scale", [1, 3], ids=["same-values", "other-values"])
+def test_a_stale_file_beside_the_index_is_never_opened(sharded, scale):
+    """A consolidated model.safetensors left beside the shards: the loader
+    opens only the files the index names (model_loader/weight_utils.py@f4d8ec6e:
+    254-272), so its copies are never read, never served twice, whatever
+    their values; a warning names the file, not an IDX005 error."""
+    tensors = {}
+    for i in (1, 2, 3):
+        tensors.update(load_file(sharded / SHARD.format(i)))
+    save_file({n: t * scale for n, t in tensors.items()}, str(sharded / "model.safetensors"))
+    report = check_checkpoint(sharded)
+    assert report.errors == [], [(f.code, f.message) for f in report.errors]
+    [stale] = [f for f in report.warnings if f.code == "IDX004"]
+    assert stale.file == "model.safetensors" and stale.detail["tensors_also_indexed"] == 37
+    assert "IDX005" not in {f.code for f in report.findings}
+    # the inventory is the indexed shards' copies
+    assert {e.file for e in open_checkpoint(sharded).entries} == {SHARD.format(i) for i in (1, 2, 3)}
+
+
 def test_idx004_a_shard_the_index_does_not_name_whose_tensors_it_lists_elsewhere(sharded):
     """Every tensor of shard 2 listed in a shard that is missing, shard 2
     named by no entry: TokenSpeed opens only the named files, so shard 2's
@@ -172,7 +191,7 @@ def test_idx005_copies_too_large_to_compare_header_only_wait_for_deep(sharded, m
     """Above the header-only limit the copies are not read (a duplicated
     embedding would be gigabytes, or a download): an error that says so and
     names --deep, which compares them and gives the verdict of smaller copies."""
-    monkeypatch.setattr(safetensors_reader, "COMPARE_LIMIT_HEADER_ONLY", 16)  # final_norm: 64 bytes
+    monkeypatch.setattr(copies, "COMPARE_LIMIT_HEADER_ONLY", 16)  # final_norm: 64 bytes
     name = "model.final_norm.weight"
     store_a_second_copy(sharded, name, lambda t: t * scale)
     header_only = check_checkpoint(sharded)
@@ -189,7 +208,7 @@ def test_idx005_copies_too_large_to_compare_header_only_wait_for_deep(sharded, m
 def test_convert_compares_copies_too_large_for_a_header_only_check(sharded, monkeypatch, tmp_path):
     """Converting reads every payload anyway: identical copies over the
     header-only limit convert (one copy written), as smaller ones do."""
-    monkeypatch.setattr(safetensors_reader, "COMPARE_LIMIT_HEADER_ONLY", 16)
+    monkeypatch.setattr(copies, "COMPARE_LIMIT_HEADER_ONLY", 16)
     name = "model.final_norm.weight"
     store_a_second_copy(sharded, name)
     report = convert_checkpoint(sharded, tmp_path / "out")

@@ -143,6 +143,34 @@ def test_vllm_layers_0_names_are_mapped_to_midlayer(tmp_path, scale):
     assert check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, layout="layers.0")).passed(strict=True)
 
 
+def _both_layer_names(scale_by):
+    def edit(tensors):
+        for name in [n for n in tensors if n.startswith("midlayer.")]:
+            tensors["layers.0." + name[len("midlayer."):]] = tensors[name] * scale_by
+    return edit
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+@pytest.mark.parametrize("scale_by, served", [(1, True), (3, False)], ids=["same-bytes", "other-bytes"])
+def test_midlayer_and_layers_0_both_shipped_load_into_one_parameter(tmp_path, scale, scale_by, served):
+    """LE3:688-689 and DS3:2368 map `layers.0.` to `midlayer.`: both copies
+    load into one parameter, the one read last kept. The same bytes serve
+    the same values (INV006 a warning); other bytes, an error."""
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale, tensor_edit=_both_layer_names(scale_by))
+    report = check_checkpoint(draft)
+    assert report.passed() is served, [(f.code, f.message) for f in report.errors]
+    kind = Severity.WARNING if served else Severity.ERROR
+    duplicates = [f for f in report.findings if f.code == "INV006"]
+    assert duplicates and all(f.severity is kind for f in duplicates)
+    assert all(f.detail["comparison"] == ("identical" if served else "different") for f in duplicates)
+    if served:  # convert writes one copy of each
+        from dspark.converters.convert import convert_checkpoint
+
+        converted = convert_checkpoint(draft, tmp_path / "out")
+        assert len(converted.plan.dropped) == len(duplicates)
+        assert check_checkpoint(tmp_path / "out", deep=True).passed(strict=True)
+
+
 def _prefix(tensors, names, prefix="model."):
     for name in [n for n in list(tensors) if any(n.startswith(p) for p in names)]:
         tensors[prefix + name] = tensors.pop(name)
@@ -181,6 +209,52 @@ def test_mla_accepts_no_model_prefix(tmp_path):
     report = check_checkpoint(draft)
     assert errors(report) == Counter({"SRV001": 1})
     assert "model.midlayer" in report.errors[0].message
+
+
+def test_mla_drops_language_model_from_names_it_does_not_find(tmp_path):
+    """DS3:1724-1737 (get_param): a name not found is looked up again with
+    `language_model.` removed, so `language_model.`-prefixed weights load."""
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", tensor_edit=lambda t: _prefix(
+        t, ("midlayer.", "fc.", "norm.", "embed_tokens."), prefix="language_model."))
+    report = check_checkpoint(draft)
+    assert report.passed(strict=True), [(f.code, f.message) for f in report.findings if f.severity is not Severity.INFO]
+    # ...which the Llama loader does not do (LE3:712-719): its weights are dropped
+    llama = write_eagle3_draft(tmp_path / "l", tensor_edit=lambda t: _prefix(
+        t, ("midlayer.", "fc.", "norm."), prefix="language_model."))
+    assert not check_checkpoint(llama).passed()
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_any_name_holding_d2t_is_the_hot_token_map(tmp_path, scale):
+    """LE3:691-695 and DS3:2358-2362 take any name containing `d2t` for the
+    map (and skip any containing `t2d`), before the `model.` prefix."""
+    def rename(tensors):
+        tensors["model.d2t"] = tensors.pop("d2t")
+        tensors["model.t2d"] = torch.zeros(40, dtype=torch.bool)
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, tensor_edit=rename), deep=True)
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_optimizer_state_saved_beside_the_weights_is_dropped_not_lost(tmp_path, scale):
+    """LE3:713 and DS3:1736 drop a name without a destination; optimizer
+    state is one, and no weight goes with it: a note, and convert leaves
+    it behind."""
+    def add_state(tensors):
+        tensors["optimizer.state.0.exp_avg"] = torch.zeros(8)
+        tensors["lr_scheduler.last_epoch"] = torch.zeros(1)
+
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale, tensor_edit=add_state)
+    report = check_checkpoint(draft)
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+    assert {f.tensor for f in report.findings if f.code == "INV005" and f.detail.get("training_state")} == {
+        "optimizer.state.0.exp_avg", "lr_scheduler.last_epoch"}
+    from dspark.converters.convert import convert_checkpoint
+
+    converted = convert_checkpoint(draft, tmp_path / "out")
+    assert {d.served_name for d in converted.plan.dropped} >= {"optimizer.state.0.exp_avg", "lr_scheduler.last_epoch"}
+    assert check_checkpoint(tmp_path / "out").passed(strict=True)
 
 
 def test_llama_loads_pre_fused_qkv_and_gate_up(tmp_path):

@@ -382,6 +382,75 @@ def test_gqa_sliding_layers_need_a_window_and_block_size_names_the_launch_flag(t
     assert "--speculative-num-draft-tokens 16 or 17" in launch.message
 
 
+SLIDING = ["sliding_attention", "full_attention"]
+
+
+@pytest.mark.parametrize("edit, served", [
+    pytest.param({"sliding_window": 64, "use_sliding_window": True}, True, id="window-and-flag"),
+    # the loader restores the raw top-level window for a dflash_config draft
+    # (utils/hf_transformers_utils.py@f4d8ec6e:234-254)
+    pytest.param({"sliding_window": 64}, True, id="window-without-flag"),
+    pytest.param({"dflash_config": {"target_layer_ids": [1, 11, 22], "mask_token_id": 127, "use_swa": True,
+                                    "swa_window_size": 64}}, True, id="window-in-dflash_config"),
+    pytest.param({"dflash_config": {"target_layer_ids": [1, 11, 22], "mask_token_id": 127, "use_swa": False,
+                                    "swa_window_size": 64}}, False, id="dflash_config-use_swa-false"),
+    # no dflash_config object: Qwen3Config drops the window without the flag
+    # (configs/qwen3_config.py@f4d8ec6e:204-205), and nothing restores it
+    pytest.param({"sliding_window": 64, "dflash_config": None, "target_layer_ids": [1, 11, 22],
+                  "mask_token_id": 127}, False, id="no-dflash_config-no-flag"),
+    pytest.param({"sliding_window": 64, "use_sliding_window": True, "dflash_config": None,
+                  "target_layer_ids": [1, 11, 22], "mask_token_id": 127}, True, id="no-dflash_config-flag"),
+])
+def test_gqa_sliding_window_as_the_engines_config_loader_finds_it(tmp_path, edit, served):
+    config = dict(GQA, layer_types=SLIDING, **edit)
+    report = check_checkpoint(write_gqa(tmp_path / "d", config))
+    assert ("SWA001" in errors(report)) is not served, [(f.code, f.message) for f in report.errors]
+
+
+def test_gqa_two_sliding_windows_that_differ_are_refused(tmp_path):
+    """dflash_config.swa_window_size (use_swa) and a top-level sliding_window
+    apart: TokenSpeed serves the top-level one; which the draft learned
+    cannot be told (OVR001, as for taps and mask)."""
+    nested = {"target_layer_ids": [1, 11, 22], "mask_token_id": 127, "use_swa": True, "swa_window_size": 64}
+    report = check_checkpoint(write_gqa(tmp_path / "d", dict(GQA, layer_types=SLIDING, dflash_config=nested,
+                                                             sliding_window=128)))
+    assert errors(report) == Counter({"OVR001": 1})
+    same = check_checkpoint(write_gqa(tmp_path / "s", dict(GQA, layer_types=SLIDING, dflash_config=nested,
+                                                           sliding_window=64)))
+    assert same.passed()
+
+
+def test_gqa_dflash_config_null_reads_as_empty(tmp_path):
+    """The drafter and the model take `dflash_config or {}`
+    (execution/drafter/dflash.py@f4d8ec6e:72, 137; models/dflash.py@f4d8ec6e:382):
+    taps and mask at the top level serve."""
+    config = dict(GQA, dflash_config=None, target_layer_ids=[1, 11, 22], mask_token_id=127)
+    report = check_checkpoint(write_gqa(tmp_path / "d", config))
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+
+
+@pytest.mark.parametrize("rope, refused", [
+    pytest.param({"rope_parameters": {"rope_type": "default"}}, True, id="parameters-without-theta"),
+    pytest.param({"rope_parameters": {"rope_type": "default"}, "rope_theta": 1e6}, True,
+                 id="parameters-without-theta-theta-at-top"),
+    pytest.param({"rope_parameters": {"rope_type": "default", "rope_theta": None}}, True, id="theta-null"),
+    pytest.param({"rope_parameters": "default"}, True, id="parameters-not-an-object"),
+    pytest.param({"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}, False, id="theta-inside"),
+    pytest.param({"rope_parameters": {"rope_type": "default", "rope_theta": "1e6"}}, False, id="theta-text"),
+    pytest.param({"rope_theta": 1e6}, False, id="theta-at-top-only"),
+    # the config class builds rope_parameters from rope_scaling and adds rope_theta
+    pytest.param({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, False, id="rope_scaling-only"),
+])
+def test_gqa_rope_parameters_need_their_own_rope_theta(tmp_path, rope, refused):
+    """models/dflash.py@f4d8ec6e:112-118: rope_parameters["rope_theta"] whenever
+    rope_parameters is set; the engine's Qwen3Config (transformers 5.12) adds
+    rope_theta only to rope_parameters it builds itself."""
+    config = {k: v for k, v in GQA.items() if k != "rope_theta"}
+    config.update(rope)
+    report = check_checkpoint(write_gqa(tmp_path / "d", config))
+    assert ("ROP001" in errors(report)) is refused, [(f.code, f.message) for f in report.findings]
+
+
 def test_gqa_taps_out_of_order_are_served_wrong(tmp_path):
     config = dict(GQA, dflash_config={"target_layer_ids": [11, 1, 22], "mask_token_id": 127})
     assert "CFG006" in errors(check_checkpoint(write_gqa(tmp_path / "d", config)))

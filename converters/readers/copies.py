@@ -1,0 +1,100 @@
+"""Two stored copies of one tensor, compared byte for byte.
+
+The engine loads every copy it finds of a tensor and keeps the one it reads
+last (a tensor in two shards: IDX005; two stored names that load into one
+parameter: INV006). Identical copies serve the same values either way; copies
+that differ serve whichever came last. Which verdict is right depends on the
+bytes, so these are the places where a header-only check reads payload, up to
+`COMPARE_LIMIT_HEADER_ONLY` a copy; `--deep` and `convert`, which read every
+payload anyway, compare copies of any size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+from dspark.schema.errors import CheckpointError
+from dspark.schema.findings import Finding, Severity
+from dspark.schema.inventory import TensorEntry, printable_name
+
+# How two copies compared.
+SAME, DIFFERENT, NOT_COMPARED, UNREADABLE = "identical", "different", "not compared", "unreadable"
+
+#: Largest copy a header-only check reads to compare it with the other:
+#: enough for norms, biases and small matrices; a duplicated embedding
+#: (gigabytes, and a download for a remote folder) waits for --deep.
+COMPARE_LIMIT_HEADER_ONLY = 64 << 20
+
+COMPARE_CHUNK = 8 << 20
+
+
+def compare_copies(reader, first: TensorEntry, second: TensorEntry, *, limit: int | None) -> str:
+    """How `first` and `second` compare, read through the checkpoint's
+    `reader`; copies of more than `limit` bytes are not read."""
+    if (first.dtype, tuple(first.shape)) != (second.dtype, tuple(second.shape)):
+        return DIFFERENT
+    if limit is not None and first.nbytes > limit:
+        return NOT_COMPARED
+    try:
+        same = streams_equal(iter(reader.iter_chunks(first, COMPARE_CHUNK)),
+                             iter(reader.iter_chunks(second, COMPARE_CHUNK)))
+    except (OSError, CheckpointError):
+        return UNREADABLE
+    return SAME if same else DIFFERENT
+
+
+def streams_equal(first: Iterator, second: Iterator) -> bool:
+    """Whether two streams of chunks carry the same bytes, however each is cut."""
+    left, right = b"", b""
+    while True:
+        while not left:
+            chunk = next(first, None)
+            if chunk is None:
+                break
+            left = bytes(chunk)
+        while not right:
+            chunk = next(second, None)
+            if chunk is None:
+                break
+            right = bytes(chunk)
+        if not left or not right:
+            return not left and not right
+        common = min(len(left), len(right))
+        if left[:common] != right[:common]:
+            return False
+        left, right = left[common:], right[common:]
+
+
+def judge_same_served_name(finding: Finding, checkpoint, *, limit: int | None) -> Finding:
+    """INV006 (two stored tensors that load into one parameter) judged by
+    their bytes, read through `checkpoint.reader` up to `limit` a copy: the
+    engine loads both and keeps the one it reads last (llama_eagle3.py@f4d8ec6e:
+    688-689, deepseek_v3.py@f4d8ec6e:2368 for `midlayer.` and `layers.0.`),
+    so identical copies serve the same values, a warning; copies that
+    differ, or were not compared, stay an error. Any other finding as it is."""
+    if finding.code != "INV006":
+        return finding
+    stored = finding.detail.get("stored_names") or []
+    by_name = {entry.stored_name: entry for entry in checkpoint.entries if entry.stored_name in stored}
+    if len(stored) != 2 or len(by_name) != 2:
+        return finding
+    first, second = by_name[stored[0]], by_name[stored[1]]
+    comparison = compare_copies(checkpoint.reader, first, second, limit=limit)
+    detail = dict(finding.detail, comparison=comparison)
+    if comparison == SAME:
+        return dataclasses.replace(
+            finding,
+            message=f"{first.file}: {printable_name(first.stored_name)} and {second.file}: "
+                    f"{printable_name(second.stored_name)} both load as {printable_name(first.served_name)}, byte "
+                    "for byte the same: the engine loads both into one parameter, with the same values. Keep one "
+                    "to save the space.",
+            severity=Severity.WARNING, detail=detail)
+    why = {
+        DIFFERENT: " Their bytes differ.",
+        NOT_COMPARED: f" They were not compared ({first.nbytes / 2**20:,.1f} MiB each, over the "
+                      f"{COMPARE_LIMIT_HEADER_ONLY >> 20} MiB a header-only check compares; "
+                      "`dspark check --deep` compares them).",
+        UNREADABLE: " One copy could not be read back to compare them.",
+    }[comparison]
+    return dataclasses.replace(finding, message=finding.message + why, detail=detail)
