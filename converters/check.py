@@ -327,6 +327,17 @@ def served_layout(checkpoint: Checkpoint) -> ServedLayout:
     if checkpoint.format.startswith("safetensors"):
         return ServedLayout(source, checkpoint.format, True)
     if checkpoint.format == "pt" and all(name.endswith(".bin") for name in checkpoint.weight_files):
+        # The engine yields a .bin's top-level entries as they are
+        # (model_loader/weight_utils.py@f4d8ec6e:703-704): a state dict
+        # nested under a key, or other entries beside the tensors, reach
+        # the model as names it has no parameter for.
+        nested = checkpoint.metadata.get("state_dict_key")
+        left = next((f for f in checkpoint.findings if f.code == "SRC002"), None)
+        if nested or left is not None:
+            what = (f"its tensors sit under the entry {nested!r}" if nested else
+                    f"{left.detail.get('count', 'some')} of its entries are not tensors")
+            return ServedLayout(source, checkpoint.format, False,
+                                f"the engine reads a .bin's top-level entries as they are, and {what}")
         return ServedLayout(source, checkpoint.format, True)
     why = {
         "dcp": "a torch.distributed.checkpoint folder, which the engine does not read",

@@ -12,6 +12,7 @@ payload anyway, compare copies of any size.
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from typing import Iterator
 
 from dspark.schema.errors import CheckpointError
@@ -29,19 +30,76 @@ COMPARE_LIMIT_HEADER_ONLY = 64 << 20
 COMPARE_CHUNK = 8 << 20
 
 
+# dtype -> (bytes an element, array typecode) for integer copies compared by value
+_INTEGERS = {"I8": (1, "b"), "U8": (1, "B"), "I16": (2, "h"), "U16": (2, "H"), "I32": (4, "i"),
+             "U32": (4, "I"), "I64": (8, "q")}
+
+
 def compare_copies(reader, first: TensorEntry, second: TensorEntry, *, limit: int | None) -> str:
     """How `first` and `second` compare, read through the checkpoint's
-    `reader`; copies of more than `limit` bytes are not read."""
-    if (first.dtype, tuple(first.shape)) != (second.dtype, tuple(second.shape)):
+    `reader`; copies of more than `limit` bytes are not read. Copies in two
+    dtypes are compared by value where one widens exactly into the other
+    (bf16 into fp32; integers): the engine casts both into one parameter."""
+    if tuple(first.shape) != tuple(second.shape):
         return DIFFERENT
-    if limit is not None and first.nbytes > limit:
+    widen = _widening(first.dtype, second.dtype)
+    if widen is None:
+        return DIFFERENT
+    if limit is not None and max(first.nbytes, second.nbytes) > limit:
         return NOT_COMPARED
     try:
-        same = streams_equal(iter(reader.iter_chunks(first, COMPARE_CHUNK)),
-                             iter(reader.iter_chunks(second, COMPARE_CHUNK)))
+        same = streams_equal(widen[0](iter(reader.iter_chunks(first, COMPARE_CHUNK))),
+                             widen[1](iter(reader.iter_chunks(second, COMPARE_CHUNK))))
     except (OSError, CheckpointError):
         return UNREADABLE
     return SAME if same else DIFFERENT
+
+
+def _widening(first: str, second: str):
+    """Two stream transforms that bring both dtypes to one encoding, or None."""
+    if first == second:
+        return _as_is, _as_is
+    if {first, second} == {"BF16", "F32"}:
+        return (_bf16_as_f32, _as_is) if first == "BF16" else (_as_is, _bf16_as_f32)
+    if first in _INTEGERS and second in _INTEGERS:
+        return _as_int64(*_INTEGERS[first]), _as_int64(*_INTEGERS[second])
+    return None
+
+
+def _as_is(chunks: Iterator) -> Iterator:
+    return chunks
+
+
+def _whole_elements(chunks: Iterator, size: int) -> Iterator[bytes]:
+    """The stream re-cut so that no element spans two pieces."""
+    carry = b""
+    for chunk in chunks:
+        data = carry + bytes(chunk)
+        cut = len(data) - len(data) % size
+        carry = data[cut:]
+        if cut:
+            yield data[:cut]
+    if carry:
+        yield carry  # a torn last element: compares unequal
+
+
+def _bf16_as_f32(chunks: Iterator) -> Iterator[bytes]:
+    """bf16 values as the fp32 values they are exactly (the high half)."""
+    for piece in _whole_elements(chunks, 2):
+        out = bytearray(len(piece) * 2)
+        out[2::4] = piece[0::2]
+        out[3::4] = piece[1::2]
+        yield bytes(out)
+
+
+def _as_int64(size: int, code: str):
+    def convert(chunks: Iterator) -> Iterator[bytes]:
+        for piece in _whole_elements(chunks, size):
+            if len(piece) % size:
+                yield piece
+            else:
+                yield array("q", memoryview(piece).cast(code)).tobytes()
+    return convert
 
 
 def streams_equal(first: Iterator, second: Iterator) -> bool:
@@ -86,9 +144,10 @@ def judge_same_served_name(finding: Finding, checkpoint, *, limit: int | None) -
         return dataclasses.replace(
             finding,
             message=f"{first.file}: {printable_name(first.stored_name)} and {second.file}: "
-                    f"{printable_name(second.stored_name)} both load as {printable_name(first.served_name)}, byte "
-                    "for byte the same: the engine loads both into one parameter, with the same values. Keep one "
-                    "to save the space.",
+                    f"{printable_name(second.stored_name)} both load as {printable_name(first.served_name)}, "
+                    + ("byte for byte the same" if first.dtype == second.dtype else
+                       f"the same values as {first.dtype} and {second.dtype}")
+                    + ": the engine loads both into one parameter, with the same values. Keep one to save the space.",
             severity=Severity.WARNING, detail=detail)
     why = {
         DIFFERENT: " Their bytes differ.",

@@ -197,8 +197,9 @@ GQA_LOADER = FamilyLoader(
     family="dflash_gqa",
     model_class="DFlashDraftModel / DSparkDraftModel",
     # The engine has no "dflash"/"dspark" config type; the draft's config
-    # must parse as a transformers GQA config.
-    model_types=("qwen3", "qwen2", "llama"),
+    # must parse as a GQA config TokenSpeed registers or transformers knows
+    # (utils/hf_transformers_utils.py@f4d8ec6e:339-345); these were run.
+    model_types=("qwen3", "qwen2", "llama", "mistral", "qwen3_moe"),
     name_rewrites=((r"^model\.", ""),),
     skips=_GQA_SKIPS,
     fused=_GQA_FUSED,
@@ -219,8 +220,11 @@ GQA_LOADER = FamilyLoader(
     },
     # The drafter int()s the taps and the mask token it reads
     # (execution/drafter/dflash.py@f4d8ec6e:137-150); the target is handed ints.
+    # ...and the sliding window: int(sliding_window) in the model
+    # (models/dflash.py@f4d8ec6e:569) and in the config loader's restore
+    # (utils/hf_transformers_utils.py@f4d8ec6e:253).
     int_coerced_fields=("target_layer_ids", "dflash_config.target_layer_ids", "mask_token_id",
-                        "dflash_config.mask_token_id"),
+                        "dflash_config.mask_token_id", "sliding_window", "dflash_config.swa_window_size"),
     config_limits=GQA_LIMITS,
     unread_flags={
         # The attention's rotary embedding spans the whole head
@@ -308,7 +312,10 @@ EAGLE3_LLAMA_LOADER = FamilyLoader(
     # matches body parameters directly, but `model.layers.0.*` (never
     # mapped) and `model.lm_head.*` (the head is not under `model.`) match
     # nothing and are dropped (models/llama_eagle3.py@f4d8ec6e:675-719).
-    name_rewrites=((r"^layers\.0\.", "midlayer."), (r"^model\.(?!layers\.0\.|lm_head\.)", "")),
+    # Any name holding `d2t` is the hot-token map, any holding `t2d` is
+    # skipped (models/llama_eagle3.py@f4d8ec6e:691-698).
+    name_rewrites=((r"^.*d2t.*$", "d2t"), (r"^.*t2d.*$", "t2d"), (r"^layers\.0\.", "midlayer."),
+                   (r"^model\.(?!layers\.0\.|lm_head\.)", "")),
     # inv_freq is a buffer the rotary embedding recomputes: the loader finds
     # no parameter for it and drops it, which costs nothing.
     skips=(_EAGLE3_T2D, SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding; dropped",

@@ -89,18 +89,33 @@ def gqa_partial_rope_nested(config: Mapping[str, Any], config_file: str) -> list
     return []
 
 
+# model_types TokenSpeed parses with its own Qwen config classes
+# (utils/hf_transformers_utils.py@f4d8ec6e:69-72): they keep the
+# rope_parameters a config.json writes as it is (configs/qwen3_config.py@
+# f4d8ec6e:219, 240); transformers' own classes (llama, mistral) fill
+# rope_theta into them from the top level.
+_KEEPS_FILE_ROPE_PARAMETERS = ("qwen2", "qwen3")
+
+
 def gqa_rope_parameters_need_theta(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """The GQA attention takes its base from `rope_parameters["rope_theta"]`
     whenever the config has rope_parameters (models/dflash.py@f4d8ec6e:
-    112-118). The config class adds rope_theta to rope_parameters it builds
-    from the top level or from rope_scaling, but not to rope_parameters the
-    config.json writes itself (the engine's Qwen3Config on the pinned
-    transformers 5.12, run): those without rope_theta fail the model's
-    construction, whatever the top level says."""
+    112-118), and its scaling from them too. The engine's Qwen config
+    classes keep the rope_parameters config.json writes as they are (run
+    on the pinned transformers 5.12): without rope_theta the model's
+    construction fails whatever the top level says; beside a different
+    rope_scaling, rope_parameters are served and rope_scaling is not."""
     parameters = config.get("rope_parameters")
-    if parameters is None or isinstance(config.get("rope_scaling"), Mapping):
+    if parameters is None or config.get("model_type") not in _KEEPS_FILE_ROPE_PARAMETERS:
         return []
+    scaling = config.get("rope_scaling")
     if isinstance(parameters, Mapping) and _reads_as_float(parameters.get("rope_theta")):
+        if isinstance(scaling, Mapping) and any(
+                scaling.get(key) != parameters.get(key) for key in set(scaling) - {"rope_theta"}):
+            return [_finding(config_file, "rope_scaling and rope_parameters describe different RoPE; the GQA "
+                             "DFlash/DSpark attention serves rope_parameters and never reads rope_scaling",
+                             Source(_GQA, "112-118", MAIN), "rope_scaling",
+                             "Keep the one the draft was trained with, in rope_parameters.")]
         return []
     what = ("has no rope_theta" if isinstance(parameters, Mapping) and "rope_theta" not in parameters
             else f"rope_theta is {parameters.get('rope_theta')!r}" if isinstance(parameters, Mapping)
@@ -114,6 +129,26 @@ def gqa_rope_parameters_need_theta(config: Mapping[str, Any], config_file: str) 
         file=config_file,
         detail={"field": "rope_parameters.rope_theta", "source": Source(_GQA, "112-118", MAIN).cite()},
     )]
+
+
+def llama_eagle3_rope_theta_at_the_top(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The Llama EAGLE-3 layer's base is `get_rope_theta(config)`
+    (models/llama.py@f4d8ec6e:154), which reads `config.rope_theta` first
+    (configs/utils.py@f4d8ec6e:35-39). On TokenSpeed's Qwen
+    config classes that is the top-level value, 10000 when absent
+    (configs/qwen3_config.py@f4d8ec6e:188, 218): a rope_theta only in
+    rope_parameters is not served. (`config` is the engine's view: the
+    default is filled in already.)"""
+    parameters = config.get("rope_parameters")
+    if config.get("model_type") not in _KEEPS_FILE_ROPE_PARAMETERS or not isinstance(parameters, Mapping):
+        return []
+    declared, served = parameters.get("rope_theta"), config.get("rope_theta")
+    if not _reads_as_float(declared) or not _reads_as_float(served) or float(declared) == float(served):
+        return []
+    return [_finding(config_file, f"rope_parameters.rope_theta is {declared!r} but the Llama EAGLE-3 layer takes "
+                     f"its base from the top-level rope_theta, {served!r} (10000 when absent)",
+                     Source(_LLAMA, "154", MAIN), "rope_theta",
+                     "Write the draft's rope_theta at the top level.")]
 
 
 def _reads_as_float(value: Any) -> bool:
@@ -184,6 +219,7 @@ def llama_no_sliding_window(config: Mapping[str, Any], config_file: str) -> list
 
 
 MLA_LIMITS = (mla_rope_only_yarn, mla_fc_norm_width, eagle3_fc_skipped_when_widths_meet(_DS3, "2205"))
-LLAMA_EAGLE3_LIMITS = (llama_no_sliding_window, eagle3_fc_skipped_when_widths_meet(_LE3, "539"))
+LLAMA_EAGLE3_LIMITS = (llama_no_sliding_window, eagle3_fc_skipped_when_widths_meet(_LE3, "539"),
+                       llama_eagle3_rope_theta_at_the_top)
 K3_LIMITS = (k3_rope_only_yarn,)
 GQA_LIMITS = (gqa_partial_rope_nested, gqa_rope_parameters_need_theta)

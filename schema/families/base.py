@@ -75,6 +75,11 @@ class DraftFamily:
     training_only_prefixes: tuple[str, ...] = ("t2d", "d2t")
     # training-module name prefix -> served name prefix
     renames: Mapping[str, str] = field(default_factory=dict)
+    # (part, name): a stored name holding `part` anywhere is `name` to the
+    # loader (EAGLE-3's `"d2t" in name` tests), whatever else it holds.
+    names_by_part: tuple[tuple[str, str], ...] = ()
+    # Text the loader removes wherever it sits in a name (MLA's `language_model.`).
+    removed_infixes: tuple[str, ...] = ()
     # Where the tap ids sit: config -> (ids or None, the field they came from).
     tap_ids: Callable[[Mapping[str, Any]], tuple[Any, str | None]] = field(default=lambda c: (None, None))
     # The config field that must equal the number of taps, when the engine checks one.
@@ -101,6 +106,11 @@ class DraftFamily:
 
     def served_name(self, stored_name: str) -> str:
         name = strip_wrappers(stored_name)
+        for part, whole in self.names_by_part:
+            if part in name:
+                return whole
+        for infix in self.removed_infixes:
+            name = name.replace(infix, "")
         for source, target in self.renames.items():
             if name.startswith(source):
                 return target + name[len(source):]

@@ -105,17 +105,19 @@ def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding
             detail={"field": "layer_types", "validator": "engine"},
         )]
     nested = config.get("dflash_config")
-    top, inner = config.get("sliding_window"), nested.get("swa_window_size") if isinstance(nested, Mapping) else None
+    served, inner = served_sliding_window(config), nested.get("swa_window_size") if isinstance(nested, Mapping) else None
     if (isinstance(layer_types, list) and "sliding_attention" in layer_types and isinstance(nested, Mapping)
-            and nested.get("use_swa")
-            and top is not None and inner is not None and top != inner):
+            and nested.get("use_swa") and served is not None and inner is not None and served != inner):
         return [Finding(
             "OVR001",
-            f"{config_file}: dflash_config.swa_window_size = {inner!r} (use_swa) but sliding_window = {top!r}. "
-            "TokenSpeed serves the top-level window (utils/hf_transformers_utils.py@f4d8ec6e:234-254); which one "
-            "the draft was trained with cannot be told here, and other engines refuse the pair. Keep the two equal.",
+            f"{config_file}: dflash_config.swa_window_size = {inner!r} (use_swa) but the engine serves a window "
+            f"of {served!r} (sliding_window {config.get('sliding_window', 'absent')!r}, use_sliding_window "
+            f"{config.get('use_sliding_window')!r}; a Qwen config's default is {_QWEN_DEFAULT_WINDOW}): it takes "
+            "dflash_config's window only when it finds none (utils/hf_transformers_utils.py@f4d8ec6e:234-254). "
+            "Which one the draft was trained with cannot be told here, and other engines refuse the pair. Write "
+            "the same window at the top level.",
             file=config_file,
-            detail={"field": "sliding_window", "nested": inner, "top": top},
+            detail={"field": "sliding_window", "nested": inner, "served": served},
         )]
     if isinstance(layer_types, list) and "sliding_attention" in layer_types and not served_sliding_window(config):
         return [Finding(
@@ -134,6 +136,7 @@ def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding
 # use_sliding_window (configs/qwen3_config.py@f4d8ec6e:204-205,
 # configs/qwen2_config.py@f4d8ec6e:85-86).
 _WINDOW_NEEDS_FLAG = ("qwen2", "qwen3")
+_QWEN_DEFAULT_WINDOW = 4096
 
 
 def served_sliding_window(config: Mapping[str, Any]) -> Any:
@@ -143,8 +146,10 @@ def served_sliding_window(config: Mapping[str, Any]) -> Any:
     value, else dflash_config.swa_window_size when dflash_config.use_swa
     (utils/hf_transformers_utils.py@f4d8ec6e:234-254, called at 355)."""
     window = config.get("sliding_window")
-    if config.get("model_type") in _WINDOW_NEEDS_FLAG and not config.get("use_sliding_window"):
-        window = None
+    if config.get("model_type") in _WINDOW_NEEDS_FLAG:
+        # ...whose default window is 4096 (configs/qwen3_config.py@f4d8ec6e:192,
+        # configs/qwen2_config.py@f4d8ec6e:74)
+        window = config.get("sliding_window", _QWEN_DEFAULT_WINDOW) if config.get("use_sliding_window") else None
     nested = config.get("dflash_config")
     if window is None and isinstance(nested, Mapping):
         window = config.get("sliding_window")

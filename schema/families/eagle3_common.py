@@ -215,3 +215,7 @@ SHARED_TENSORS = (
 # it to `midlayer.` (models/llama_eagle3.py@f4d8ec6e:687-689;
 # models/deepseek_v3.py@f4d8ec6e:2368).
 EAGLE3_RENAMES = {"layers.0.": "midlayer."}
+# Both EAGLE-3 loaders take any name holding `d2t` for the hot-token map and
+# skip any holding `t2d` (models/llama_eagle3.py@f4d8ec6e:691-698,
+# models/deepseek_v3.py@f4d8ec6e:2358-2364).
+EAGLE3_NAMES_BY_PART = (("d2t", "d2t"), ("t2d", "t2d"))

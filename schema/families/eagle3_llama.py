@@ -19,6 +19,7 @@ from typing import Any, Mapping
 from dspark.schema.families.base import DraftFamily, TensorRule, head_dim_or_split
 from dspark.schema.families.eagle3_common import (
     DEFAULT_TAP_COUNT,
+    EAGLE3_NAMES_BY_PART,
     EAGLE3_RENAMES,
     SHARED_TENSORS,
     TAP_IDS_FIELD,
@@ -108,6 +109,7 @@ EAGLE3_LLAMA = DraftFamily(
     skipped_prefixes=(),
     training_only_prefixes=("t2d",),
     renames=EAGLE3_RENAMES,
+    names_by_part=EAGLE3_NAMES_BY_PART,
     tap_ids=target_capture_ids,
     tap_ids_field=TAP_IDS_FIELD,
     tap_ids_section="eagle_config",

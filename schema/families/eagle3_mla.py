@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from dspark.schema.families.base import DraftFamily, TensorRule
 from dspark.schema.families.eagle3_common import (
     DEFAULT_TAP_COUNT,
+    EAGLE3_NAMES_BY_PART,
     EAGLE3_RENAMES,
     SHARED_TENSORS,
     TAP_IDS_FIELD,
@@ -110,7 +111,9 @@ EAGLE3_MLA = DraftFamily(
     training_only_prefixes=("t2d",),
     # TokenSpeed's MLA loader drops `language_model.` from a name it does
     # not find (models/deepseek_v3.py@f4d8ec6e:1724-1737): convert writes the name without it.
-    renames={"language_model.": "", **EAGLE3_RENAMES},
+    removed_infixes=("language_model.",),
+    renames=EAGLE3_RENAMES,
+    names_by_part=EAGLE3_NAMES_BY_PART,
     tap_ids=target_capture_ids,
     tap_ids_field=TAP_IDS_FIELD,
     tap_ids_section="eagle_config",

@@ -243,7 +243,7 @@ def _override_findings(config: Mapping[str, Any], family: DraftFamily, config_fi
 _YARN_TYPES = ("yarn", "deepseek_yarn")
 
 
-def rope_findings(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+def rope_findings(config: Mapping[str, Any], config_file: str, *, rope_scaling_wins: bool = True) -> list[Finding]:
     """YaRN as the engine's rotary setup reads it: `rope_parameters`,
     replaced wholesale by a top-level `rope_scaling`; `factor` is required,
     `original_max_position_embeddings` is required except for lowercase
@@ -253,7 +253,10 @@ def rope_findings(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     findings: list[Finding] = []
     parameters = config.get("rope_parameters")
     field_name = "rope_parameters"
-    if isinstance(config.get("rope_scaling"), Mapping):
+    # (`rope_scaling_wins` False: a model that reads rope_parameters first,
+    # the GQA drafts on TokenSpeed's Qwen config classes; their limits say
+    # what a differing rope_scaling costs.)
+    if isinstance(config.get("rope_scaling"), Mapping) and (rope_scaling_wins or not isinstance(parameters, Mapping)):
         if isinstance(parameters, Mapping) and parameters != config["rope_scaling"]:
             findings.append(Finding(
                 "ROP002",

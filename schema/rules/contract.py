@@ -70,7 +70,8 @@ def check_contract(
 
     findings += schema_findings(view, family, config_file)
     findings += cross_field_findings(view, family, config_file)
-    findings += rope_findings(view, config_file)
+    findings += rope_findings(view, config_file, rope_scaling_wins=not (
+        loader is not None and loader.family == "dflash_gqa" and view.get("model_type") in ("qwen2", "qwen3")))
     findings += unread_flag_findings(loader, engine, view, config_file)
     for limit in (loader.config_limits if loader is not None else ()):
         findings += limit(view, config_file)

@@ -283,13 +283,21 @@ def _partial_fused_notes(loader, dims, shipped) -> dict[str, str]:
     return notes
 
 
-# Names of optimizer and scheduler state saved beside the weights.
-_TRAINING_STATE = re.compile(r"(optimizer|optim|optimizer_state|opt_state|lr_scheduler|scheduler)\.")
+# Names of optimizer and scheduler state saved beside the weights
+# (TorchSpec keeps its optimizer under `optim_state`).
+_TRAINING_STATE = re.compile(r"(optimizer|optim|optim_state|optimizer_state|opt_state|lr_scheduler|scheduler)\.")
+# Parts that change what a loader does with a name wherever they sit: the
+# EAGLE-3 loaders take any name holding `d2t` for the token map, and the MLA
+# one stops loading the target's head for any name holding `lm_head`
+# (models/llama_eagle3.py@f4d8ec6e:691-698, models/deepseek_v3.py@f4d8ec6e:2358-2373).
+_LOADER_SUBSTRINGS = ("d2t", "t2d", "lm_head", "embed_tokens")
 
 
 def is_training_state(served_name: str) -> bool:
-    """Optimizer or scheduler state saved beside the weights, by its name."""
-    return _TRAINING_STATE.match(served_name) is not None
+    """Optimizer or scheduler state saved beside the weights, by its name,
+    and nothing in the name a loader acts on."""
+    return (_TRAINING_STATE.match(served_name) is not None
+            and not any(part in served_name for part in _LOADER_SUBSTRINGS))
 
 
 def _rule_pattern(rule_name: str) -> "re.Pattern[str]":

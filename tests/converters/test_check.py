@@ -535,3 +535,28 @@ def test_write_draft_is_deterministic(tmp_path):
     first = write_draft(tmp_path / "a") / "model.safetensors"
     second = write_draft(tmp_path / "b") / "model.safetensors"
     assert first.read_bytes() == second.read_bytes()
+
+
+@pytest.mark.parametrize("wrap, servable", [
+    pytest.param(lambda sd: sd, True, id="flat"),
+    pytest.param(lambda sd: {"model": sd}, False, id="nested"),
+    pytest.param(lambda sd: {**sd, "step": 3}, False, id="flat-with-a-counter"),
+])
+def test_a_bin_is_served_only_with_its_tensors_at_the_top(tiny_draft, tmp_path, wrap, servable):
+    """The engine yields a .bin's top-level entries as they are
+    (model_loader/weight_utils.py@f4d8ec6e:703-704): a nested state dict or
+    a counter beside the tensors is not served as dspark reads it."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    draft = tiny_draft()
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "config.json").write_text((draft / "config.json").read_text())
+    torch.save(wrap(load_file(draft / "model.safetensors")), folder / "pytorch_model.bin")
+    report = check_checkpoint(folder)
+    assert report.verdicts()["contents"]
+    assert report.verdicts()["served"] is servable, [(f.code, f.message) for f in report.errors]
+    if not servable:
+        assert [f.code for f in report.errors] == ["SRV001"]
+        assert "top-level entries as they are" in report.errors[0].message

@@ -244,17 +244,74 @@ def test_optimizer_state_saved_beside_the_weights_is_dropped_not_lost(tmp_path, 
     def add_state(tensors):
         tensors["optimizer.state.0.exp_avg"] = torch.zeros(8)
         tensors["lr_scheduler.last_epoch"] = torch.zeros(1)
+        tensors["optim_state.state.1.exp_avg_sq"] = torch.zeros(8)  # TorchSpec's name
 
     draft = write_eagle3_draft(tmp_path / "d", scale=scale, tensor_edit=add_state)
     report = check_checkpoint(draft)
     assert report.passed(), [(f.code, f.message) for f in report.errors]
     assert {f.tensor for f in report.findings if f.code == "INV005" and f.detail.get("training_state")} == {
-        "optimizer.state.0.exp_avg", "lr_scheduler.last_epoch"}
+        "optimizer.state.0.exp_avg", "lr_scheduler.last_epoch", "optim_state.state.1.exp_avg_sq"}
     from dspark.converters.convert import convert_checkpoint
 
     converted = convert_checkpoint(draft, tmp_path / "out")
     assert {d.served_name for d in converted.plan.dropped} >= {"optimizer.state.0.exp_avg", "lr_scheduler.last_epoch"}
     assert check_checkpoint(tmp_path / "out").passed(strict=True)
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+@pytest.mark.parametrize("name", ["optimizer.state.d2t.exp_avg", "optimizer.state.lm_head.weight.exp_avg"])
+def test_optimizer_state_named_after_what_a_loader_acts_on_is_not_harmless(tmp_path, scale, name):
+    """Any name holding `d2t` overwrites the token map (LE3:691-695,
+    DS3:2358-2362); one holding `lm_head` stops the MLA draft loading the
+    target's head (DS3:2370-2373). Such state is not dropped harmlessly."""
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale,
+                                                 tensor_edit=lambda t: t.__setitem__(name, torch.zeros(40))))
+    if "d2t" in name or scale == "tiny-mla":
+        assert not report.passed(), [(f.code, f.message) for f in report.findings]
+    assert not any(f.detail.get("training_state") for f in report.findings)
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_copies_in_two_dtypes_with_the_same_values_load_the_same(tmp_path, scale):
+    """A bf16 weight beside its exact fp32 copy, a d2t beside its int32 copy:
+    the engine casts both into one parameter, with the same values."""
+    def edit(tensors):
+        tensors["layers.0.mlp.down_proj.weight"] = tensors["midlayer.mlp.down_proj.weight"].float()
+        tensors["d2t_int32"] = tensors["d2t"].to(torch.int32)
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, tensor_edit=edit))
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+    assert sorted(f.detail["comparison"] for f in report.findings if f.code == "INV006") == ["identical"] * 2
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+@pytest.mark.parametrize("name", ["language_model.d2t", "d2t_backup"])
+def test_a_second_name_for_d2t_loads_as_the_map(tmp_path, scale, name):
+    """LE3:691 / DS3:2358: `language_model.d2t` is the map; an identical
+    `d2t_backup` loads over it with the same values (INV006 a warning)."""
+    def edit(tensors):
+        if name == "d2t_backup":
+            tensors[name] = tensors["d2t"].clone()
+        else:
+            tensors[name] = tensors.pop("d2t")
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, tensor_edit=edit), deep=True)
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+
+
+@pytest.mark.parametrize("top, served", [(None, False), (5e5, True), (1e4, False)])
+def test_llama_eagle3_on_a_qwen_config_takes_rope_theta_from_the_top(tmp_path, top, served):
+    """models/llama.py@f4d8ec6e:154 reads config.rope_theta, 10000 on the
+    engine's Qwen3Config when absent: a theta only in rope_parameters is
+    not served."""
+    def edit(config):
+        config.update(model_type="qwen3", rope_parameters={"rope_type": "default", "rope_theta": 5e5})
+        config.pop("rope_theta", None)
+        if top is not None:
+            config["rope_theta"] = top
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", config_edit=edit))
+    assert report.passed() is served, [(f.code, f.message) for f in report.errors]
 
 
 def test_llama_loads_pre_fused_qkv_and_gate_up(tmp_path):

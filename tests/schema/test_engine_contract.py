@@ -400,6 +400,11 @@ SLIDING = ["sliding_attention", "full_attention"]
                   "mask_token_id": 127}, False, id="no-dflash_config-no-flag"),
     pytest.param({"sliding_window": 64, "use_sliding_window": True, "dflash_config": None,
                   "target_layer_ids": [1, 11, 22], "mask_token_id": 127}, True, id="no-dflash_config-flag"),
+    # the flag without a window: the Qwen config's default of 4096 (qwen3_config.py@f4d8ec6e:192, 205)
+    pytest.param({"use_sliding_window": True}, True, id="flag-default-window"),
+    # int() of the window (models/dflash.py@f4d8ec6e:569): text and integral floats serve (ENG003)
+    pytest.param({"sliding_window": "64"}, True, id="window-as-text"),
+    pytest.param({"sliding_window": 64.0}, True, id="window-as-float"),
 ])
 def test_gqa_sliding_window_as_the_engines_config_loader_finds_it(tmp_path, edit, served):
     config = dict(GQA, layer_types=SLIDING, **edit)
@@ -418,6 +423,13 @@ def test_gqa_two_sliding_windows_that_differ_are_refused(tmp_path):
     same = check_checkpoint(write_gqa(tmp_path / "s", dict(GQA, layer_types=SLIDING, dflash_config=nested,
                                                            sliding_window=64)))
     assert same.passed()
+    as_text = dict(nested, swa_window_size="64")  # int()-ed where it is read (hf_transformers_utils.py:253)
+    assert check_checkpoint(write_gqa(tmp_path / "t", dict(GQA, layer_types=SLIDING, dflash_config=as_text,
+                                                           sliding_window=64))).passed()
+    # the flag without a top-level window serves the Qwen default, 4096, not dflash_config's 64
+    report = check_checkpoint(write_gqa(tmp_path / "f", dict(GQA, layer_types=SLIDING, dflash_config=nested,
+                                                             use_sliding_window=True)))
+    assert errors(report) == Counter({"OVR001": 1}) and report.errors[0].detail["served"] == 4096
 
 
 def test_gqa_dflash_config_null_reads_as_empty(tmp_path):
@@ -440,6 +452,12 @@ def test_gqa_dflash_config_null_reads_as_empty(tmp_path):
     pytest.param({"rope_theta": 1e6}, False, id="theta-at-top-only"),
     # the config class builds rope_parameters from rope_scaling and adds rope_theta
     pytest.param({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, False, id="rope_scaling-only"),
+    # ...but keeps rope_parameters written beside rope_scaling as they are
+    pytest.param({"rope_scaling": {"rope_type": "linear", "factor": 2.0},
+                  "rope_parameters": {"rope_type": "linear", "factor": 2.0}}, True, id="both-without-theta"),
+    # transformers' LlamaConfig fills rope_theta into rope_parameters from the top level
+    pytest.param({"model_type": "llama", "rope_parameters": {"rope_type": "default"}}, False,
+                 id="llama-config-class"),
 ])
 def test_gqa_rope_parameters_need_their_own_rope_theta(tmp_path, rope, refused):
     """models/dflash.py@f4d8ec6e:112-118: rope_parameters["rope_theta"] whenever
@@ -449,6 +467,36 @@ def test_gqa_rope_parameters_need_their_own_rope_theta(tmp_path, rope, refused):
     config.update(rope)
     report = check_checkpoint(write_gqa(tmp_path / "d", config))
     assert ("ROP001" in errors(report)) is refused, [(f.code, f.message) for f in report.findings]
+
+
+def test_gqa_rope_scaling_beside_other_rope_parameters_is_not_served(tmp_path):
+    """rope_parameters are what the GQA attention reads (models/dflash.py@f4d8ec6e:
+    112-118); a different rope_scaling beside them is never served."""
+    config = dict(GQA, rope_scaling={"rope_type": "linear", "factor": 2.0},
+                  rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                                   "rope_theta": 1e6})
+    report = check_checkpoint(write_gqa(tmp_path / "d", config))
+    assert [(f.code, f.detail.get("feature")) for f in report.errors] == [("ENG001", "rope_scaling")]
+    assert "ROP002" not in {f.code for f in report.findings}
+
+
+@pytest.mark.parametrize("model_type", ["qwen3", "qwen2", "llama", "mistral", "qwen3_moe"])
+def test_gqa_config_types_the_engine_parses(tmp_path, model_type):
+    report = check_checkpoint(write_gqa(tmp_path / "d", dict(GQA, model_type=model_type)))
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+
+
+def test_k3_nested_stream_that_is_falsy_falls_through(tmp_path):
+    """`dflash_config.aux_hidden_stream or aux_hidden_stream`
+    (execution/drafter/dflash.py@4b9766f6:52-58): a 0 or false nested value
+    serves the top-level stream."""
+    def edit(config):
+        config["aux_hidden_stream"] = "prefix"
+        config.setdefault("dflash_config", {})["aux_hidden_stream"] = 0
+
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=edit))
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+    assert report.resolved.stream == "prefix"
 
 
 def test_gqa_taps_out_of_order_are_served_wrong(tmp_path):
