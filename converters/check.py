@@ -165,7 +165,8 @@ def check_checkpoint(
     resolved = ResolvedDraft(engine=profile.spec, target_checked=target_facts is not None)
     expected: dict = {}
     if checkpoint.config is not None:
-        layout = served_layout(checkpoint)
+        loader = profile.loader_for(checkpoint.family.name) if checkpoint.family is not None else None
+        layout = served_layout(checkpoint, rejects_unknown_names=loader is not None and loader.unexpected == "rejects")
         if config_path is not None and not layout.engine_openable:
             layout = dataclasses.replace(layout, convert_options=("--config", str(config_path)))
         contract = check_contract(
@@ -302,7 +303,7 @@ def _torchspec_vllm_export(checkpoint: Checkpoint) -> bool:
     return vllm_shifted_taps(checkpoint.config, (e.stored_name for e in checkpoint.entries))
 
 
-def served_layout(checkpoint: Checkpoint) -> ServedLayout:
+def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True) -> ServedLayout:
     """Whether the engine's loader would find weights where the user
     pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
     are none; never `.pt`, DCP or a single file named directly
@@ -330,9 +331,11 @@ def served_layout(checkpoint: Checkpoint) -> ServedLayout:
         # The engine yields a .bin's top-level entries as they are
         # (model_loader/weight_utils.py@f4d8ec6e:703-704): a state dict
         # nested under a key, or other entries beside the tensors, reach
-        # the model as names it has no parameter for.
+        # the model as names it has no parameter for. A loader that drops
+        # such names (GQA, EAGLE-3) still loads the tensors at the top;
+        # one that refuses them (K3) does not.
         nested = checkpoint.metadata.get("state_dict_key")
-        left = next((f for f in checkpoint.findings if f.code == "SRC002"), None)
+        left = next((f for f in checkpoint.findings if f.code == "SRC002"), None) if rejects_unknown_names else None
         if nested or left is not None:
             what = (f"its tensors sit under the entry {nested!r}" if nested else
                     f"{left.detail.get('count', 'some')} of its entries are not tensors")

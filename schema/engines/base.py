@@ -128,6 +128,8 @@ class FamilyLoader:
     # Fields (a dotted path into a nested section) the engine's code runs
     # int() over wherever it reads them, a list element by element.
     int_coerced_fields: tuple[str, ...] = ()
+    # Top-level fields the config class runs float() over.
+    float_coerced_fields: tuple[str, ...] = ()
     # What this engine's model cannot serve as the config declares it (a
     # rope type its layer drops, a width its forward skips): (config,
     # config_file) -> findings, run on the config as the engine sees it.

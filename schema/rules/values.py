@@ -46,6 +46,15 @@ def engine_view(
             if coerced is not None and coerced is not value:
                 notes.append(f"{name} = {value!r} is read as int({value!r}) = {coerced}")
                 view[name] = coerced
+    for name in loader.float_coerced_fields:
+        value = view.get(name)
+        if isinstance(value, str):
+            try:
+                coerced = float(value)
+            except ValueError:
+                continue  # float() raises in the engine too: the schema reports it
+            notes.append(f"{name} = {value!r} is read as float({value!r}) = {coerced!r}")
+            view[name] = coerced
     for path in loader.int_coerced_fields:
         note = _coerce_path(view, path)
         if note:

@@ -560,3 +560,19 @@ def test_a_bin_is_served_only_with_its_tensors_at_the_top(tiny_draft, tmp_path, 
     if not servable:
         assert [f.code for f in report.errors] == ["SRV001"]
         assert "top-level entries as they are" in report.errors[0].message
+
+
+def test_a_counter_beside_the_tensors_of_a_bin_is_dropped_by_an_eagle3_loader(tmp_path):
+    """LE3:713 drops a name without a destination, a non-tensor entry too
+    (the K3 loader refuses it: the test above)."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    from dspark.examples.fabricate import write_eagle3_draft
+
+    draft = write_eagle3_draft(tmp_path / "d")
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "config.json").write_text((draft / "config.json").read_text())
+    torch.save({**load_file(draft / "model.safetensors"), "step": 3}, folder / "pytorch_model.bin")
+    assert check_checkpoint(folder).verdicts() == {"served": True, "contents": True}

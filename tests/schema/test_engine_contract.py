@@ -486,6 +486,18 @@ def test_gqa_config_types_the_engine_parses(tmp_path, model_type):
     assert report.passed(), [(f.code, f.message) for f in report.errors]
 
 
+def test_k3_float_fields_written_as_text_are_float_ed(tmp_path):
+    """configs/kimi_k3_dspark_config.py@4b9766f6:103, 106: float(rms_norm_eps),
+    float(rope_theta): text that reads as a number loads (ENG003)."""
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(
+        rms_norm_eps="1e-5", rope_theta="50000")))
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+    [coerced] = [f for f in report.findings if f.code == "ENG003"]
+    assert "float('1e-5')" in coerced.message
+    assert "CFG003" in errors(check_checkpoint(write_k3(tmp_path / "x", config_edit=lambda c: c.update(
+        rms_norm_eps="small"))))
+
+
 def test_k3_nested_stream_that_is_falsy_falls_through(tmp_path):
     """`dflash_config.aux_hidden_stream or aux_hidden_stream`
     (execution/drafter/dflash.py@4b9766f6:52-58): a 0 or false nested value
