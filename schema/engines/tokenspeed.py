@@ -441,6 +441,9 @@ EAGLE3_MLA_LOADER = FamilyLoader(
     },
     tap_low=-1,
     tap_high_offset=-2,
+    # The target captures the taps, whatever the draft: a BaseTransformerModel
+    # target (Llama) captures id N too (models/base/transformer_model.py@f4d8ec6e:251-264).
+    tap_final_residual=True,
     config_limits=MLA_LIMITS,
     stream=None,
     sources={

@@ -151,6 +151,27 @@ def llama_eagle3_rope_theta_at_the_top(config: Mapping[str, Any], config_file: s
                      "Write the draft's rope_theta at the top level.")]
 
 
+def eagle3_flags_only_in_eagle_config(model: str, lines: str):
+    """The EAGLE-3 models read `norm_output`, `fc_norm` and `norm_before_fc`
+    from the top level of the config only (`getattr(config, ...)`): one set
+    only inside `eagle_config` is not served."""
+
+    def rule(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+        nested = config.get("eagle_config")
+        if not isinstance(nested, Mapping):
+            return []
+        unread = [name for name in ("norm_output", "fc_norm", "norm_before_fc")
+                  if nested.get(name) and not config.get(name)]
+        if not unread:
+            return []
+        return [_finding(config_file, f"eagle_config sets {', '.join(unread)} but the engine reads "
+                         f"{'it' if len(unread) == 1 else 'them'} at the top level only, where "
+                         f"{'it is' if len(unread) == 1 else 'they are'} off", Source(model, lines, MAIN),
+                         unread[0], "Set the flag at the top level of config.json.")]
+
+    return rule
+
+
 def _reads_as_float(value: Any) -> bool:
     """Whether Python's float() takes `value`, as the engine calls it."""
     if isinstance(value, (bool, int, float)):
@@ -218,8 +239,9 @@ def llama_no_sliding_window(config: Mapping[str, Any], config_file: str) -> list
                      "over the whole context", Source(_LLAMA, "140-200", MAIN), "sliding_window")]
 
 
-MLA_LIMITS = (mla_rope_only_yarn, mla_fc_norm_width, eagle3_fc_skipped_when_widths_meet(_DS3, "2205"))
+MLA_LIMITS = (mla_rope_only_yarn, mla_fc_norm_width, eagle3_fc_skipped_when_widths_meet(_DS3, "2205"),
+              eagle3_flags_only_in_eagle_config(_DS3, "2166-2186"))
 LLAMA_EAGLE3_LIMITS = (llama_no_sliding_window, eagle3_fc_skipped_when_widths_meet(_LE3, "539"),
-                       llama_eagle3_rope_theta_at_the_top)
+                       llama_eagle3_rope_theta_at_the_top, eagle3_flags_only_in_eagle_config(_LE3, "480-509"))
 K3_LIMITS = (k3_rope_only_yarn,)
 GQA_LIMITS = (gqa_partial_rope_nested, gqa_rope_parameters_need_theta)

@@ -91,6 +91,8 @@ class DraftFamily:
     tap_ids_section: str | None = "dflash_config"
     # The draft field the target's hidden size must equal: the width of each tap.
     target_width_field: str = "target_hidden_size"
+    # The field the engine falls back to when `target_width_field` is absent.
+    target_width_fallback: str | None = None
     # Boolean config flags that add tensors (`fc_norm`, `norm_before_fc`):
     # judged declared against shipped.
     declared_features: tuple[str, ...] = ("fc_norm",)

@@ -119,6 +119,8 @@ EAGLE3_MLA = DraftFamily(
     tap_ids_section="eagle_config",
     tap_count_field=None,
     target_width_field="target_hidden_size",
+    # getattr(config, "target_hidden_size", config.hidden_size) (models/deepseek_v3.py@f4d8ec6e:2142-2143)
+    target_width_fallback="hidden_size",
     declared_features=("fc_norm", "norm_before_fc"),
     needs_mask_token=False,
     config_rules=(

@@ -134,6 +134,10 @@ def target_findings(
         checks += (("TGT003", "target_num_hidden_layers", target.num_hidden_layers, "num_hidden_layers"),)
     for code, draft_field, target_value, target_field in checks:
         draft_value = config.get(draft_field)
+        if code == "TGT002" and draft_field not in config and family.target_width_fallback is not None:
+            # the width the engine builds fc for when the field is absent
+            draft_field = family.target_width_fallback
+            draft_value = config.get(draft_field)
         if not is_int(target_value):
             findings.append(Finding(
                 "TGT001",

@@ -658,6 +658,33 @@ def test_a_llama_tap_at_the_target_layer_count_is_its_final_residual(tmp_path):
     # the MLA target (DeepseekV3) has no such capture: DS3:1591-1593
     mla = write_eagle3_draft(tmp_path / "m", scale="tiny-mla", tap_ids=[1, 5, 12])
     assert "TGT005" in errors(check_checkpoint(mla, target=target))
+    # the target captures, whatever the draft: an MLA draft on a Llama target gets id N
+    (target / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 32,
+                                                    "num_hidden_layers": 12, "vocab_size": 96}))
+    assert "TGT005" not in errors(check_checkpoint(mla, target=target))
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_norm_output_only_in_eagle_config_is_not_served(tmp_path, scale):
+    """LE3:509 and DS3:2186 read getattr(config, "norm_output", False): the
+    top level only."""
+    nested = write_eagle3_draft(tmp_path / "n", scale=scale, config_edit=lambda c: c.setdefault(
+        "eagle_config", {}).update(norm_output=True))
+    assert [(f.code, f.detail.get("feature")) for f in check_checkpoint(nested).errors] == [("ENG001", "norm_output")]
+    top = write_eagle3_draft(tmp_path / "t", scale=scale, config_edit=lambda c: c.update(norm_output=True))
+    assert check_checkpoint(top).passed()
+
+
+def test_an_mla_draft_without_target_hidden_size_is_built_at_hidden_size(tmp_path):
+    """getattr(config, "target_hidden_size", config.hidden_size) (DS3:2142-2143):
+    without the field, fc is built for taps x hidden_size, so a wider target fails."""
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 48,
+                                                    "num_hidden_layers": 12, "vocab_size": 96}))
+    draft = write_eagle3_draft(tmp_path / "m", scale="tiny-mla", config_edit=lambda c: c.pop("target_hidden_size", None))
+    [width] = [f for f in check_checkpoint(draft, target=target).errors if f.code == "TGT002"]
+    assert width.detail["field"] == "hidden_size" and width.detail["target"] == 48
 
 
 def test_a_llama_draft_trained_with_another_activation_is_served_with_silu(tmp_path):
