@@ -112,8 +112,9 @@ def gqa_tensor_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def gqa_target_config(spec: GqaSpec) -> dict[str, Any]:
-    """The target's config.json, as far as a check reads it."""
-    return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": spec.hidden_size,
+    """The target's config.json, as far as a check reads it: a Llama target,
+    whose model captures the taps (TokenSpeed's Qwen models do not; TGT006)."""
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": spec.hidden_size,
             "num_hidden_layers": spec.target_num_hidden_layers, "vocab_size": spec.vocab_size}
 
 

@@ -24,6 +24,13 @@ _MISSING = object()
 # f4d8ec6e). Other targets (DeepseekV3, Kimi, Qwen) capture layers only.
 _FINAL_RESIDUAL_ARCHITECTURES = ("LlamaForCausalLM", "GptOssForCausalLM", "MiniMaxM2ForCausalLM",
                                  "MiniMaxM3SparseForConditionalGeneration")
+# Target model classes whose forward never reads `layers_to_capture`: it
+# returns `(hidden_states, None)`, so a draft gets no captured states
+# (models/qwen3.py@f4d8ec6e:367-401, models/qwen2.py@f4d8ec6e:345-372,
+# models/qwen3_moe.py@f4d8ec6e:175-196; qwen3.py@4b9766f6 the same), although
+# `set_eagle3_layers_to_capture` and `set_dflash_layers_to_capture` exist on
+# them (models/base/causal_lm.py@f4d8ec6e:133-171).
+_NO_CAPTURE_ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen2ForCausalLM", "Qwen3MoeForCausalLM")
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,10 @@ class TargetFacts:
         if self.architectures:
             return any(a in _FINAL_RESIDUAL_ARCHITECTURES for a in self.architectures)
         return self.model_type == "llama"
+
+    def never_captures(self) -> bool:
+        """Whether the target's model class returns no captured states."""
+        return bool(self.architectures) and self.architectures[0] in _NO_CAPTURE_ARCHITECTURES
 
     def is_attn_res_model(self) -> bool:
         return self.model_type in _ATTN_RES_MODEL_TYPES
@@ -177,6 +188,17 @@ def target_findings(
                 detail={"draft": draft_value, "target": target_value, "field": draft_field},
                 severity=severity,
             ))
+    if target.never_captures():
+        findings.append(Finding(
+            "TGT006",
+            f"the target ({target.source}) is {target.architectures[0]}, whose model in the engine never "
+            "captures hidden states (its forward returns none, models/qwen3.py@f4d8ec6e:367-401): the "
+            f"{family.name} draft gets no taps to read. Serve it with a target whose model captures "
+            "(Llama, DeepSeek/Kimi, GPT-OSS, MiniMax).",
+            file=target.source,
+            detail={"architecture": target.architectures[0]},
+        ))
+        return findings
     layer_ids, _ = bounded_taps(family, config)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:
         low, high = loader.tap_low, target.num_hidden_layers + loader.tap_high_offset

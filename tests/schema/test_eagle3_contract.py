@@ -649,12 +649,11 @@ def test_a_llama_tap_at_the_target_layer_count_is_its_final_residual(tmp_path):
     (target / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 32,
                                                     "num_hidden_layers": 12, "vocab_size": 96}))
     assert check_checkpoint(write_eagle3_draft(tmp_path / "n", tap_ids=[1, 5, 12]), target=target).passed(strict=True)
-    # a DeepseekV3 or Qwen3 target captures layers only (deepseek_v3.py@f4d8ec6e:1591-1593)
-    for architecture in ("DeepseekV3ForCausalLM", "Qwen3ForCausalLM"):
-        (target / "config.json").write_text(json.dumps({"architectures": [architecture], "hidden_size": 32,
-                                                        "num_hidden_layers": 12, "vocab_size": 96}))
-        llama = check_checkpoint(write_eagle3_draft(tmp_path / architecture, tap_ids=[1, 5, 12]), target=target)
-        assert "TGT005" in errors(llama), architecture
+    # a DeepseekV3 target captures layers only (deepseek_v3.py@f4d8ec6e:1591-1593)
+    (target / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 32,
+                                                    "num_hidden_layers": 12, "vocab_size": 96}))
+    llama = check_checkpoint(write_eagle3_draft(tmp_path / "deepseek", tap_ids=[1, 5, 12]), target=target)
+    assert "TGT005" in errors(llama)
     # the MLA target (DeepseekV3) has no such capture: DS3:1591-1593
     mla = write_eagle3_draft(tmp_path / "m", scale="tiny-mla", tap_ids=[1, 5, 12])
     assert "TGT005" in errors(check_checkpoint(mla, target=target))
@@ -673,6 +672,19 @@ def test_norm_output_only_in_eagle_config_is_not_served(tmp_path, scale):
     assert [(f.code, f.detail.get("feature")) for f in check_checkpoint(nested).errors] == [("ENG001", "norm_output")]
     top = write_eagle3_draft(tmp_path / "t", scale=scale, config_edit=lambda c: c.update(norm_output=True))
     assert check_checkpoint(top).passed()
+
+
+@pytest.mark.parametrize("architecture", ["Qwen3ForCausalLM", "Qwen2ForCausalLM", "Qwen3MoeForCausalLM"])
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_a_qwen_target_captures_no_taps(tmp_path, architecture, scale):
+    """models/qwen3.py@f4d8ec6e:367-401 (and qwen2, qwen3_moe): the forward
+    never reads layers_to_capture and returns (hidden_states, None)."""
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"architectures": [architecture], "hidden_size": 32,
+                                                    "num_hidden_layers": 12, "vocab_size": 96}))
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", scale=scale, tap_ids=[1, 5, 9]), target=target)
+    assert [f.code for f in report.errors] == ["TGT006"]
 
 
 def test_an_mla_draft_without_target_hidden_size_is_built_at_hidden_size(tmp_path):
