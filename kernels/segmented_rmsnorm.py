@@ -348,15 +348,15 @@ def streaming_tile(hidden: int, block_rows: int, num_warps: int, programs: int) 
     Measured on an H200 (docs/kernels.md, bf16, ``do_bench`` against the
     copy): 4096-wide taps (Llama-3-8B EAGLE-3) stream best on 8 warps, one
     row a program below 32768 row-segments (3 x 4096 at T = 2048:
-    0.955-0.964 against 0.952-0.957 with four rows in three runs; at
+    0.955-0.963 against 0.952-0.953 with four rows in two runs; at
     T = 8192 within 0.01 either way) and four rows from there (T = 32768:
-    0.990-0.992 against 0.975-0.980); 4 warps, the default, trail both.
+    0.990 against 0.975); 4 warps, the default, trail both.
     Segments of exactly 8192 (no padded
     lanes) stream best two rows a program once there are 8192 row-segments
-    or more: 0.978-0.997 against 0.970-0.987 from 16384 of them (2, 4 or 8
+    or more: 0.978-0.998 against 0.968-0.986 from 16384 of them (2, 4 or 8
     taps), within 0.005 either way at 8192, and mostly worse below
-    (0.88-0.95 against 0.93-0.95); ``tests/benchmarks/sweep_launch_configs.py
-    --shapes ...``. Padded widths (5120, 7168) lose 1-4 % with two rows, and
+    (0.87-0.95 against 0.89-0.95); ``tests/benchmarks/sweep_launch_configs.py
+    --shapes ...`` (the commands and table in docs/kernels.md). Padded widths (5120, 7168) lose 1-4 % with two rows, and
     keep one (``tests/benchmarks/explore_kernel_variants.py --round3``).
     """
     block_size = triton.next_power_of_2(hidden)
