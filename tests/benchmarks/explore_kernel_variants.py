@@ -4,6 +4,7 @@
     python tests/benchmarks/explore_kernel_variants.py            # round 1
     python tests/benchmarks/explore_kernel_variants.py --round2   # round 2, T = 2048 and 8192
     python tests/benchmarks/explore_kernel_variants.py --round3   # round 3: the floor of the grid
+    python tests/benchmarks/explore_kernel_variants.py --round4 [--coop]  # round 4: persistent / cooperative programs
 
 Round 2 (row-pipelined programs, whole-row programs, the weight loaded first
 in its own dtype) is described beside its kernels below; medians of 11
@@ -315,6 +316,136 @@ def round3(dev) -> None:
                 f"{k}:{statistics.median(v):.3f}[{min(v):.3f}-{max(v):.3f}]" for k, v in ranked), flush=True)
 
 
+# Round 4 (2026-12-01): persistent programs. If the bandwidth lost at
+# T = 2048 is the last wave's tail (about half a program's lifetime, which
+# grows with the bytes every resident program holds), G = k x SMs programs
+# that stride over the row-segments, one in flight and the next prefetched,
+# should end together and lose less.
+@triton.jit(do_not_specialize=["n_rows", "eps"])
+def persistent_kernel(X, W, Y, xrs, xss, yrs, yss, n_rows, eps,
+                      S: tl.constexpr, H: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    total = n_rows * S
+    cols = tl.arange(0, BLOCK)
+    cm = cols < H
+    item = pid.to(tl.int64)
+    x = tl.load(X + (item // S) * xrs + (item % S) * xss + cols, mask=cm & (cols * 0 + item < total), other=0.0).to(tl.float32)
+    while item < total:
+        following = item + step
+        if PREFETCH:
+            xn = tl.load(X + (following // S) * xrs + (following % S) * xss + cols,
+                         mask=cm & (cols * 0 + following < total), other=0.0).to(tl.float32)
+        ss = tl.sum(x * x, axis=0)
+        r = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, H * 1.0) + eps))
+        seg = item % S
+        w = tl.load(W + seg * H + cols, mask=cm, other=0.0).to(tl.float32)
+        tl.store(Y + (item // S) * yrs + seg * yss + cols, (x * r * w).to(Y.dtype.element_ty), mask=cm)
+        if PREFETCH:
+            x = xn
+        else:
+            x = tl.load(X + (following // S) * xrs + (following % S) * xss + cols,
+                        mask=cm & (cols * 0 + following < total), other=0.0).to(tl.float32)
+        item = following
+
+
+def launch_persistent(x, w, y, programs, warps, prefetch=True):
+    T, S, H = x.shape
+    return persistent_kernel[(programs,)](x, w, y, x.stride(0), x.stride(1), y.stride(0), y.stride(1), T, 1e-5,
+                                          S=S, H=H, BLOCK=triton.next_power_of_2(H), PREFETCH=prefetch,
+                                          num_warps=warps, enable_fp_fusion=False)
+
+
+# Cooperative programs: C programs share a row-segment, each loading 1/C of
+# it (a copy's granularity), publishing its partial sum of squares, and
+# waiting for the others' through a counter that only grows (launch
+# `generation` g waits for g * C arrivals, so nothing is reset between
+# launches). The partials are summed in a fixed order: deterministic. A
+# program only waits for programs of its own segment, which the hardware
+# starts at about the same time (consecutive ids); GPU only (the
+# interpreter runs programs one after another and would wait forever).
+@triton.jit(do_not_specialize=["n_rows", "eps", "generation"])
+def coop_kernel(X, W, Y, P, COUNT, xrs, xss, yrs, yss, n_rows, eps, generation,
+                S: tl.constexpr, H: tl.constexpr, C: tl.constexpr, CHUNK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    item = pid // C
+    part = pid % C
+    row = item // S
+    seg = item % S
+    cols = part * CHUNK + tl.arange(0, CHUNK)
+    x = tl.load(X + row * xrs + seg * xss + cols).to(tl.float32)
+    tl.store(P + item * C + part, tl.sum(x * x, axis=0))
+    arrived = tl.atomic_add(COUNT + item, 1, sem="release", scope="gpu") + 1
+    target = generation * C
+    while arrived < target:
+        arrived = tl.atomic_add(COUNT + item, 0, sem="acquire", scope="gpu")
+    partials = tl.load(P + item * C + tl.arange(0, C), volatile=True)
+    ss = tl.sum(partials, axis=0)
+    r = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, H * 1.0) + eps))
+    w = tl.load(W + seg * H + cols).to(tl.float32)
+    tl.store(Y + row * yrs + seg * yss + cols, (x * r * w).to(Y.dtype.element_ty))
+
+
+class Coop:
+    def __init__(self, x, parts):
+        T, S, H = x.shape
+        self.parts = parts
+        self.partials = torch.empty(T * S * parts, device=x.device, dtype=torch.float32)
+        self.count = torch.zeros(T * S, device=x.device, dtype=torch.int32)
+        self.generation = 0
+
+    def __call__(self, x, w, y, warps):
+        T, S, H = x.shape
+        self.generation += 1
+        return coop_kernel[(T * S * self.parts,)](
+            x, w, y, self.partials, self.count, x.stride(0), x.stride(1), y.stride(0), y.stride(1), T, 1e-5,
+            self.generation, S=S, H=H, C=self.parts, CHUNK=H // self.parts, num_warps=warps, enable_fp_fusion=False)
+
+
+def round4(dev) -> None:
+    from triton.testing import do_bench
+    from dspark.kernels.reference import segmented_rmsnorm_reference
+    from dspark.kernels.segmented_rmsnorm import choose_launch_config
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    for S, H in [(3, 4096), (4, 8192), (3, 7168)]:
+        w = (torch.rand(S, H, device=dev) + 0.5).to(torch.bfloat16)
+        for T in [2048, 8192]:
+            x = torch.randn(T, S, H, device=dev, dtype=torch.bfloat16)
+            y = torch.empty_like(x)
+            ref = segmented_rmsnorm_reference(x, w, 1e-5)
+            cur = choose_launch_config(H, n_rows=T, num_segments=S, device=dev)
+            cands = {"cur": lambda: launch_shipped(x, w, y, cur)}
+            for k in (() if "--coop" in sys.argv[1:] else (2, 3, 4, 6, 8)):
+                for warps in (4, 8):
+                    for prefetch in (True, False):
+                        name = f"p{k}w{warps}{'' if prefetch else 'n'}"
+                        compiled = launch_persistent(x, w, y, k * sms, warps, prefetch)
+                        if T == 2048 and k == 4:
+                            print(f"  S={S} H={H} {name}: {compiled.n_regs} registers, {compiled.n_spills} spilled, "
+                                  f"identical {(y == ref).float().mean().item():.5f}", flush=True)
+                        cands[name] = (lambda k=k, warps=warps, prefetch=prefetch:
+                                       launch_persistent(x, w, y, k * sms, warps, prefetch))
+            if "--coop" in sys.argv[1:] and H & (H - 1) == 0:
+                for parts, warps in ((2, 4), (4, 4), (4, 2), (8, 2), (8, 1)):
+                    coop = Coop(x, parts)
+                    y.zero_()
+                    coop(x, w, y, warps)
+                    torch.cuda.synchronize()
+                    if T == 2048:
+                        print(f"  S={S} H={H} coop{parts}w{warps}: max diff "
+                              f"{(y.float() - ref.float()).abs().max().item():.3g}, identical "
+                              f"{(y == ref).float().mean().item():.5f}", flush=True)
+                    cands[f"coop{parts}w{warps}"] = (lambda coop=coop, warps=warps: coop(x, w, y, warps))
+            ratios = {k: [] for k in cands}
+            for _ in range(7 if T == 2048 else 3):
+                copy = do_bench(lambda: y.copy_(x), warmup=25, rep=100)
+                for k, fn in cands.items():
+                    ratios[k].append(copy / do_bench(fn, warmup=25, rep=100))
+            ranked = sorted(ratios.items(), key=lambda kv: -statistics.median(kv[1]))
+            print(f"BW4 S={S} H={H} T={T}: " + " ".join(
+                f"{k}:{statistics.median(v):.3f}[{min(v):.3f}-{max(v):.3f}]" for k, v in ranked[:12]), flush=True)
+
+
 def pieces(h):
     out = []
     bit = 1 << (h.bit_length() - 1)
@@ -357,7 +488,7 @@ def check_correct():
 
 
 def main():
-    for flag, run_round in (("--round2", round2), ("--round3", round3)):
+    for flag, run_round in (("--round2", round2), ("--round3", round3), ("--round4", round4)):
         if flag in sys.argv[1:]:
             if not torch.cuda.is_available():
                 print("needs a CUDA GPU", file=sys.stderr)
