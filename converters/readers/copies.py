@@ -38,8 +38,9 @@ _INTEGERS = {"I8": (1, "b"), "U8": (1, "B"), "I16": (2, "h"), "U16": (2, "H"), "
 def compare_copies(reader, first: TensorEntry, second: TensorEntry, *, limit: int | None) -> str:
     """How `first` and `second` compare, read through the checkpoint's
     `reader`; copies of more than `limit` bytes are not read. Copies in two
-    dtypes are compared by value where one widens exactly into the other
-    (bf16 into fp32; integers): the engine casts both into one parameter."""
+    dtypes are compared by value where both widen exactly into one (bf16,
+    fp16 and fp32 into fp64; integers into int64): the engine casts both
+    into one parameter, so copies of the same values serve the same."""
     if tuple(first.shape) != tuple(second.shape):
         return DIFFERENT
     widen = _widening(first.dtype, second.dtype)
@@ -61,6 +62,9 @@ def _widening(first: str, second: str):
         return _as_is, _as_is
     if {first, second} == {"BF16", "F32"}:
         return (_bf16_as_f32, _as_is) if first == "BF16" else (_as_is, _bf16_as_f32)
+    if first in _FLOATS and second in _FLOATS:
+        # every value of F16 and BF16 is exact in F32, and of all three in F64
+        return _as_f64(first), _as_f64(second)
     if first in _INTEGERS and second in _INTEGERS:
         return _as_int64(*_INTEGERS[first]), _as_int64(*_INTEGERS[second])
     return None
@@ -90,6 +94,27 @@ def _bf16_as_f32(chunks: Iterator) -> Iterator[bytes]:
         out[2::4] = piece[0::2]
         out[3::4] = piece[1::2]
         yield bytes(out)
+
+
+_FLOATS = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
+
+
+def _as_f64(dtype: str):
+    def convert(chunks: Iterator) -> Iterator[bytes]:
+        import numpy as np  # only when two copies in two float dtypes are compared
+
+        from dspark.converters.casting import bfloat16_to_float32
+
+        size = _FLOATS[dtype]
+        for piece in _whole_elements(chunks, size):
+            if len(piece) % size:
+                yield piece
+            elif dtype == "BF16":
+                yield bfloat16_to_float32(np.frombuffer(piece, np.uint16)).view(np.float32).astype(np.float64).tobytes()
+            else:
+                yield np.frombuffer(piece, {"F16": np.float16, "F32": np.float32, "F64": np.float64}[dtype]
+                                    ).astype(np.float64).tobytes()
+    return convert
 
 
 def _as_int64(size: int, code: str):

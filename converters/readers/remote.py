@@ -149,8 +149,9 @@ def _open_source(source: Source, names: list[str], config_path: Path | None) -> 
             headers[name] = read_header_from_source(source, name, display_name=name)
         except CheckpointError as error:
             findings.append(finding_from_error(error))
+    reader = SourceTensorReader(source)
     entries, more = entries_from_headers(files, headers, listed, index_total, family,
-                                         same_bytes=copies_compared_through(source.read_range))
+                                         same_bytes=copies_compared_through(reader))
     return Checkpoint(
         source=source.url,
         root=None,
@@ -158,7 +159,7 @@ def _open_source(source: Source, names: list[str], config_path: Path | None) -> 
         weight_files=files,
         entries=entries,
         findings=findings + more,
-        reader=SourceTensorReader(source),
+        reader=reader,
         config=config,
         config_path=config_path,
         config_findings=config_findings,

@@ -11,8 +11,6 @@ from dspark.converters.json_input import parse_json_object
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX, is_plain_file_name
 from dspark.converters.readers.base import Checkpoint, load_config_for, served_name_for
 from dspark.converters.readers.copies import (
-    COMPARE_CHUNK,
-    DIFFERENT,
     NOT_COMPARED,
     SAME,
     UNREADABLE,
@@ -111,9 +109,9 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
         except CheckpointError as error:
             findings.append(finding_from_error(error))
 
-    entries, more = entries_from_headers(
-        files, headers, listed, index_total, family,
-        same_bytes=copies_compared_through(lambda name, start, end: read_range(root / name, start, end)))
+    reader = SafetensorsReader(root)
+    entries, more = entries_from_headers(files, headers, listed, index_total, family,
+                                         same_bytes=copies_compared_through(reader))
     findings += more
     metadata = merged_metadata(headers)
     return Checkpoint(
@@ -123,7 +121,7 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
         weight_files=files,
         entries=entries,
         findings=findings,
-        reader=SafetensorsReader(root),
+        reader=reader,
         config=config,
         config_path=config_file,
         config_findings=config_findings,
@@ -200,12 +198,11 @@ def entries_from_headers(
 def _stored_twice(first: tuple[str, Any], second: tuple[str, Any], same_bytes) -> Finding:
     """IDX005 for a tensor found in two files (see `stored_twice_finding`)."""
     (first_file, first_tensor), (second_file, second_tensor) = first, second
-    same_layout = (first_tensor.dtype, first_tensor.shape) == (second_tensor.dtype, second_tensor.shape)
     return stored_twice_finding(
         second_tensor.name, first_file, second_file,
         layouts=((first_tensor.dtype, tuple(first_tensor.shape)), (second_tensor.dtype, tuple(second_tensor.shape))),
         byte_ranges=((first_tensor.start, first_tensor.end), (second_tensor.start, second_tensor.end)),
-        comparison=same_bytes(first, second) if same_layout else DIFFERENT,
+        comparison=same_bytes(first, second),
     )
 
 
@@ -226,20 +223,23 @@ def stored_twice_finding(tensor: str, first_file: str, second_file: str, *, layo
               "byte_ranges": [list(byte_ranges[0]), list(byte_ranges[1])],
               "layouts": [[first_dtype, list(first_shape)], [second_dtype, list(second_shape)]]}
     if comparison == SAME:
+        alike = ("byte for byte the same" if first_dtype == second_dtype else
+                 f"as {first_dtype} and {second_dtype} with the same values (the engine casts both into one "
+                 "parameter)")
         return Finding(
             "IDX005",
-            f"{name} is stored in both {first_file} and {second_file}, byte for byte the same: every "
+            f"{name} is stored in both {first_file} and {second_file}, {alike}: every "
             "loader gets the same values. Remove one copy to save the space.",
             file=second_file, tensor=tensor, detail=detail, severity=Severity.WARNING,
         )
-    if (first_dtype, first_shape) != (second_dtype, second_shape):
-        how = f"as {first_dtype}{list(first_shape)} and {second_dtype}{list(second_shape)}"
-    elif comparison == NOT_COMPARED:
-        size = byte_ranges[0][1] - byte_ranges[0][0]
+    if comparison == NOT_COMPARED:
+        size = max(end - start for start, end in byte_ranges)
         how = (f"({size / 2**20:,.1f} MiB each, over the {copy_limits.COMPARE_LIMIT_HEADER_ONLY >> 20} MiB a header-only "
                "check compares; `dspark check --deep` compares them)")
     elif comparison == UNREADABLE:
         how = "(one copy could not be read back to compare them: a truncated or unreadable file)"
+    elif (first_dtype, first_shape) != (second_dtype, second_shape):
+        how = f"as {first_dtype}{list(first_shape)} and {second_dtype}{list(second_shape)}, with different values"
     else:
         how = "with different bytes"
     return Finding(
@@ -269,29 +269,19 @@ def resolve_stored_twice(finding: Finding, reader) -> Finding:
                                 byte_ranges=tuple(tuple(r) for r in ranges), comparison=comparison)
 
 
-def copies_compared_through(read: Callable[[str, int, int], bytes]):
-    """A `same_bytes` for `entries_from_headers` that reads both copies
-    with `read(file, start, end)`, a piece at a time, and says how they
-    compared (SAME, DIFFERENT, UNREADABLE, or NOT_COMPARED for copies larger
-    than `COMPARE_LIMIT_HEADER_ONLY`). A tensor stored twice is the one case
-    where a header-only check reads payload: which verdict is right depends
-    on it."""
+def copies_compared_through(reader):
+    """A `same_bytes` for `entries_from_headers`: the two copies read
+    through the checkpoint's `reader` and compared by value
+    (`copies.compare_copies`, which widens bf16 into fp32 and integers into
+    int64, as the engine's copy into one parameter does), up to
+    `COMPARE_LIMIT_HEADER_ONLY` a copy (NOT_COMPARED beyond). A tensor
+    stored twice is one of the cases where a header-only check reads
+    payload: which verdict is right depends on it."""
     def same_bytes(first: tuple[str, Any], second: tuple[str, Any]) -> str:
-        (first_file, a), (second_file, b) = first, second
-        if a.end - a.start > copy_limits.COMPARE_LIMIT_HEADER_ONLY:
-            return NOT_COMPARED
-        try:
-            for offset in range(0, a.end - a.start, COMPARE_CHUNK):
-                length = min(COMPARE_CHUNK, a.end - a.start - offset)
-                piece = read(first_file, a.start + offset, a.start + offset + length)
-                other = read(second_file, b.start + offset, b.start + offset + length)
-                if len(piece) != length or len(other) != length:
-                    return UNREADABLE
-                if piece != other:
-                    return DIFFERENT
-        except (OSError, CheckpointError):
-            return UNREADABLE
-        return SAME
+        copies = [TensorEntry(served_name=tensor.name, stored_name=tensor.name, dtype=tensor.dtype,
+                              shape=tuple(tensor.shape), file=file_name, byte_range=(tensor.start, tensor.end))
+                  for file_name, tensor in (first, second)]
+        return compare_copies(reader, copies[0], copies[1], limit=copy_limits.COMPARE_LIMIT_HEADER_ONLY)
 
     return same_bytes
 

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file, save_file
 
 from dspark.converters.check import check_checkpoint
@@ -163,8 +164,10 @@ def store_a_second_copy(draft: Path, name: str, change=lambda t: t.clone()) -> N
 @pytest.mark.parametrize("listed_in", [1, 3], ids=["listed-in-first", "listed-in-second"])
 @pytest.mark.parametrize("change, how", [
     (lambda t: t * 3, "with different bytes"),
-    (lambda t: t.double(), "as BF16[32] and F64[32]"),
-], ids=["other-values", "other-dtype"])
+    (lambda t: (t * 3).double(), "as BF16[32] and F64[32], with different values"),
+    (lambda t: t.float() + 2 ** -20, "as BF16[32] and F32[32], with different values"),
+    (lambda t: t.reshape(1, -1), "as BF16[32] and BF16[1, 32], with different values"),
+], ids=["other-values", "other-dtype-other-values", "fp32-not-a-bf16-value", "other-shape"])
 def test_idx005_a_tensor_in_two_shards_that_differ(sharded, listed_in, change, how):
     """TokenSpeed loads both copies; the file read last wins, silently."""
     name = "model.final_norm.weight"
@@ -184,6 +187,21 @@ def test_idx005_identical_copies_in_two_shards_are_a_warning(sharded):
     report = check_checkpoint(sharded)
     assert report.errors == []
     assert [(f.code, f.tensor, f.detail["identical"]) for f in report.warnings] == [("IDX005", name, True)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+def test_idx005_copies_of_the_same_values_in_two_dtypes_are_a_warning(sharded, dtype):
+    """A bf16 tensor beside its exact fp32 or fp64 copy: the engine casts
+    whichever it reads last into the one parameter, and both hold the same
+    numbers, so the draft serves what it was trained with (as INV006 judges
+    two names for one parameter)."""
+    name = "model.final_norm.weight"
+    store_a_second_copy(sharded, name, lambda t: t.to(dtype))
+    report = check_checkpoint(sharded)
+    assert report.errors == [], [(f.code, f.message) for f in report.errors]
+    [copy] = [f for f in report.warnings if f.code == "IDX005"]
+    assert copy.detail["comparison"] == "identical"
+    assert "with the same values (the engine casts both into one parameter)" in copy.message
 
 
 @pytest.mark.parametrize("scale, identical", [(1, True), (3, False)], ids=["identical", "different"])
