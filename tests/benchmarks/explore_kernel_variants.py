@@ -4,7 +4,7 @@
     python tests/benchmarks/explore_kernel_variants.py            # round 1
     python tests/benchmarks/explore_kernel_variants.py --round2   # round 2, T = 2048 and 8192
     python tests/benchmarks/explore_kernel_variants.py --round3   # round 3: the floor of the grid
-    python tests/benchmarks/explore_kernel_variants.py --round4 [--coop]  # round 4: persistent / cooperative programs
+    python tests/benchmarks/explore_kernel_variants.py --round4 [--coop | --tma]  # round 4: persistent, cooperative, TMA programs
 
 Round 2 (row-pipelined programs, whole-row programs, the weight loaded first
 in its own dtype) is described beside its kernels below; medians of 11
@@ -402,6 +402,40 @@ class Coop:
             self.generation, S=S, H=H, C=self.parts, CHUNK=H // self.parts, num_warps=warps, enable_fp_fusion=False)
 
 
+# TMA (Hopper's tensor memory accelerator, through host-side tensor
+# descriptors): a program's row-segments arrive in shared memory by bulk
+# copies issued by one thread, and leave the same way, instead of every
+# thread issuing its own vector loads and stores.
+@triton.jit(do_not_specialize=["eps"])
+def tma_kernel(x_desc, W, y_desc, eps, S: tl.constexpr, H: tl.constexpr, BR: tl.constexpr,
+               TMA_LOAD: tl.constexpr, TMA_STORE: tl.constexpr, X, Y):
+    first = tl.program_id(0) * BR
+    rows = first + tl.arange(0, BR)[:, None]
+    cols = tl.arange(0, H)[None, :]
+    if TMA_LOAD:
+        x = x_desc.load([first, 0]).to(tl.float32)
+    else:
+        x = tl.load(X + rows.to(tl.int64) * H + cols).to(tl.float32)
+    ss = tl.sum(x * x, axis=1)
+    r = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(ss, H * 1.0) + eps))
+    w = tl.load(W + (rows % S) * H + cols).to(tl.float32)
+    y = (x * r[:, None] * w).to(Y.dtype.element_ty)
+    if TMA_STORE:
+        y_desc.store([first, 0], y)
+    else:
+        tl.store(Y + rows.to(tl.int64) * H + cols, y)
+
+
+def launch_tma(x, w, y, rows, warps, tma_load=True, tma_store=True):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    T, S, H = x.shape
+    x2, y2 = x.view(T * S, H), y.view(T * S, H)
+    return tma_kernel[(T * S // rows,)](
+        TensorDescriptor.from_tensor(x2, [rows, H]), w, TensorDescriptor.from_tensor(y2, [rows, H]), 1e-5,
+        S=S, H=H, BR=rows, TMA_LOAD=tma_load, TMA_STORE=tma_store, X=x2, Y=y2, num_warps=warps,
+        enable_fp_fusion=False)
+
+
 def round4(dev) -> None:
     from triton.testing import do_bench
     from dspark.kernels.reference import segmented_rmsnorm_reference
@@ -415,7 +449,7 @@ def round4(dev) -> None:
             ref = segmented_rmsnorm_reference(x, w, 1e-5)
             cur = choose_launch_config(H, n_rows=T, num_segments=S, device=dev)
             cands = {"cur": lambda: launch_shipped(x, w, y, cur)}
-            for k in (() if "--coop" in sys.argv[1:] else (2, 3, 4, 6, 8)):
+            for k in (() if {"--coop", "--tma"} & set(sys.argv[1:]) else (2, 3, 4, 6, 8)):
                 for warps in (4, 8):
                     for prefetch in (True, False):
                         name = f"p{k}w{warps}{'' if prefetch else 'n'}"
@@ -425,6 +459,21 @@ def round4(dev) -> None:
                                   f"identical {(y == ref).float().mean().item():.5f}", flush=True)
                         cands[name] = (lambda k=k, warps=warps, prefetch=prefetch:
                                        launch_persistent(x, w, y, k * sms, warps, prefetch))
+            if "--tma" in sys.argv[1:] and H & (H - 1) == 0:
+                for rows, warps, load, store in ((1, 4, 1, 1), (1, 8, 1, 1), (2, 8, 1, 1), (1, 8, 1, 0),
+                                                 (1, 8, 0, 1), (2, 4, 1, 1), (4, 8, 1, 1)):
+                    name = f"tma_r{rows}w{warps}{'L' if load else ''}{'S' if store else ''}"
+                    try:
+                        y.zero_()
+                        launch_tma(x, w, y, rows, warps, bool(load), bool(store))
+                        torch.cuda.synchronize()
+                    except Exception as error:  # an exploration: report and go on
+                        print(f"  {name}: {type(error).__name__}: {str(error)[:200]}", flush=True)
+                        continue
+                    if T == 2048:
+                        print(f"  S={S} H={H} {name}: identical {(y == ref).float().mean().item():.5f}", flush=True)
+                    cands[name] = (lambda rows=rows, warps=warps, load=load, store=store:
+                                   launch_tma(x, w, y, rows, warps, bool(load), bool(store)))
             if "--coop" in sys.argv[1:] and H & (H - 1) == 0:
                 for parts, warps in ((2, 4), (4, 4), (4, 2), (8, 2), (8, 1)):
                     coop = Coop(x, parts)
