@@ -283,10 +283,17 @@ TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"
 
 def vllm_shifted_taps(config: dict | None, stored_names) -> bool:
     """Whether this folder is TorchSpec's `--vllm` export of a kimi_k2
-    draft, whose tap ids carry vLLM's +1."""
+    draft, whose tap ids carry vLLM's +1. The exporter shifts only the id
+    lists the config holds (tools/convert_to_hf.py@6f21829:150-157): a draft
+    exported without one has nothing shifted and serves the engine's
+    default taps."""
     if not isinstance(config, dict) or EXPORT_MARKER not in config:
         return False
     if config.get("model_type") != SHIFTED_MODEL_TYPE:
+        return False
+    holders = (config, config.get("eagle_config"))
+    if not any(isinstance(h, dict) and isinstance(h.get(TAP_IDS_FIELD), list) and h[TAP_IDS_FIELD]
+               for h in holders):
         return False
     return any(name.startswith(VLLM_LAYER_PREFIX) for name in stored_names)
 

@@ -87,3 +87,22 @@ def test_torchspecs_vllm_export_of_a_kimi_k2_draft_has_its_taps_shifted_back(tmp
     config = json.loads((out / "config.json").read_text())
     assert config["eagle_aux_hidden_state_layer_ids"] == [1, 5, 9]
     assert check_checkpoint(out, deep=True).passed()
+
+
+def test_torchspecs_vllm_export_without_tap_ids_is_served_as_it_is(tmp_path):
+    """The exporter shifts only the id lists the config holds
+    (tools/convert_to_hf.py@6f21829:150-157); with none, the engine serves
+    its default taps, renaming layers.0. to midlayer.
+    (models/deepseek_v3.py@f4d8ec6e:2368): nothing was shifted."""
+    def vllm_kimi(config):
+        config.update(model_type="kimi_k2", _torchspec_version="0.1.0", eagle_config=None)
+        config.pop("eagle_aux_hidden_state_layer_ids", None)
+
+    source = write_eagle3_draft(tmp_path / "vllm", scale="tiny-mla", layout="layers.0", config_edit=vllm_kimi)
+    report = check_checkpoint(source, deep=True)
+    assert "SRV001" not in {f.code for f in report.findings}, [(f.code, f.message) for f in report.findings]
+    out = tmp_path / "served"
+    convert_checkpoint(source, out)
+    config = json.loads((out / "config.json").read_text())
+    assert "eagle_aux_hidden_state_layer_ids" not in config
+    assert check_checkpoint(out, deep=True).passed()
