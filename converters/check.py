@@ -21,7 +21,7 @@ from dspark.converters.layouts.hf import MANIFEST_NAME
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.readers import copies
-from dspark.converters.readers.copies import judge_same_served_name
+from dspark.converters.readers.copies import judge_same_served_name, judge_tied_head
 from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
@@ -190,7 +190,9 @@ def check_checkpoint(
             checkpoint.config, checkpoint.entries,
         )
         limit = None if read_payloads else copies.COMPARE_LIMIT_HEADER_ONLY
-        findings += [judge_same_served_name(f, checkpoint, limit=limit) for f in contract.findings]
+        by_stored_name = {entry.stored_name: entry for entry in checkpoint.entries}
+        findings += [judge_tied_head(judge_same_served_name(f, checkpoint, limit=limit), checkpoint.reader,
+                                     by_stored_name, limit=limit) for f in contract.findings]
         resolved = contract.resolved
         expected = contract.expected
     findings = _apply_engine_severities(findings, profile, verdict)

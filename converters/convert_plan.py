@@ -21,7 +21,7 @@ from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_spli
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
-from dspark.converters.readers.copies import SAME, compare_copies
+from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head
 from dspark.schema.rules.inventory import is_training_state
 from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.writers.safetensors import (
@@ -250,6 +250,10 @@ class ConvertPlan:
 
 
 
+# The served names of the draft's own head and embedding (EAGLE-3).
+HEAD_NAME, EMBEDDING_NAME = "lm_head.weight", "embed_tokens.weight"
+
+
 def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | None = None) -> ConvertPlan:
     """Read the source's headers and decide every rename, drop, cast and
     shard. Raises `UsageError` for impossible paths and `CheckpointError`
@@ -275,9 +279,11 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     kept: list[tuple[TensorEntry, str, str, tuple[int, int] | None]] = []
     dropped: list[DroppedTensor] = []
     owners: dict[str, TensorEntry] = {}
+    tied_copy = _tied_copy_of_the_embedding(checkpoint)
+    tied_head = checkpoint_head(checkpoint) if tied_copy else None
     for entry in checkpoint.entries:
         name = entry.served_name
-        reason = _drop_reason(family, name)
+        reason = _drop_reason(family, name) or (tied_copy if entry is tied_head else None)
         if reason and not options.keep_skipped:
             dropped.append(DroppedTensor(entry.stored_name, name, reason, entry.dtype, entry.nbytes))
             continue
@@ -314,9 +320,13 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     ]
     environ = os.environ if options.environ is None else options.environ
     contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=profile)
+    # Converting reads every payload: a head shipped beside tie_word_embeddings
+    # is compared with the embedding in full (LMH002).
+    sources = {t.name: t.source for t in tensors if t.rows is None}
+    contract_findings = [judge_tied_head(f, checkpoint.reader, sources, limit=None) for f in contract.findings]
     source_notes = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is not Severity.ERROR]
     split_notes = [split.note() for split in splits.values()]
-    findings = group_findings(source_notes + split_notes + contract.findings)
+    findings = group_findings(source_notes + split_notes + contract_findings)
 
     return ConvertPlan(
         source=str(src),
@@ -392,6 +402,27 @@ def error_from_findings(errors: list[Finding], template: str, *, hint: str) -> C
         detail={"findings": [f.to_dict() for f in errors]},
         hint=hint,
     )
+
+
+def checkpoint_head(checkpoint: Checkpoint) -> TensorEntry | None:
+    """The draft's own head as stored, if it ships one."""
+    return next((e for e in checkpoint.entries if e.served_name == HEAD_NAME), None)
+
+
+def _tied_copy_of_the_embedding(checkpoint: Checkpoint) -> str | None:
+    """Why the shipped head is left behind, when the config ties the head to
+    the embedding and the head holds the embedding's values (a tied model
+    saved under both names): the engine has no destination for it
+    (models/llama_eagle3.py@f4d8ec6e:618-619; models/deepseek_v3.py@f4d8ec6e:
+    2294-2295). A head that differs is kept, and refused (LMH002)."""
+    config = checkpoint.config if isinstance(checkpoint.config, dict) else {}
+    head = checkpoint_head(checkpoint)
+    embedding = next((e for e in checkpoint.entries if e.served_name == EMBEDDING_NAME), None)
+    if config.get("tie_word_embeddings") is not True or head is None or embedding is None:
+        return None
+    if compare_copies(checkpoint.reader, head, embedding, limit=None) != SAME:
+        return None
+    return f"a copy of {embedding.stored_name}: tie_word_embeddings serves the embedding as the head"
 
 
 def _drop_reason(family: DraftFamily, served_name: str) -> str | None:

@@ -62,6 +62,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("TAP003", I, "no tap ids: the engine assumes 3 taps at the target's defaults"),
     # the draft's own head and its token map (EAGLE-3)
     ("LMH001", W, "lm_head shipped but not served (tied, or replaced by the target's head)"),
+    ("LMH002", E, "tie_word_embeddings is true but the shipped lm_head is not the embedding: a trained head dropped"),
     ("VOC001", E, "d2t missing while the head has fewer rows than the vocabulary"),
     ("VOC002", E, "d2t is not an integer table of draft_vocab_size entries (a warning when it is only longer)"),
     ("VOC003", E, "d2t sends a draft token outside the target vocabulary"),

@@ -16,9 +16,28 @@ SINGLE_SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 # A torch state dict: `torch.save`'s usual suffixes and HF's pytorch_model.bin.
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+# A folder with no *.safetensors is loaded from every top-level *.bin in it
+# (HF's pytorch_model-0000N-of-0000M.bin shards; their index is not read),
+# less the trainer's files, matched by how the name ends
+# (model_loader/loader.py@f4d8ec6e:258-313, weight_utils.py@f4d8ec6e:331-346).
+SERVED_TORCH_SUFFIX = ".bin"
+NOT_FOR_INFERENCE = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
 # What `dspark convert` writes beside the weights: every tensor's file,
 # byte range and hash.
 MANIFEST_NAME = "dspark-manifest.json"
+
+
+def torch_weight_files(names) -> list[str]:
+    """Of a folder's top-level file `names`, the torch files that hold the
+    draft: every *.bin the engine loads, however many; else the one .pt or
+    .pth there is (the engine reads none, but convert does). Empty when
+    there are none, or several .pt files and no .bin."""
+    candidates = sorted(n for n in names if n.endswith(TORCH_SUFFIXES) and not n.startswith(".")
+                        and not n.endswith(NOT_FOR_INFERENCE))
+    served = [n for n in candidates if n.endswith(SERVED_TORCH_SUFFIX)]
+    if served:
+        return served
+    return candidates if len(candidates) == 1 else []
 
 
 def shard_file_name(index: int, count: int) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES
+from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES, torch_weight_files
 from dspark.converters.readers.base import Checkpoint, TensorReader
 from dspark.converters.sources import is_url
 from dspark.schema.errors import UsageError
@@ -29,15 +29,15 @@ def _never(path: Path) -> bool:
     return False
 
 
-def _single_torch_file(folder: Path) -> bool:
+def _holds_torch_weights(folder: Path) -> bool:
     try:
-        found = [p for p in folder.iterdir() if p.suffix in TORCH_SUFFIXES and p.is_file()]
+        names = [p.name for p in folder.iterdir() if p.is_file()]
     except OSError as error:
         raise UsageError(
             f"{printable_name(str(folder))}: cannot list the folder ({error.strerror or error}).",
             hint="Check the folder's permissions.",
         ) from None
-    return len(found) == 1
+    return bool(torch_weight_files(names))
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ READERS: tuple[ReaderSpec, ...] = (
         "pt",
         claims_file=lambda p: p.suffix in TORCH_SUFFIXES,
         # a SpecForge step folder holds training_state.pt and a file per rank
-        claims_folder=lambda p: _holds_training_state(p) or _single_torch_file(p),
+        claims_folder=lambda p: _holds_training_state(p) or _holds_torch_weights(p),
         opener="dspark.converters.readers.pt:open_pt",
     ),
 )
@@ -117,7 +117,7 @@ def reader_for(path: Path) -> ReaderSpec:
         raise UsageError(
             f"{printable_name(str(path))}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP "
             ".metadata, training run (checkpoints/iter_N/), SpecForge checkpoint "
-            "({run_id}-step{N}/training_state.pt) or single .pt file in it.",
+            "({run_id}-step{N}/training_state.pt), *.bin files or single .pt file in it.",
             hint="Pass the folder that holds the draft's weights and config.json.",
         )
     return spec

@@ -182,3 +182,36 @@ def judge_same_served_name(finding: Finding, checkpoint, *, limit: int | None) -
         UNREADABLE: " One copy could not be read back to compare them.",
     }[comparison]
     return dataclasses.replace(finding, message=finding.message + why, detail=detail)
+
+
+def judge_tied_head(finding: Finding, reader, entries: dict[str, TensorEntry], *, limit: int | None) -> Finding:
+    """LMH002 (a head shipped beside `tie_word_embeddings`) judged by value:
+    a head equal to the shipped embedding is what a tied model saves under
+    both names, so the engine serves what was trained (LMH001, a warning);
+    one that differs stays LMH002. `entries` maps the names in the
+    finding's detail to the tensors to read. Any other finding as it is."""
+    if finding.code != "LMH002" or not finding.detail.get("embedding"):
+        return finding
+    head, embedding = entries.get(finding.detail.get("head")), entries.get(finding.detail["embedding"])
+    if head is None or embedding is None:
+        return finding
+    comparison = compare_copies(reader, head, embedding, limit=limit)
+    detail = dict(finding.detail, comparison=comparison)
+    if comparison == SAME:
+        return Finding(
+            "LMH001",
+            f"{head.file}: {printable_name(head.stored_name)} is shipped beside tie_word_embeddings: true with "
+            f"the values of {printable_name(embedding.stored_name)}, as a tied model saves them: the engine "
+            "serves the embedding as the head and drops this copy. Remove it to save the space.",
+            file=head.file, tensor=finding.tensor, detail=detail, severity=Severity.WARNING,
+        )
+    why = {
+        DIFFERENT: "it differs from the embedding",
+        NOT_COMPARED: (f"it was not compared with the embedding ({head.nbytes / 2**20:,.1f} MiB, over the "
+                       f"{COMPARE_LIMIT_HEADER_ONLY >> 20} MiB a header-only check compares; "
+                       "`dspark check --deep` compares them)"),
+        UNREADABLE: "one of the two could not be read back to compare them",
+    }[comparison]
+    return dataclasses.replace(
+        finding, detail=detail,
+        message=finding.message.replace("its values were not compared with the embedding's yet", why))

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from dspark.converters.layouts.hf import CONFIG_NAME, TORCH_SUFFIXES
+from dspark.converters.layouts.hf import CONFIG_NAME, torch_weight_files
 from dspark.converters.layouts.specforge import (
     CAPTURE_LAYERS_FIELD,
     DRAFT_STATE_KEY,
@@ -46,6 +46,7 @@ from dspark.converters.readers.base import (
 )
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, UnsafeInputError, require_torch
+from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 
 # Where training code nests the weights, most specific first (SpecForge's
@@ -161,17 +162,18 @@ class _FilePages:
 
 
 class PtReader:
-    """Payloads of a loaded state dict; `entry.locator` is the tensor."""
+    """Payloads of loaded state dicts; `entry.locator` is the tensor, and
+    `pages[entry.file]` the pages of its memory-mapped file, if mapped."""
 
-    def __init__(self, pages: _FilePages | None) -> None:
-        self.pages = pages if pages else None
+    def __init__(self, pages: dict[str, _FilePages | None]) -> None:
+        self.pages = {name: file_pages for name, file_pages in pages.items() if file_pages}
 
     def read_raw(self, entry: TensorEntry) -> bytes:
         return b"".join(bytes(chunk) for chunk in self.iter_chunks(entry, 1 << 30))
 
     def iter_chunks(self, entry: TensorEntry, chunk_bytes: int) -> Iterator[memoryview]:
-        release = self.pages.release if self.pages else None
-        return tensor_byte_chunks(entry.locator, chunk_bytes, release)
+        file_pages = self.pages.get(entry.file)
+        return tensor_byte_chunks(entry.locator, chunk_bytes, file_pages.release if file_pages else None)
 
 
 def refused_as_unsafe(error: Exception) -> bool:
@@ -281,16 +283,20 @@ def _join(parts: list[str], name: str) -> str:
 
 
 def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> Checkpoint:
-    """Open a state dict: the file itself, a folder holding exactly one, or
-    a SpecForge step folder or output folder (its training_state.pt; the
-    per-rank optimizer files beside it are never read)."""
+    """Open a state dict: the file itself, a folder holding one or several
+    (`torch_weight_files`: every *.bin, HF's shards), or a SpecForge step
+    folder or output folder (its training_state.pt; the per-rank optimizer
+    files beside it are never read)."""
     torch = require_torch("Reading a .pt checkpoint")
     location = None
     if path.is_dir() and holds_training_state(path):
         location = locate_training_state(path)
         weights = location.state_file
     elif path.is_dir():
-        weights = next(p for p in sorted(path.iterdir()) if p.suffix in TORCH_SUFFIXES and p.is_file())
+        names = torch_weight_files(p.name for p in path.iterdir() if p.is_file())
+        if len(names) > 1:
+            return _open_torch_shards(path, names, config_path, torch)
+        weights = path / names[0]
     else:
         weights = path
     refuse_rank_state(weights)
@@ -349,7 +355,73 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
         weight_files=[named],
         entries=entries,
         findings=findings,
-        reader=PtReader(_FilePages(weights) if mapped else None),
+        reader=PtReader({named: _FilePages(weights) if mapped else None}),
+        config=config,
+        config_path=config_file,
+        config_findings=config_findings,
+        family=family,
+        metadata=metadata,
+    )
+
+
+def _open_torch_shards(folder: Path, names: list[str], config_path: Path | None, torch: Any) -> Checkpoint:
+    """Several *.bin files (HF's pytorch_model-0000N-of-0000M.bin): the
+    engine loads every one and yields each file's top-level entries as they
+    are (model_loader/weight_utils.py@f4d8ec6e:690-705); a tensor in two
+    files is served from the one it reads last, in glob order (IDX005)."""
+    from dspark.converters.readers.copies import compare_copies
+    from dspark.converters.readers.safetensors import stored_twice_finding
+
+    config, config_file, config_findings, family = load_config_for(
+        folder, config_path, search_parents=1, missing_note=PT_HAS_NO_CONFIG)
+    entries: list[TensorEntry] = []
+    owners: dict[str, TensorEntry] = {}
+    twice: list[tuple[TensorEntry, TensorEntry]] = []
+    findings: list[Finding] = []
+    pages: dict[str, _FilePages | None] = {}
+    nested_keys: list[str] = []
+    all_mapped = True
+    for named in names:
+        obj, mapped = load_weights_only(folder / named, torch)
+        all_mapped = all_mapped and mapped
+        pages[named] = _FilePages(folder / named) if mapped else None
+        tensors, nested_under, left_behind = find_state_dict(obj, torch, named)
+        if nested_under:
+            nested_keys.append(nested_under)
+        if left_behind:
+            findings.append(left_behind_finding(left_behind, named))
+        for name, tensor in tensors.items():
+            require_dense(tensor, file=named, name=name)
+            entry = TensorEntry(
+                served_name=served_name_for(family, name),
+                stored_name=name,
+                dtype=torch_dtype_code(tensor.dtype, file=named, tensor=name),
+                shape=tuple(tensor.shape),
+                file=named,
+                locator=tensor,
+            )
+            if name in owners:
+                twice.append((owners[name], entry))
+                continue
+            owners[name] = entry
+            entries.append(entry)
+    reader = PtReader(pages)
+    for first, second in twice:
+        findings.append(stored_twice_finding(
+            second.stored_name, first.file, second.file,
+            layouts=((first.dtype, first.shape), (second.dtype, second.shape)), byte_ranges=None,
+            comparison=compare_copies(reader, first, second, limit=None)))
+    metadata: dict[str, Any] = {"memory_mapped": all_mapped}
+    if nested_keys:
+        metadata["state_dict_key"] = nested_keys[0]
+    return Checkpoint(
+        source=folder,
+        root=folder,
+        format="pt",
+        weight_files=list(names),
+        entries=entries,
+        findings=findings,
+        reader=reader,
         config=config,
         config_path=config_file,
         config_findings=config_findings,

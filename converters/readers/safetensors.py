@@ -220,7 +220,7 @@ def stored_twice_finding(tensor: str, first_file: str, second_file: str, *, layo
     (first_dtype, first_shape), (second_dtype, second_shape) = layouts
     detail = {"files": [first_file, second_file], "comparison": comparison,
               "identical": None if comparison == NOT_COMPARED else comparison == SAME,
-              "byte_ranges": [list(byte_ranges[0]), list(byte_ranges[1])],
+              "byte_ranges": [list(byte_ranges[0]), list(byte_ranges[1])] if byte_ranges else None,
               "layouts": [[first_dtype, list(first_shape)], [second_dtype, list(second_shape)]]}
     if comparison == SAME:
         alike = ("byte for byte the same" if first_dtype == second_dtype else

@@ -89,14 +89,46 @@ def vocab_findings(
     return findings
 
 
+def _tied_head_shipped(entry: TensorEntry, head, shipped: Mapping[str, TensorEntry], source) -> Finding:
+    """LMH002: with `tie_word_embeddings` the head is the embedding module
+    (models/llama_eagle3.py@f4d8ec6e:618-619; models/deepseek_v3.py@f4d8ec6e:
+    2294-2295) and a shipped `lm_head` has no destination: it is dropped.
+    A model trained tied has one tensor under both names, so the shipped
+    head equals the embedding; one that differs (or another shape, or no
+    embedding shipped to compare with) was trained as a head of its own,
+    and the engine serves another. The converter compares the two
+    (`copies.judge_tied_head`): the same values make it LMH001."""
+    embedding = shipped.get("embed_tokens.weight")
+    comparable = embedding is not None and tuple(embedding.shape) == tuple(entry.shape)
+    if embedding is None:
+        why = "no embed_tokens is shipped to tell whether it is the embedding"
+    elif not comparable:
+        why = (f"it is {shape_text(entry.shape)} where the embedding is {shape_text(embedding.shape)}, "
+               "so it is not the tied embedding")
+    else:
+        why = "its values were not compared with the embedding's yet"
+    return Finding(
+        "LMH002",
+        f"{entry.file}: {head.name} is shipped but tie_word_embeddings is true: the engine serves the embedding "
+        f"as the head (the target's, where it attaches it) and drops this tensor, and {why}. A head trained "
+        "on its own is never served. If the draft has its own head, set tie_word_embeddings: false (and "
+        "draft_vocab_size to its row count); if it was trained tied, remove lm_head from the checkpoint.",
+        file=entry.file,
+        tensor=head.name,
+        detail={"tie_word_embeddings": True, "source": source,
+                "embedding": embedding.stored_name if comparable else None,
+                "head": entry.stored_name},
+    )
+
+
 def _head_findings(head, loader, config, shipped, config_file) -> list[Finding]:
     entry = shipped.get(head.name)
     served = own_head_served(loader, config, entry is not None)
     source = loader.sources.get("lm_head").cite() if loader is not None and loader.sources.get("lm_head") else None
+    if entry is not None and not served and config.get("tie_word_embeddings"):
+        return [_tied_head_shipped(entry, head, shipped, source)]
     if entry is not None and not served:
-        why = ("tie_word_embeddings is true, so the head is the embedding and the shipped lm_head is ignored"
-               if config.get("tie_word_embeddings") else
-               f"draft_vocab_size is {'null' if 'draft_vocab_size' in config else 'absent'}, so the engine "
+        why = (f"draft_vocab_size is {'null' if 'draft_vocab_size' in config else 'absent'}, so the engine "
                "replaces the shipped lm_head with the target's head")
         return [Finding(
             "LMH001",

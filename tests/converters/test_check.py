@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from dspark.converters.check import check_checkpoint, inspect_checkpoint
+from dspark.converters.convert import convert_checkpoint
+from dspark.converters.readers import open_checkpoint
 from dspark.examples.fabricate import DEFECTS, EAGLE3_DEFECTS, SCALES, write_draft
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import FINDING_CODES, Severity
@@ -146,7 +148,7 @@ def test_every_finding_code_of_check_is_tested():
         "SRV001", "ENG001", "ENG002", "ENG003", "ENG004", "ENG005", "OVR001", "ROP001", "ROP002",
         "SWA001",
         # tests/schema/test_eagle3_contract.py: EAGLE-3 taps and heads
-        "TAP003", "LMH001",
+        "TAP003", "LMH001", "LMH002",
         # Kept for their meaning, produced by no engine dspark models today:
         # an unknown family is exit 2 (UnsupportedFamilyError), and TokenSpeed
         # no longer reads the stream environment variable.
@@ -577,3 +579,103 @@ def test_a_counter_beside_the_tensors_of_a_bin_is_dropped_by_an_eagle3_loader(tm
     (folder / "config.json").write_text((draft / "config.json").read_text())
     torch.save({**load_file(draft / "model.safetensors"), "step": 3}, folder / "pytorch_model.bin")
     assert check_checkpoint(folder).verdicts() == {"served": True, "contents": True}
+
+
+def write_bin_shards(draft: Path, folder: Path, *, parts: int = 2, extra: dict | None = None) -> list[str]:
+    """`draft`'s tensors as HF's pytorch_model-0000N-of-0000M.bin shards
+    and their index, beside its config; `extra` adds files by name."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    folder.mkdir()
+    (folder / "config.json").write_text((draft / "config.json").read_text())
+    tensors = load_file(draft / "model.safetensors")
+    names = sorted(tensors)
+    files, weight_map = [], {}
+    for part in range(parts):
+        name = f"pytorch_model-{part + 1:05d}-of-{parts:05d}.bin"
+        chunk = {n: tensors[n] for n in names[part::parts]}
+        torch.save(chunk, folder / name)
+        weight_map.update({n: name for n in chunk})
+        files.append(name)
+    (folder / "pytorch_model.bin.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    for name, value in (extra or {}).items():
+        torch.save(value, folder / name)
+    return files
+
+
+def test_bin_shards_are_read_as_the_engine_reads_them(tiny_draft, tmp_path):
+    """A folder with no safetensors is served from every *.bin in it
+    (model_loader/loader.py@f4d8ec6e:258-293, weight_utils.py@f4d8ec6e:
+    690-705): HF's .bin shards pass, and convert makes them safetensors."""
+    draft = tiny_draft(fc_norm=True)
+    folder = tmp_path / "bins"
+    files = write_bin_shards(draft, folder, parts=3)
+    report = check_checkpoint(folder, deep=True)
+    assert report.verdicts() == {"served": True, "contents": True}, [(f.code, f.message) for f in report.errors]
+    assert sorted({e.file for e in open_checkpoint(folder).entries}) == files
+    out = tmp_path / "out"
+    convert_checkpoint(folder, out)
+    assert check_checkpoint(out, deep=True).passed(strict=True)
+
+
+def test_a_missing_bin_shard_is_a_missing_tensor(tiny_draft, tmp_path):
+    """The engine does not read the .bin index: a shard that is gone just
+    leaves its tensors unloaded."""
+    folder = tmp_path / "bins"
+    files = write_bin_shards(tiny_draft(fc_norm=True), folder, parts=3)
+    (folder / files[1]).unlink()
+    report = check_checkpoint(folder)
+    assert "INV001" in {f.code for f in report.errors}
+
+
+@pytest.mark.parametrize("trainer_file", ["training_args.bin", "optimizer.bin"])
+def test_trainer_files_beside_a_bin_are_not_weights(tiny_draft, tmp_path, trainer_file):
+    """The loader drops training_args.bin and optimizer.bin from the *.bin
+    it globs (weight_utils.py@f4d8ec6e:331-346): a Trainer's output folder
+    is served from pytorch_model.bin alone."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    draft = tiny_draft(fc_norm=True)
+    folder = tmp_path / "trainer"
+    folder.mkdir()
+    (folder / "config.json").write_text((draft / "config.json").read_text())
+    torch.save(load_file(draft / "model.safetensors"), folder / "pytorch_model.bin")
+    torch.save({"learning_rate": torch.tensor(1e-4), "nested": {"x": torch.zeros(2)}}, folder / trainer_file)
+    report = check_checkpoint(folder)
+    assert report.verdicts() == {"served": True, "contents": True}, [(f.code, f.message) for f in report.errors]
+    assert open_checkpoint(folder).weight_files == ["pytorch_model.bin"]
+
+
+@pytest.mark.parametrize("scale, severity", [(1, "warning"), (3, "error")], ids=["identical", "different"])
+def test_a_tensor_in_two_bin_shards(tiny_draft, tmp_path, scale, severity):
+    """Both copies load, the file globbed last winning: the same values are
+    a warning, different ones an error (IDX005, as for safetensors shards)."""
+    torch = pytest.importorskip("torch")
+
+    folder = tmp_path / "bins"
+    files = write_bin_shards(tiny_draft(fc_norm=True), folder, parts=2)
+    first = torch.load(folder / files[0], weights_only=True)
+    second = torch.load(folder / files[1], weights_only=True)
+    name = sorted(first)[0]
+    second[name] = first[name] * scale
+    torch.save(second, folder / files[1])
+    report = check_checkpoint(folder)
+    [copy] = [f for f in report.findings if f.code == "IDX005"]
+    assert (copy.tensor, copy.severity.value, copy.detail["files"]) == (name, severity, files)
+
+
+def test_a_folder_of_several_pt_files_is_not_guessed(tiny_draft, tmp_path):
+    """The engine reads no .pt from a folder, and two of them are two
+    candidates: dspark names what it looks for rather than pick one."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    folder = tmp_path / "pts"
+    folder.mkdir()
+    tensors = load_file(tiny_draft() / "model.safetensors")
+    torch.save(tensors, folder / "a.pt")
+    torch.save(tensors, folder / "b.pt")
+    with pytest.raises(UsageError, match=r"\*\.bin files or single \.pt file"):
+        check_checkpoint(folder)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from dspark.converters.check import check_checkpoint
+from dspark.converters.convert import convert_checkpoint
 from dspark.examples.fabricate import (
     EAGLE3_DEFECTS,
     EAGLE3_SCALES,
@@ -24,6 +25,7 @@ from dspark.examples.fabricate import (
     write_eagle3_draft,
     write_header_only,
 )
+from dspark.schema.errors import CheckpointError
 from dspark.schema.findings import Severity
 
 torch = pytest.importorskip("torch")
@@ -484,17 +486,74 @@ def test_mla_with_a_null_draft_vocab_size_needs_its_own_head(tmp_path):
     assert [(f.code, f.tensor) for f in check_checkpoint(draft).errors] == [("INV001", "lm_head.weight")]
 
 
-def test_tied_embeddings_ignore_a_shipped_head(tmp_path):
-    # LE3:618-619: lm_head is the embedding, the shipped head has no parameter.
+def tied_draft(tmp_path, *, head, embedding, scale="tiny-llama"):
+    """A draft with tie_word_embeddings: true whose lm_head is `head(t)` and
+    whose embed_tokens is `embedding(t)`, or not shipped when `embedding` is
+    None (`t`: the fabricated tensors)."""
     def tie(c):
         c.update(tie_word_embeddings=True)
         c.pop("draft_vocab_size")
 
-    def ship_head(t):
-        t["lm_head.weight"] = torch.zeros(96, 32, dtype=torch.bfloat16)
+    def ship(t):
+        if embedding is None:
+            t.pop("embed_tokens.weight", None)
+        else:
+            t["embed_tokens.weight"] = embedding(t)
+        t["lm_head.weight"] = head(t)
 
-    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", config_edit=tie, tensor_edit=ship_head))
-    assert warnings(report) == Counter({"LMH001": 1}) and "tie_word_embeddings" in report.warnings[0].message
+    return write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=tie, tensor_edit=ship)
+
+
+def random_table(t):
+    return torch.randn(96, 32, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_a_tied_draft_saved_with_both_names_serves_its_head(tmp_path, scale):
+    """LE3:618-619, DS3:2294-2295: with tie_word_embeddings the head is the
+    embedding module, and a shipped lm_head has no destination. A model
+    trained tied saves one tensor under both names: the served head is the
+    trained one, and the copy a warning."""
+    draft = tied_draft(tmp_path, head=random_table, embedding=random_table, scale=scale)
+    report = check_checkpoint(draft)
+    assert errors(report) == Counter() and warnings(report) == Counter({"LMH001": 1})
+    assert "as a tied model saves them" in report.warnings[0].message
+
+
+@pytest.mark.parametrize("embedding, why", [
+    (lambda t: random_table(t) * 2, "it differs from the embedding"),
+    (lambda t: torch.zeros(96, 16, dtype=torch.bfloat16), "so it is not the tied embedding"),
+    (None, "no embed_tokens is shipped"),
+], ids=["another-embedding", "another-shape", "no-embedding"])
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_a_head_of_its_own_beside_tied_embeddings_is_dropped(tmp_path, embedding, why, scale):
+    """A head that is not the embedding was trained as a head of its own;
+    the engine drops it and serves the embedding (the target's, where it
+    attaches it): LMH002, and convert refuses to write it as it is."""
+    draft = tied_draft(tmp_path, head=random_table, embedding=embedding, scale=scale)
+    report = check_checkpoint(draft)
+    [dropped] = [f for f in report.errors if f.code == "LMH002"]
+    assert dropped.tensor == "lm_head.weight"
+    assert why in dropped.message and "set tie_word_embeddings: false" in dropped.message
+    with pytest.raises(CheckpointError, match="LMH002"):
+        convert_checkpoint(draft, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_tied_head_too_large_to_compare_header_only_waits_for_deep(tmp_path, monkeypatch):
+    from dspark.converters.readers import copies
+
+    monkeypatch.setattr(copies, "COMPARE_LIMIT_HEADER_ONLY", 16)
+    draft = tied_draft(tmp_path, head=random_table, embedding=random_table)
+    header_only = check_checkpoint(draft)
+    assert [f.code for f in header_only.errors] == ["LMH002"]
+    assert "`dspark check --deep` compares them" in header_only.errors[0].message
+    deep = check_checkpoint(draft, deep=True)
+    assert errors(deep) == Counter() and warnings(deep) == Counter({"LMH001": 1})
+    # converting reads every payload, compares them, and leaves the copy behind
+    report = convert_checkpoint(draft, tmp_path / "out")
+    assert [d.stored_name for d in report.plan.dropped] == ["lm_head.weight"]
+    assert check_checkpoint(tmp_path / "out", deep=True).passed(strict=True)
 
 
 def test_a_head_of_the_wrong_height_is_refused(tmp_path):
