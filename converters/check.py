@@ -170,7 +170,7 @@ def check_checkpoint(
         if config_path is not None and not layout.engine_openable:
             layout = dataclasses.replace(layout, convert_options=("--config", str(config_path)))
         contract = check_contract(
-            checkpoint.config,
+            _config_as_convert_writes_it(checkpoint),
             checkpoint.entries,
             config_file=checkpoint.config_display,
             target=target_facts,
@@ -303,6 +303,18 @@ def _torchspec_vllm_export(checkpoint: Checkpoint) -> bool:
     from dspark.converters.layouts.torchspec import vllm_shifted_taps
 
     return vllm_shifted_taps(checkpoint.config, (e.stored_name for e in checkpoint.entries))
+
+
+def _config_as_convert_writes_it(checkpoint: Checkpoint) -> dict:
+    """The config the contents are judged with: as convert would write it.
+    TorchSpec's --vllm export of a kimi_k2 draft carries taps one higher
+    than the layers the draft was trained on; SRV001 says so, and the taps
+    are judged (against `--target` too) as convert writes them, 1 lower."""
+    if not _torchspec_vllm_export(checkpoint):
+        return checkpoint.config
+    from dspark.converters.layouts.torchspec import unshift_vllm_taps
+
+    return unshift_vllm_taps(checkpoint.config)[0]
 
 
 def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True) -> ServedLayout:

@@ -87,6 +87,16 @@ def test_torchspecs_vllm_export_of_a_kimi_k2_draft_has_its_taps_shifted_back(tmp
     config = json.loads((out / "config.json").read_text())
     assert config["eagle_aux_hidden_state_layer_ids"] == [1, 5, 9]
     assert check_checkpoint(out, deep=True).passed()
+    # the taps are judged as convert writes them, against a target too: an
+    # 11-layer kimi_k2 target captures ids up to 9 (N - 2): [1, 5, 9], not the exported [2, 6, 10]
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2",
+                                  "hidden_size": 32, "num_hidden_layers": 11, "vocab_size": 96}))
+    against_target = check_checkpoint(source, target=target)
+    assert [f.code for f in against_target.errors] == ["SRV001"], [(f.code, f.message) for f in against_target.errors]
+    assert against_target.resolved.to_dict()["target_layer_ids"] == [1, 5, 9]
+    assert check_checkpoint(source, target=target, verdict="contents").passed()
+    assert check_checkpoint(out, target=target).passed()
 
 
 def test_torchspecs_vllm_export_without_tap_ids_is_served_as_it_is(tmp_path):
