@@ -313,7 +313,7 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     changes = unshifted + changes
     # A trainer's own config shape was rewritten when it was read (SRC005).
     changes = [f"whole config: {f.detail['trainer']}' shape -> the {family.name} config the engine parses"
-               for f in checkpoint.config_findings if f.code == "SRC005"] + changes
+               for f in checkpoint.config_findings if f.code == "SRC005"] + _trained_values(checkpoint) + changes
 
     planned_entries = [
         TensorEntry(t.name, t.name, t.dtype, t.shape, t.shard) for t in tensors
@@ -402,6 +402,26 @@ def error_from_findings(errors: list[Finding], template: str, *, hint: str) -> C
         detail={"findings": [f.to_dict() for f in errors]},
         hint=hint,
     )
+
+
+def _trained_values(checkpoint: Checkpoint) -> list[str]:
+    """The config values the reader took from what the trainer used (SRC007:
+    the run's config.yaml, TorchSpec's defaults, a generated config), as
+    config changes: they are edits convert writes, and a reviewer reading
+    the change list must see them."""
+    changes = []
+    for finding in checkpoint.config_findings + checkpoint.findings:
+        detail = finding.detail or {}
+        if finding.code != "SRC007":
+            continue
+        if detail.get("source") == "generated":
+            changes.append(f"whole config: generated from the target at {detail.get('target')}, as TorchSpec "
+                           "trained it (SRC007)")
+        elif "field" in detail and "value" in detail:
+            before = detail.get("declared")
+            changes.append(f"{detail['field']}: {'absent' if before is None else repr(before)} -> "
+                           f"{detail['value']!r} (SRC007: {detail.get('source', 'the trainer')})")
+    return changes
 
 
 def checkpoint_head(checkpoint: Checkpoint) -> TensorEntry | None:

@@ -212,3 +212,22 @@ def test_a_run_whose_target_is_not_here_warns_about_a_declared_list(tmp_path: Pa
     [warning] = [f for f in report.warnings if f.code == "SRC007"]
     assert "cannot tell them apart" in warning.message and "[2, 8, 13]" in warning.message
 
+
+
+def test_the_values_taken_from_the_run_are_listed_as_config_changes(tmp_path: Path) -> None:
+    """What the reader took from the run (SRC007) is an edit convert writes:
+    a reviewer reading the plan's change list sees it there, not only in a note."""
+    from dspark.converters.convert_plan import plan_conversion
+
+    taps = plan_conversion(eagle3_run(tmp_path / "e3", aux=" [2, 5, 6]"), tmp_path / "out-e3")
+    assert any(c.startswith("eagle_aux_hidden_state_layer_ids: ") and c.split(" (")[0].endswith("-> [2, 5, 6]")
+               for c in taps.config_changes), taps.config_changes
+    block = plan_conversion(write_run(tmp_path / "dflash", dflash_training_state(), dflash_config(), block=8),
+                            tmp_path / "out-dflash")
+    assert any(c.startswith("block_size: ") and "-> 8 (SRC007" in c for c in block.config_changes), block.config_changes
+    config = dflash_config()
+    del config["target_layer_ids"]
+    default = plan_conversion(write_run(tmp_path / "default", dflash_training_state(), config, block=16),
+                              tmp_path / "out-default")
+    expected = build_target_layer_ids(config["num_target_layers"], config["target_num_hidden_layers"])
+    assert f"target_layer_ids: absent -> {expected!r} (SRC007: trainer default)" in default.config_changes
