@@ -196,6 +196,7 @@ def check_checkpoint(
         resolved = contract.resolved
         expected = contract.expected
     findings = _apply_engine_severities(findings, profile, verdict)
+    findings = _traced_to_unreadable_files(findings)
 
     # A remote folder's manifest is not verified (its hashes need every
     # byte of every file); --verify refuses it before this point.
@@ -225,6 +226,43 @@ def check_checkpoint(
     report.verdict = verdict
     report.payloads_read = payload_stats is not None or read_payloads
     return report
+
+
+# A weight file whose header cannot be read hides every tensor it holds, and
+# a shard the index names that is gone takes its tensors with it: each would
+# come back as a missing tensor whose advice (re-export, fix the config)
+# points away from the file.
+UNREADABLE_FILE_CODES = frozenset({"STF001"})
+MISSING_SHARD_CODE = "IDX002"
+MISSING_TENSOR_CODES = frozenset({"INV001", "FCN001", "FEA001", "VOC001"})
+
+
+def _traced_to_unreadable_files(findings: list[Finding]) -> list[Finding]:
+    """Missing-tensor findings traced to the files behind them: beside a
+    weight file that cannot be read they are not judged (info: the file's
+    own error fails the check); beside a missing shard they say so."""
+    unreadable = sorted({f.file for f in findings
+                         if f.code in UNREADABLE_FILE_CODES and f.severity is Severity.ERROR and f.file})
+    missing_shards = sorted({f.file for f in findings if f.code == MISSING_SHARD_CODE and f.file})
+    if not unreadable and not missing_shards:
+        return findings
+    traced = []
+    for finding in findings:
+        if finding.code in MISSING_TENSOR_CODES and finding.severity is Severity.ERROR:
+            if unreadable:
+                finding = dataclasses.replace(
+                    finding, severity=Severity.INFO,
+                    message=f"not judged: {', '.join(unreadable)} cannot be read (STF001) and may hold what this "
+                            f"names. Fix that file first. {finding.message}",
+                    detail={**(finding.detail or {}), "unreadable_files": unreadable})
+            else:
+                finding = dataclasses.replace(
+                    finding,
+                    message=f"{finding.message} The index names {', '.join(missing_shards)}, which is missing "
+                            "(IDX002): restore it first.",
+                    detail={**(finding.detail or {}), "missing_shards": missing_shards})
+        traced.append(finding)
+    return traced
 
 
 def _not_read_finding() -> Finding:

@@ -549,7 +549,8 @@ def write_sparse_draft(out: Path, *, scale: str = "k3", fc_norm: bool = True, dt
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # the docstring's first paragraph, not its first line (a sentence wraps)
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("out", type=Path, nargs="?", help="the draft folder to write")
     parser.add_argument("--family", choices=list(FABRICATORS), help="draft family (default: k3_dspark)")
     parser.add_argument("--scale", choices=["tiny", "full", "k3"], default="tiny",

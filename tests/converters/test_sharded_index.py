@@ -16,6 +16,7 @@ from dspark.converters.convert import convert_checkpoint
 from dspark.converters.readers import copies
 from dspark.converters.layouts.hf import SAFETENSORS_INDEX
 from dspark.converters.readers import open_checkpoint
+from dspark.schema.findings import Severity
 
 SHARD = "model-{:05d}-of-00003.safetensors"
 
@@ -66,8 +67,24 @@ def test_idx002_a_shard_named_in_the_index_is_missing(sharded):
     report = check_checkpoint(sharded)
     missing = [f for f in report.findings if f.code == "IDX002"]
     assert [f.file for f in missing] == [SHARD.format(2)]
-    # what it held is missing from the draft: that is what refuses it
+    # what it held is missing from the draft: that is what refuses it, and
+    # each missing tensor names the missing shard as the cause
     assert Counter(f.code for f in report.errors)["INV001"] > 0
+    assert all(f"The index names {SHARD.format(2)}, which is missing (IDX002)" in f.message
+               for f in report.errors if f.code == "INV001")
+
+
+def test_a_truncated_shard_is_the_error_and_what_it_hid_is_not_judged(sharded):
+    """A shard whose header cannot be read hides every tensor in it: they
+    are not reported missing with advice to re-export or change the config,
+    but noted as not judged beside the shard's own error."""
+    path = sharded / SHARD.format(2)
+    path.write_bytes(path.read_bytes()[:-200])
+    report = check_checkpoint(sharded)
+    assert [(f.code, f.file) for f in report.errors] == [("STF001", SHARD.format(2))]
+    unjudged = [f for f in report.findings if f.code == "INV001"]
+    assert unjudged and all(f.severity is Severity.INFO and f.message.startswith(
+        f"not judged: {SHARD.format(2)} cannot be read (STF001)") for f in unjudged)
 
 
 def test_idx002_a_stale_index_whose_missing_shard_held_nothing_needed_is_a_warning(sharded):
