@@ -102,7 +102,13 @@ def load_config_for(
         candidate = find_config_upwards(root, search_parents)
     shown = display_name(candidate, root) if candidate else display_name(root / CONFIG_NAME, root)
     config, findings = read_draft_config(candidate, shown)
-    if missing_note and candidate is None:
+    beside = root / CONFIG_NAME
+    if candidate is None and beside.exists() and not beside.is_file():
+        findings = [replace(f, message=f"{shown} is a folder or special file, not a file: the draft's config.json "
+                                       "must be a JSON file beside the weights. Replace it with the draft's "
+                                       "config.json, or pass --config.")
+                    if f.code == "CFG001" else f for f in findings]
+    elif missing_note and candidate is None:
         findings = [replace(f, message=f"{f.message} {missing_note}") if f.code == "CFG001" else f for f in findings]
     if config is not None:
         # Another trainer's config shape is read as the config convert

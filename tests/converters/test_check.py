@@ -272,6 +272,9 @@ def test_missing_and_bad_config_are_findings_not_errors(tiny_draft):
     assert codes(check_checkpoint(draft)) == Counter({"CFG002": 1})
     (draft / "config.json").unlink()
     assert codes(check_checkpoint(draft)) == Counter({"CFG001": 1})
+    (draft / "config.json").mkdir()
+    [not_a_file] = check_checkpoint(draft).errors
+    assert not_a_file.code == "CFG001" and "is a folder or special file, not a file" in not_a_file.message
 
 
 def test_explicit_config_path(tiny_draft, tmp_path):
