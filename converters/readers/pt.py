@@ -329,17 +329,7 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
         )
         config_findings = list(config_findings) + taken
 
-    entries = [
-        TensorEntry(
-            served_name=served_name_for(family, name),
-            stored_name=name,
-            dtype=torch_dtype_code(tensor.dtype, file=named, tensor=name),
-            shape=tuple(tensor.shape),
-            file=named,
-            locator=tensor,
-        )
-        for name, tensor in tensors.items()
-    ]
+    entries = [_entry(family, name, tensor, named) for name, tensor in tensors.items()]
     findings = [location.note] if location is not None and location.note else []
     if left_behind:
         findings.append(left_behind_finding(left_behind, named))
@@ -361,6 +351,18 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
         config_findings=config_findings,
         family=family,
         metadata=metadata,
+    )
+
+
+def _entry(family, name: str, tensor: Any, file: str) -> TensorEntry:
+    """The inventory entry of one loaded tensor; its payload is the tensor."""
+    return TensorEntry(
+        served_name=served_name_for(family, name),
+        stored_name=name,
+        dtype=torch_dtype_code(tensor.dtype, file=file, tensor=name),
+        shape=tuple(tensor.shape),
+        file=file,
+        locator=tensor,
     )
 
 
@@ -392,14 +394,7 @@ def _open_torch_shards(folder: Path, names: list[str], config_path: Path | None,
             findings.append(left_behind_finding(left_behind, named))
         for name, tensor in tensors.items():
             require_dense(tensor, file=named, name=name)
-            entry = TensorEntry(
-                served_name=served_name_for(family, name),
-                stored_name=name,
-                dtype=torch_dtype_code(tensor.dtype, file=named, tensor=name),
-                shape=tuple(tensor.shape),
-                file=named,
-                locator=tensor,
-            )
+            entry = _entry(family, name, tensor, named)
             if name in owners:
                 twice.append((owners[name], entry))
                 continue

@@ -272,8 +272,19 @@ def launch_shipped(x, w, y, config, maxnreg=None):
         num_warps=config.num_warps, enable_fp_fusion=False, **extra)
 
 
-def round3(dev) -> None:
+def ranked_against_copy(x, y, candidates, runs):
+    """Each candidate's copy time / its time, `runs` times, each run against
+    a fresh `y.copy_(x)` (do_bench, L2 flushed); best median first."""
     from triton.testing import do_bench
+    ratios = {k: [] for k in candidates}
+    for _ in range(runs):
+        copy = do_bench(lambda: y.copy_(x), warmup=25, rep=100)
+        for k, fn in candidates.items():
+            ratios[k].append(copy / do_bench(fn, warmup=25, rep=100))
+    return sorted(ratios.items(), key=lambda kv: -statistics.median(kv[1]))
+
+
+def round3(dev) -> None:
     from dspark.kernels.reference import segmented_rmsnorm_reference
     from dspark.kernels.segmented_rmsnorm import LaunchConfig, choose_launch_config
     for S, H in [(3, 4096), (4, 8192), (3, 5120), (3, 7168), (5, 7168)]:
@@ -306,12 +317,7 @@ def round3(dev) -> None:
                     print(f"  S={S} H={H} {name}: {compiled.n_regs} registers, {compiled.n_spills} spilled, "
                           f"identical {identical:.5f}", flush=True)
                 cands[name] = lambda config=config, cap=cap: launch_shipped(x, w, y, config, cap)
-            ratios = {k: [] for k in cands}
-            for _ in range(9 if T == 2048 else 3):
-                copy = do_bench(lambda: y.copy_(x), warmup=25, rep=100)
-                for k, fn in cands.items():
-                    ratios[k].append(copy / do_bench(fn, warmup=25, rep=100))
-            ranked = sorted(ratios.items(), key=lambda kv: -statistics.median(kv[1]))
+            ranked = ranked_against_copy(x, y, cands, 9 if T == 2048 else 3)
             print(f"BW3 S={S} H={H} T={T} (cur: {cur.block_rows} rows, {cur.num_warps} warps): " + " ".join(
                 f"{k}:{statistics.median(v):.3f}[{min(v):.3f}-{max(v):.3f}]" for k, v in ranked), flush=True)
 
@@ -437,7 +443,6 @@ def launch_tma(x, w, y, rows, warps, tma_load=True, tma_store=True):
 
 
 def round4(dev) -> None:
-    from triton.testing import do_bench
     from dspark.kernels.reference import segmented_rmsnorm_reference
     from dspark.kernels.segmented_rmsnorm import choose_launch_config
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
@@ -485,12 +490,7 @@ def round4(dev) -> None:
                               f"{(y.float() - ref.float()).abs().max().item():.3g}, identical "
                               f"{(y == ref).float().mean().item():.5f}", flush=True)
                     cands[f"coop{parts}w{warps}"] = (lambda coop=coop, warps=warps: coop(x, w, y, warps))
-            ratios = {k: [] for k in cands}
-            for _ in range(7 if T == 2048 else 3):
-                copy = do_bench(lambda: y.copy_(x), warmup=25, rep=100)
-                for k, fn in cands.items():
-                    ratios[k].append(copy / do_bench(fn, warmup=25, rep=100))
-            ranked = sorted(ratios.items(), key=lambda kv: -statistics.median(kv[1]))
+            ranked = ranked_against_copy(x, y, cands, 7 if T == 2048 else 3)
             print(f"BW4 S={S} H={H} T={T}: " + " ".join(
                 f"{k}:{statistics.median(v):.3f}[{min(v):.3f}-{max(v):.3f}]" for k, v in ranked[:12]), flush=True)
 
