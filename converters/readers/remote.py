@@ -86,7 +86,7 @@ def _open_source(source: Source, names: list[str], config_path: Path | None) -> 
         fmt = "safetensors"
     elif any(n.endswith(TORCH_SUFFIXES) for n in names) or ".metadata" in names:
         raise UsageError(
-            f"{shown_url}: a DCP or .pt checkpoint; remote checkpoints are read only as safetensors "
+            f"{shown_url}: a DCP or torch (.pt, .bin) checkpoint; remote checkpoints are read only as safetensors "
             "(headers by range request).",
             hint=_DOWNLOAD_HINT,
         )
