@@ -22,6 +22,7 @@ from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.readers import copies
 from dspark.converters.readers.copies import judge_same_served_name, judge_tied_head
+from dspark.schema.families.eagle3_common import target_capture_ids
 from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
@@ -361,7 +362,8 @@ def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True)
     are none; never `.pt`, DCP or a single file named directly
     (model_loader/loader.py@f4d8ec6e:258-318)."""
     source = str(checkpoint.source)
-    if _torchspec_vllm_export(checkpoint):
+    if _torchspec_vllm_export(checkpoint) and target_capture_ids(checkpoint.config)[0]:
+        # only a shifted list the target reads captures the wrong layers
         return ServedLayout(source, checkpoint.format, False,
                             "TorchSpec's --vllm export added 1 to this kimi_k2 draft's tap ids for vLLM "
                             "(tools/convert_to_hf.py@6f21829:146-159); the engine reads them as layer ids and "

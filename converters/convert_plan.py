@@ -21,7 +21,7 @@ from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_spli
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
-from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head
+from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head, serves_the_same
 from dspark.schema.rules.inventory import is_training_state
 from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.writers.safetensors import (
@@ -290,11 +290,14 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
         split = splits.get(entry.stored_name)
         outputs = [(p.name, (p.start, p.stop)) for p in split.parts] if split else [(name, None)]
         first = owners.get(name)
-        if first is not None and split is None and compare_copies(checkpoint.reader, first, entry, limit=None) == SAME:
+        comparison = compare_copies(checkpoint.reader, first, entry, limit=None) if (
+            first is not None and split is None) else None
+        if comparison is not None and serves_the_same(comparison):
             # Two stored names the engine loads into one parameter, with the
-            # same bytes (INV006 a warning): one copy is written.
-            dropped.append(DroppedTensor(entry.stored_name, name, f"a byte-identical copy of {first.stored_name}, "
-                                         "which is written", entry.dtype, entry.nbytes))
+            # same values as served (INV006 a warning): one copy is written.
+            alike = "a byte-identical copy" if comparison == SAME else "a copy, the same as served,"
+            dropped.append(DroppedTensor(entry.stored_name, name, f"{alike} of {first.stored_name}, which is written",
+                                         entry.dtype, entry.nbytes))
             continue
         for out_name, rows in outputs:
             _refuse_bad_name(entry, owners.get(out_name), out_name)
@@ -440,7 +443,7 @@ def _tied_copy_of_the_embedding(checkpoint: Checkpoint) -> str | None:
     embedding = next((e for e in checkpoint.entries if e.served_name == EMBEDDING_NAME), None)
     if config.get("tie_word_embeddings") is not True or head is None or embedding is None:
         return None
-    if compare_copies(checkpoint.reader, head, embedding, limit=None) != SAME:
+    if not serves_the_same(compare_copies(checkpoint.reader, head, embedding, limit=None)):
         return None
     return f"a copy of {embedding.stored_name}: tie_word_embeddings serves the embedding as the head"
 

@@ -210,13 +210,6 @@ def _two_layers(config: dict, tensors: dict) -> None:
     config["num_hidden_layers"] = 2
 
 
-def _taps_top_level_ignored(config: dict, tensors: dict) -> None:
-    # eagle_config without ids: the target reads only it and captures its
-    # defaults, whatever the top level lists.
-    config["eagle_aux_hidden_state_layer_ids"] = [2, 5, 9]
-    config["eagle_config"] = {"use_aux_hidden_state": True}
-
-
 def _four_taps_in_eagle_config(config: dict, tensors: dict) -> None:
     # The Llama draft counts the top level (absent: 3); the target captures 4.
     config.pop("eagle_aux_hidden_state_layer_ids", None)
@@ -281,7 +274,6 @@ EAGLE3_DEFECTS: dict[str, Defect] = {
     "input-norm-undeclared": Defect("FEA002", _input_norm, description="input_norm shipped, norm_before_fc absent"),
     "norm-before-fc-no-weight": Defect("FEA001", set_field("norm_before_fc", True),
                                        description="norm_before_fc, no input_norm"),
-    "taps-ignored": Defect("TAP002", _taps_top_level_ignored, description="top-level taps the target ignores"),
     "taps-count": Defect("TAP001", _four_taps_in_eagle_config, description="draft 3 taps, target 4 (Llama)"),
     "fused-qkv-a": Defect("INV002", _fuse_qkv_a, description="pre-fused q/kv-a projection (MLA)"),
 }
@@ -306,7 +298,6 @@ _SHARED_DEFECTS: dict[str, Defect] = {
     "d2t-short": EAGLE3_DEFECTS["d2t-short"],
     "d2t-past-vocab": EAGLE3_DEFECTS["d2t-past-vocab"],
     "no-lm-head": Defect("INV001", drop("lm_head."), description="own head declared (draft_vocab_size), not shipped"),
-    "taps-ignored": EAGLE3_DEFECTS["taps-ignored"],
     "missing-mlp": Defect("INV001", drop("midlayer.mlp.down_proj."), description="down_proj dropped"),
     "wrong-shape": Defect("INV003", mutate("midlayer.self_attn.o_proj.weight", narrow),
                           description="o_proj one row short"),

@@ -58,7 +58,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("FEA002", E, "input_norm weight shipped but norm_before_fc not declared true"),
     # EAGLE-3 taps: what the draft builds fc for against what the target captures
     ("TAP001", E, "the draft's tap count differs from the number of taps the target captures"),
-    ("TAP002", E, "tap ids the draft declares are not the ones the target captures"),
+    ("TAP002", W, "a tap list the target does not read (it captures another, or its defaults)"),
     ("TAP003", I, "no tap ids: the engine assumes 3 taps at the target's defaults"),
     # the draft's own head and its token map (EAGLE-3)
     ("LMH001", W, "lm_head shipped but not served (tied, or replaced by the target's head)"),

@@ -19,8 +19,23 @@ from dspark.schema.errors import CheckpointError
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry, printable_name
 
-# How two copies compared.
+# How two copies compared. SAME_AS_SERVED: different values that become
+# the same once cast to the dtype the engine serves the draft in.
 SAME, DIFFERENT, NOT_COMPARED, UNREADABLE = "identical", "different", "not compared", "unreadable"
+SAME_AS_SERVED = "identical as served"
+
+#: The dtypes a draft's floating-point weights are served in: the target's
+#: (engine/event_loop.py@f4d8ec6e:1031-1036), which "auto" resolves to the
+#: target config's, bf16 when it names none and fp16 for an fp32 one, never
+#: fp32 (configs/model_config.py@f4d8ec6e:766-795). Copies serve the same
+#: only if they agree in both, whichever target the draft is deployed on.
+SERVED_FLOAT_DTYPES = ("BF16", "F16")
+_CASTABLE = frozenset({"F16", "BF16", "F32", "F64"})
+
+
+def serves_the_same(comparison: str) -> bool:
+    """Whether copies that compared so load the same values."""
+    return comparison in (SAME, SAME_AS_SERVED)
 
 #: Largest copy a header-only check reads to compare it with the other:
 #: enough for norms, biases and small matrices; a duplicated embedding
@@ -49,11 +64,30 @@ def compare_copies(reader, first: TensorEntry, second: TensorEntry, *, limit: in
     if limit is not None and max(first.nbytes, second.nbytes) > limit:
         return NOT_COMPARED
     try:
-        same = streams_equal(widen[0](iter(reader.iter_chunks(first, COMPARE_CHUNK))),
-                             widen[1](iter(reader.iter_chunks(second, COMPARE_CHUNK))))
+        if streams_equal(widen[0](iter(reader.iter_chunks(first, COMPARE_CHUNK))),
+                         widen[1](iter(reader.iter_chunks(second, COMPARE_CHUNK)))):
+            return SAME
+        if first.dtype not in _CASTABLE or second.dtype not in _CASTABLE:
+            return DIFFERENT
+        for served in SERVED_FLOAT_DTYPES:
+            if not streams_equal(_cast_to(first.dtype, served)(iter(reader.iter_chunks(first, COMPARE_CHUNK))),
+                                 _cast_to(second.dtype, served)(iter(reader.iter_chunks(second, COMPARE_CHUNK)))):
+                return DIFFERENT
     except (OSError, CheckpointError):
         return UNREADABLE
-    return SAME if same else DIFFERENT
+    return SAME_AS_SERVED
+
+
+def _cast_to(dtype: str, served: str):
+    """A stream transform: `dtype` values cast to `served` as torch's copy
+    into a parameter rounds them (to nearest, ties to even)."""
+    def convert(chunks: Iterator) -> Iterator[bytes]:
+        from dspark.converters.casting import cast_bytes
+
+        size = _FLOATS[dtype]
+        for piece in _whole_elements(chunks, size):
+            yield piece if len(piece) % size else bytes(memoryview(cast_bytes(piece, dtype, served)).cast("B"))
+    return convert
 
 
 def _widening(first: str, second: str):
@@ -149,6 +183,16 @@ def streams_equal(first: Iterator, second: Iterator) -> bool:
         left, right = left[common:], right[common:]
 
 
+def alike_text(comparison: str, first_dtype: str, second_dtype: str) -> str:
+    """How two copies that serve the same are alike, for a message."""
+    if comparison == SAME_AS_SERVED:
+        return ("with different values that round to the same ones in bf16 and in fp16, the dtypes the engine "
+                "serves a draft in (the target's; never fp32 unless launched with --dtype float32)")
+    if first_dtype == second_dtype:
+        return "byte for byte the same"
+    return f"the same values as {first_dtype} and {second_dtype}"
+
+
 def judge_same_served_name(finding: Finding, checkpoint, *, limit: int | None) -> Finding:
     """INV006 (two stored tensors that load into one parameter) judged by
     their bytes, read through `checkpoint.reader` up to `limit` a copy: the
@@ -165,13 +209,12 @@ def judge_same_served_name(finding: Finding, checkpoint, *, limit: int | None) -
     first, second = by_name[stored[0]], by_name[stored[1]]
     comparison = compare_copies(checkpoint.reader, first, second, limit=limit)
     detail = dict(finding.detail, comparison=comparison)
-    if comparison == SAME:
+    if serves_the_same(comparison):
         return dataclasses.replace(
             finding,
             message=f"{first.file}: {printable_name(first.stored_name)} and {second.file}: "
                     f"{printable_name(second.stored_name)} both load as {printable_name(first.served_name)}, "
-                    + ("byte for byte the same" if first.dtype == second.dtype else
-                       f"the same values as {first.dtype} and {second.dtype}")
+                    + alike_text(comparison, first.dtype, second.dtype)
                     + ": the engine loads both into one parameter, with the same values. Keep one to save the space.",
             severity=Severity.WARNING, detail=detail)
     why = {
@@ -197,7 +240,7 @@ def judge_tied_head(finding: Finding, reader, entries: dict[str, TensorEntry], *
         return finding
     comparison = compare_copies(reader, head, embedding, limit=limit)
     detail = dict(finding.detail, comparison=comparison)
-    if comparison == SAME:
+    if serves_the_same(comparison):
         return Finding(
             "LMH001",
             f"{head.file}: {printable_name(head.stored_name)} is shipped beside tie_word_embeddings: true with "

@@ -13,8 +13,11 @@ from dspark.converters.readers.base import Checkpoint, load_config_for, served_n
 from dspark.converters.readers.copies import (
     NOT_COMPARED,
     SAME,
+    SAME_AS_SERVED,
     UNREADABLE,
+    alike_text,
     compare_copies,
+    serves_the_same,
 )
 from dspark.converters.readers import copies as copy_limits
 from dspark.converters.readers.safetensors_io import SafetensorsHeader, iter_range_chunks, read_header, read_range
@@ -222,8 +225,9 @@ def stored_twice_finding(tensor: str, first_file: str, second_file: str, *, layo
               "identical": None if comparison == NOT_COMPARED else comparison == SAME,
               "byte_ranges": [list(byte_ranges[0]), list(byte_ranges[1])] if byte_ranges else None,
               "layouts": [[first_dtype, list(first_shape)], [second_dtype, list(second_shape)]]}
-    if comparison == SAME:
-        alike = ("byte for byte the same" if first_dtype == second_dtype else
+    if serves_the_same(comparison):
+        alike = (alike_text(comparison, first_dtype, second_dtype) if comparison == SAME_AS_SERVED
+                 or first_dtype == second_dtype else
                  f"as {first_dtype} and {second_dtype} with the same values (the engine casts both into one "
                  "parameter)")
         return Finding(

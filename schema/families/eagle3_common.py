@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from dspark.schema.families.base import TensorRule, is_int
-from dspark.schema.findings import Finding
+from dspark.schema.findings import Finding, Severity
 
 TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"
 DEFAULT_TAP_COUNT = 3
@@ -94,16 +94,7 @@ def tap_agreement_rule(draft_taps: DraftTapReader, draft_reader_text: str):
                             "declared": dict(declared), "source": source},
                 )]
             if declared:
-                path, ids = declared[0]
-                return [Finding(
-                    "TAP002",
-                    f"{config_file}: {path} = {_show(ids)} is not read by the target: with eagle_config present "
-                    f"the target reads only eagle_config.{TAP_IDS_FIELD}, finds none, and captures its default "
-                    f"taps {DEFAULT_TAPS_TEXT}, not the layers the draft was trained on. "
-                    f"Put the list in eagle_config.{TAP_IDS_FIELD} (and at the top level for a Llama draft).",
-                    file=config_file,
-                    detail={"declared": dict(declared), "target_ids": None, "source": source},
-                )]
+                return [unread_list_finding(declared, config_file, source)]
             return [Finding(
                 "TAP003",
                 f"{config_file}: no tap ids; the engine assumes {DEFAULT_TAP_COUNT} taps and the target captures "
@@ -125,31 +116,82 @@ def tap_agreement_rule(draft_taps: DraftTapReader, draft_reader_text: str):
                 detail={"draft_taps": count, "draft_source": draft_path, "target_ids": target_ids,
                         "target_source": target_path, "source": source},
             )]
-        if draft_path is not None and draft_path != target_path and draft_ids != target_ids:
-            return [Finding(
-                "TAP002",
-                f"{config_file}: {draft_path} = {_show(draft_ids)} but the target captures {target_path} = "
-                f"{_show(target_ids)}, which it reads first; the draft is fed layers it may not have been "
-                "trained on. Keep one list, or make both equal.",
-                file=config_file,
-                detail={"draft_ids": draft_ids, "draft_source": draft_path, "target_ids": target_ids,
-                        "target_source": target_path, "source": source},
-            )]
         unread = [(path, ids) for path, ids in _declared_lists(config) if path != target_path and ids != target_ids]
         if unread:
+            # The Llama draft takes only the count of the top-level list; what
+            # it was trained on is the trainer's to say, and the trainer that
+            # writes eagle_config (SpecForge) trains on eagle_config's list
+            # (specforge/algorithms/model_providers.py@a6b6b02:188-204), the
+            # list the target captures. A warning: read by nothing else.
             path, ids = unread[0]
             return [Finding(
                 "TAP002",
                 f"{config_file}: {path} = {_show(ids)} but the target captures {target_path} = "
-                f"{_show(target_ids)}, which it reads first; {path} is never read, and which list the draft "
-                "was trained on cannot be told. Keep one list, or make both equal.",
+                f"{_show(target_ids)}, which it reads first; {path} is read by nothing that picks layers. "
+                f"SpecForge, which writes eagle_config, trains on {target_path} too (or its run's list), so "
+                f"such a draft is fed its layers; one trained on {path} by another trainer is not. Keep the "
+                "list the draft was trained on, in both places or in eagle_config alone.",
                 file=config_file,
                 detail={"draft_ids": ids, "draft_source": path, "target_ids": target_ids,
                         "target_source": target_path, "source": source},
+                severity=Severity.WARNING,
             )]
         return []
 
     return rule
+
+
+def default_taps(target_layers: int) -> list[int]:
+    """The ids a target captures when it is given none: layers 2, N//2 and
+    N-3 in its own +1 numbering (models/base/causal_lm.py@f4d8ec6e:137-140;
+    models/deepseek_v3.py@f4d8ec6e:1688-1693)."""
+    return [1, target_layers // 2 - 1, target_layers - 4]
+
+
+def layers_defaulting_to(ids: Any) -> int | None:
+    """The layer count N of the one target whose defaults are `ids`, if any."""
+    if not (isinstance(ids, list) and len(ids) == DEFAULT_TAP_COUNT and all(is_int(t) for t in ids)):
+        return None
+    layers = ids[-1] + 4
+    return layers if layers > 4 and default_taps(layers) == ids else None
+
+
+def unread_list_finding(declared: list[tuple[str, Any]], config_file: str, source: dict,
+                        target_layers: int | None = None) -> Finding:
+    """TAP002 for a tap list the target does not read: with eagle_config
+    present it reads only eagle_config's list, finds none, and captures its
+    defaults. So does the trainer that writes this shape: SpecForge trains
+    on its run's list, else eagle_config's, else the same defaults, never
+    the top-level one (specforge/algorithms/model_providers.py@a6b6b02:
+    188-204), and TorchSpec on its run's list or the same defaults. A
+    warning, then, not an error: the draft is served what such a trainer
+    trained it on, and only a draft trained on the unread list by another
+    trainer gets other layers. On a `target_layers` target whose defaults
+    are the list, a note."""
+    path, ids = declared[0]
+    fits = layers_defaulting_to(ids)
+    detail = {"declared": dict(declared), "target_ids": None, "defaults_for_layers": fits, "source": source}
+    lead = (f"{config_file}: {path} = {_show(ids)} is not read by the target: with eagle_config present the "
+            f"target reads only eagle_config.{TAP_IDS_FIELD}, finds none, and captures its default taps "
+            f"{DEFAULT_TAPS_TEXT}")
+    if target_layers is not None:
+        served = default_taps(target_layers)
+        detail.update(target_layers=target_layers, served=served)
+        if served == ids:
+            return Finding("TAP002", f"{lead}, {_show(served)} on this {target_layers}-layer target: the list, "
+                           "so the draft is fed its layers either way.", file=config_file, detail=detail,
+                           severity=Severity.INFO)
+        lead = f"{lead}, {_show(served)} on this {target_layers}-layer target"
+    elif fits is not None:
+        lead = f"{lead}: this list on a {fits}-layer target, other layers on any other"
+    return Finding(
+        "TAP002",
+        f"{lead}. SpecForge, which writes this config shape, trains on those same defaults (it reads only "
+        f"eagle_config's list, or its run's), and TorchSpec on its run's list or the defaults: such a draft is "
+        f"served the layers it was trained on, and this list is read by nothing. A draft trained on this list "
+        f"by another trainer is not: then put it in eagle_config.{TAP_IDS_FIELD} (and at the top level for a "
+        "Llama draft); otherwise remove it.",
+        file=config_file, detail=detail, severity=Severity.WARNING)
 
 
 def _show(ids: Any) -> str:

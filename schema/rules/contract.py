@@ -9,7 +9,8 @@ from dspark.schema.engines import DEFAULT_ENGINE, EngineProfile, FamilyLoader
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
-from dspark.schema.rules.common import bounded_taps
+from dspark.schema.families.eagle3_common import unread_list_finding
+from dspark.schema.rules.common import bounded_taps, is_int
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
 from dspark.schema.rules.features import quantization_findings, unread_flag_findings
 from dspark.schema.rules.inventory import inventory_findings
@@ -27,6 +28,17 @@ class ContractResult:
     expected: dict[str, ExpectedTensor]
     loader: FamilyLoader | None = None
     config: Mapping[str, Any] | None = None  # as the engine reads it
+
+
+def unread_taps_on(target: TargetFacts, finding: Finding, config_file: str) -> Finding:
+    """A TAP002 for a tap list the target does not read, judged on this
+    target: its defaults are known once its layer count is."""
+    detail = finding.detail or {}
+    if (finding.code != "TAP002" or "defaults_for_layers" not in detail
+            or not is_int(target.num_hidden_layers)):
+        return finding
+    return unread_list_finding(list(detail["declared"].items()), config_file, detail["source"],
+                               target_layers=target.num_hidden_layers)
 
 
 def check_contract(
@@ -79,6 +91,7 @@ def check_contract(
     findings += stream_findings(view, resolved, config_file, environ, target, engine=engine, loader=loader)
     if target is not None:
         findings += target_findings(view, target, family, loader, frozenset(e.served_name for e in entries))
+        findings = [unread_taps_on(target, finding, config_file) for finding in findings]
     inventory, expected = inventory_findings(
         family, loader, engine, view, entries, resolved, features, config_file,
         training_output=training_output,

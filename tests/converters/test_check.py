@@ -148,7 +148,7 @@ def test_every_finding_code_of_check_is_tested():
         "SRV001", "ENG001", "ENG002", "ENG003", "ENG004", "ENG005", "OVR001", "ROP001", "ROP002",
         "SWA001",
         # tests/schema/test_eagle3_contract.py: EAGLE-3 taps and heads
-        "TAP003", "LMH001", "LMH002",
+        "TAP002", "TAP003", "LMH001", "LMH002",
         # Kept for their meaning, produced by no engine dspark models today:
         # an unknown family is exit 2 (UnsupportedFamilyError), and TokenSpeed
         # no longer reads the stream environment variable.
