@@ -46,7 +46,7 @@ from dspark.converters.readers.base import (
 )
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, UnsafeInputError, require_torch
-from dspark.schema.findings import Finding
+from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry, printable_name
 
 # Where training code nests the weights, most specific first (SpecForge's
@@ -328,6 +328,8 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
             cite="specforge/algorithms/model_providers.py@a6b6b02:188-210",
         )
         config_findings = list(config_findings) + taken
+    elif nested_under == DRAFT_STATE_KEY and config is not None and family is not None and family.tap_ids_field:
+        config_findings = list(config_findings) + [_no_capture_recorded(config, family, named)]
 
     entries = [_entry(family, name, tensor, named) for name, tensor in tensors.items()]
     findings = [location.note] if location is not None and location.note else []
@@ -351,6 +353,26 @@ def open_pt(path: Path, fmt: str = "pt", *, config_path: Path | None = None) -> 
         config_findings=config_findings,
         family=family,
         metadata=metadata,
+    )
+
+
+def _no_capture_recorded(config: dict, family, named: str) -> Finding:
+    """SRC007 (a warning) for a SpecForge training state that records no
+    capture layers: an offline run resolves none (its hidden states were
+    captured beforehand; specforge/training/assembly.py@a6b6b02:210-212),
+    so which layers they came from, a run override included, is not in the
+    checkpoint. The config's list, or the engine's defaults, is used."""
+    declared, where = family.tap_ids(config)
+    said = f"the config's {where} = {declared}" if declared else "the target's defaults (the config lists none)"
+    return Finding(
+        "SRC007",
+        f"{named}: the run recorded no capture layers (an offline run records none, "
+        "specforge/training/assembly.py@a6b6b02:210-212, nor does an older SpecForge), so the layers its hidden states were captured from, a "
+        f"run override included, are not in the checkpoint; {said} is what convert writes and the target "
+        "captures. Check it is the list the hidden states were made with, or pass --config with that list.",
+        file=named,
+        detail={"problem": "no capture layers recorded", "declared": declared},
+        severity=Severity.WARNING,
     )
 
 

@@ -461,8 +461,14 @@ def test_specforge_taps_are_the_capture_layers_the_run_recorded(tmp_path):
 
 
 def test_specforge_offline_training_records_no_capture_and_keeps_the_config(tmp_path):
+    """An offline run resolves no capture layers (assembly.py@a6b6b02:
+    210-212): its hidden states were made beforehand, with whatever list,
+    a run override included. The config's list is kept, and a warning says
+    the checkpoint cannot confirm it."""
     config = draft_config_file(tmp_path)
     output = tmp_path / "outputs" / "run"
     write_specforge_step(output, "run", 100, draft_config=config, capture=None)
-    assert not [f for f in check_checkpoint(output, verdict="contents").findings if f.code == "SRC007"]
+    [warning] = [f for f in check_checkpoint(output, verdict="contents").findings if f.code == "SRC007"]
+    assert warning.severity.value == "warning" and "the run recorded no capture layers" in warning.message
+    assert "[2, 4, 5]" in warning.message
 
