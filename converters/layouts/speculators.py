@@ -6,7 +6,9 @@ A speculators checkpoint is a Hugging Face folder (`config.json` +
 vllm-project/speculators src/speculators/train/checkpointer.py@c05b95b:346),
 but its config is not a transformers config (read at c05b95b):
 
-    {"architectures": ["Eagle3Speculator"],          models/eagle3/config.py:28-31
+    {"architectures": ["Eagle3Speculator"] (the default; a trained draft
+                      saves its model class, "Eagle3DraftModel"),
+                                                     models/eagle3/config.py:28-31
      "speculators_model_type": "eagle3",             models/eagle3/config.py:27
      "transformer_layer_config": {model_type, hidden_size, vocab_size (the
                                   target's), ...},   models/eagle3/config.py:33-36, 117-120
@@ -30,13 +32,18 @@ declared; `verifier_*` are never saved (core.py:39-42). `layers.0.` is the
 name the engine maps to `midlayer.` itself, so only the config needs
 rewriting.
 
-Pure functions of the config dict: no file is read here.
+A training run saves one such folder per epoch under the run's checkpoint
+folder (`<path>/<epoch>/`, checkpointer.py@c05b95b:55-70, 122-153), with
+`checkpoint_best` a link to the best epoch's (155-199): `locate_epoch`
+reads the newest. Everything else here is a pure function of the config
+dict.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from dspark.converters.layouts.markers import SPECULATORS_TYPE_FIELD
@@ -44,6 +51,7 @@ from dspark.schema.families import EAGLE3_LLAMA, EAGLE3_MLA
 from dspark.schema.findings import Finding
 
 TRAINER = "speculators"
+BEST_EPOCH_LINK = "checkpoint_best"
 TYPE_FIELD = SPECULATORS_TYPE_FIELD
 LAYER_CONFIG_FIELD = "transformer_layer_config"
 EAGLE3_TYPE = "eagle3"
@@ -127,3 +135,49 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
     # captures by default as ids [1, N//2-1, N-4] (execution/factory.py@
     # f4d8ec6e:44-75, causal_lm.py@f4d8ec6e:137-140): nothing to write.
     return TrainerConfig(TRAINER, shape, out, findings)
+
+
+def epoch_folders(folder: Path) -> dict[int, Path]:
+    """A speculators checkpoint folder's epochs: the subfolders named by a
+    number (links, such as `epoch0_step16626` or `checkpoint_best`, are
+    names for them, and `interrupted` is not one: checkpointer.py@c05b95b:
+    122-141) that hold a model.safetensors."""
+    epochs = {}
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return {}
+    for child in children:
+        if child.name.isdigit() and not child.is_symlink() and (child / "model.safetensors").is_file():
+            epochs[int(child.name)] = child
+    return epochs
+
+
+def holds_epochs(folder: Path) -> bool:
+    """Whether `folder` is a speculators run's checkpoint folder: epochs
+    and no weights of its own (file names only)."""
+    return not any(folder.glob("*.safetensors")) and bool(epoch_folders(folder))
+
+
+def locate_epoch(folder: Path) -> tuple[Path, Finding]:
+    """The newest epoch of a speculators checkpoint folder (what the
+    checkpointer resumes from, checkpointer.py@c05b95b:122-141), and an
+    SRC001 note that says which, and where checkpoint_best points when it
+    is another."""
+    epochs = epoch_folders(folder)
+    newest = max(epochs)
+    best = None
+    link = folder / BEST_EPOCH_LINK
+    if link.is_symlink():
+        target = Path(link.readlink()).name
+        best = int(target) if target.isdigit() else None
+    also = (f" {BEST_EPOCH_LINK} points to epoch {best}: pass {folder / str(best)} to read that one."
+            if best is not None and best != newest else "")
+    return epochs[newest], Finding(
+        "SRC001",
+        f"{folder} is a speculators checkpoint folder with {len(epochs)} epoch"
+        f"{'s' if len(epochs) != 1 else ''} ({', '.join(str(n) for n in sorted(epochs))}); reading epoch "
+        f"{newest}, the newest (the one speculators resumes from).{also} Pass an epoch folder to read another.",
+        file=str(epochs[newest]),
+        detail={"epochs": sorted(epochs), "picked": newest, "best": best},
+    )

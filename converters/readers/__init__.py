@@ -65,6 +65,13 @@ def _holds_dcp(path: Path) -> bool:
     return holds_dcp(path)
 
 
+def _holds_speculators_epochs(path: Path) -> bool:
+    # Asked only once a folder holds no safetensors of its own.
+    from dspark.converters.layouts.speculators import holds_epochs
+
+    return holds_epochs(path)
+
+
 def _holds_training_state(path: Path) -> bool:
     # The SpecForge layout is loaded only once a folder holds no
     # safetensors (the safetensors reader is asked first).
@@ -85,6 +92,13 @@ READERS: tuple[ReaderSpec, ...] = (
         claims_file=lambda p: p.suffix == ".safetensors",
         claims_folder=lambda p: any(p.glob("*.safetensors")),
         opener="dspark.converters.readers.safetensors:open_safetensors",
+    ),
+    # a speculators run's checkpoint folder: one safetensors folder an epoch
+    ReaderSpec(
+        "safetensors",
+        claims_file=_never,
+        claims_folder=lambda p: _holds_speculators_epochs(p),
+        opener="dspark.converters.readers.safetensors:open_speculators_epochs",
     ),
     ReaderSpec("dcp", claims_file=_never, claims_folder=_holds_dcp, opener="dspark.converters.readers.dcp:open_dcp"),
     ReaderSpec(
@@ -117,7 +131,8 @@ def reader_for(path: Path) -> ReaderSpec:
         raise UsageError(
             f"{printable_name(str(path))}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP "
             ".metadata, training run (checkpoints/iter_N/), SpecForge checkpoint "
-            "({run_id}-step{N}/training_state.pt), *.bin files or single .pt file in it.",
+            "({run_id}-step{N}/training_state.pt), speculators epochs (N/model.safetensors), *.bin files or "
+            "single .pt file in it.",
             hint="Pass the folder that holds the draft's weights and config.json.",
         )
     return spec

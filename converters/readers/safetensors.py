@@ -133,6 +133,19 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
     )
 
 
+def open_speculators_epochs(path: Path, fmt: str, *, config_path: Path | None = None) -> Checkpoint:
+    """A speculators run's checkpoint folder: its newest epoch, opened as
+    the safetensors folder it is, named by the folder the user gave, with a
+    note saying which epoch was read."""
+    from dspark.converters.layouts.speculators import locate_epoch
+
+    epoch, note = locate_epoch(path)
+    checkpoint = open_safetensors(epoch, fmt, config_path=config_path)
+    checkpoint.source = path
+    checkpoint.findings = [note] + checkpoint.findings
+    return checkpoint
+
+
 def entries_from_headers(
     files: list[str],
     headers: dict[str, SafetensorsHeader],

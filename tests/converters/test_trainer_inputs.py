@@ -137,6 +137,28 @@ def test_speculators_folder_converts_to_what_tokenspeed_loads(tmp_path):
     assert dspark("check", str(out), "--deep", "--strict").returncode == 0
 
 
+def test_a_speculators_run_reads_its_newest_epoch(tmp_path):
+    """speculators' checkpointer saves `<path>/<epoch>/` each epoch and links
+    checkpoint_best to the best (checkpointer.py@c05b95b:55-70, 122-199):
+    the run's folder reads the newest epoch, says so and where the best
+    one is, and converts with one command."""
+    run = tmp_path / "ckpt"
+    write_speculators_draft(run / "0")
+    write_speculators_draft(run / "2")
+    (run / "interrupted").mkdir()
+    (run / "checkpoint_best").symlink_to(run / "0")
+    (run / "epoch2_step40").symlink_to(run / "2")
+    report = check_checkpoint(run)
+    [note] = [f for f in report.findings if f.code == "SRC001"]
+    assert note.detail["picked"] == 2 and note.detail["epochs"] == [0, 2] and note.detail["best"] == 0
+    assert "checkpoint_best points to epoch 0" in note.message
+    [layout] = [f for f in report.findings if f.code == "SRV001"]
+    assert f"dspark convert {run}" in layout.message
+    out = tmp_path / "served"
+    convert_checkpoint(run, out)
+    assert check_checkpoint(out, deep=True).passed(strict=True)
+
+
 def test_speculators_tap_ids_are_renumbered_for_the_engine(tmp_path):
     # speculators' id k is hidden_states[k] (convert/dflash/converter.py@c05b95b:117-126);
     # TokenSpeed's id k captures hidden_states[k + 1] (causal_lm.py@f4d8ec6e:133-144).
