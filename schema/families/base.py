@@ -295,7 +295,10 @@ def block_size_launch_note(config: Mapping[str, Any], config_file: str) -> list[
     return [Finding(
         "ENG004",
         f"{config_file}: block_size = {size}: launch the engine with --speculative-num-draft-tokens "
-        f"{size} or {size + 1}; any other value is refused at startup.",
+        f"{size} or {size + 1}; any other value is refused at startup. {size} if the block counts the anchor "
+        "(TorchSpec's DFlash does: its loss skips position 0 of each block, torchspec/models/dflash.py@6f21829:"
+        f"293-309), {size + 1} if it counts only the drafted tokens; the other value loads too, and drafts one "
+        "position fewer, or one the draft never learned.",
         file=config_file,
         detail={"block_size": size, "num_draft_tokens": [size, size + 1]},
     )]
