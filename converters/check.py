@@ -380,6 +380,12 @@ def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True)
         return ServedLayout(source, checkpoint.format, False,
                             "the engine loads a folder, not a single file")
     if checkpoint.format.startswith("safetensors"):
+        if not checkpoint.is_remote and Path(checkpoint.source).resolve() != Path(checkpoint.root).resolve():
+            # a run's checkpoint folder read at one of its epochs
+            return ServedLayout(source, checkpoint.format, False,
+                                f"its weights are in {printable_name(str(checkpoint.root))}, not in the folder "
+                                "named, and the engine loads only the folder it is given (point it at that "
+                                "folder, or convert)")
         return ServedLayout(source, checkpoint.format, True)
     if checkpoint.format == "pt" and all(name.endswith(".bin") for name in checkpoint.weight_files):
         # The engine yields a .bin's top-level entries as they are

@@ -49,6 +49,7 @@ from typing import Any, Mapping
 from dspark.converters.layouts.markers import SPECULATORS_TYPE_FIELD
 from dspark.schema.families import EAGLE3_LLAMA, EAGLE3_MLA
 from dspark.schema.findings import Finding
+from dspark.schema.inventory import printable_name
 
 TRAINER = "speculators"
 BEST_EPOCH_LINK = "checkpoint_best"
@@ -154,9 +155,26 @@ def epoch_folders(folder: Path) -> dict[int, Path]:
 
 
 def holds_epochs(folder: Path) -> bool:
-    """Whether `folder` is a speculators run's checkpoint folder: epochs
-    and no weights of its own (file names only)."""
-    return not any(folder.glob("*.safetensors")) and bool(epoch_folders(folder))
+    """Whether `folder` is a speculators run's checkpoint folder: no
+    weights of its own (no file a loader or another reader would take),
+    epochs, and the newest one's config in speculators' shape. Another
+    folder of numbered subfolders is not guessed at."""
+    from dspark.converters.layouts.hf import CONFIG_NAME, TORCH_SUFFIXES
+
+    try:
+        own = [p.name for p in folder.iterdir() if p.is_file()]
+    except OSError:
+        return False
+    if any(name.endswith((".safetensors", ".metadata", *TORCH_SUFFIXES)) for name in own):
+        return False
+    epochs = epoch_folders(folder)
+    if not epochs:
+        return False
+    try:
+        text = (epochs[max(epochs)] / CONFIG_NAME).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return f'"{TYPE_FIELD}"' in text
 
 
 def locate_epoch(folder: Path) -> tuple[Path, Finding]:
@@ -171,13 +189,14 @@ def locate_epoch(folder: Path) -> tuple[Path, Finding]:
     if link.is_symlink():
         target = Path(link.readlink()).name
         best = int(target) if target.isdigit() else None
-    also = (f" {BEST_EPOCH_LINK} points to epoch {best}: pass {folder / str(best)} to read that one."
-            if best is not None and best != newest else "")
+    shown = printable_name(str(folder))
+    also = (f" {BEST_EPOCH_LINK} points to epoch {best}: pass {printable_name(str(folder / str(best)))} to read "
+            "that one." if best is not None and best != newest else "")
     return epochs[newest], Finding(
         "SRC001",
-        f"{folder} is a speculators checkpoint folder with {len(epochs)} epoch"
+        f"{shown} is a speculators checkpoint folder with {len(epochs)} epoch"
         f"{'s' if len(epochs) != 1 else ''} ({', '.join(str(n) for n in sorted(epochs))}); reading epoch "
         f"{newest}, the newest (the one speculators resumes from).{also} Pass an epoch folder to read another.",
-        file=str(epochs[newest]),
+        file=f"{newest}/",
         detail={"epochs": sorted(epochs), "picked": newest, "best": best},
     )

@@ -154,9 +154,35 @@ def test_a_speculators_run_reads_its_newest_epoch(tmp_path):
     assert "checkpoint_best points to epoch 0" in note.message
     [layout] = [f for f in report.findings if f.code == "SRV001"]
     assert f"dspark convert {run}" in layout.message
+    assert report.verdicts()["served"] is False
     out = tmp_path / "served"
     convert_checkpoint(run, out)
     assert check_checkpoint(out, deep=True).passed(strict=True)
+
+
+def test_numbered_folders_of_engine_drafts_are_not_a_servable_folder(tmp_path):
+    """Only a folder whose newest epoch is in speculators' shape is read as
+    a run; numbered folders of engine-layout drafts are not guessed at, and
+    a folder with weights of its own is read as those weights."""
+    from dspark.examples.fabricate import write_eagle3_draft
+    from dspark.schema.errors import UsageError
+
+    plain = tmp_path / "plain"
+    write_eagle3_draft(plain / "0")
+    write_eagle3_draft(plain / "3")
+    with pytest.raises(UsageError, match="not a checkpoint folder"):
+        check_checkpoint(plain)
+    # a speculators epoch beside weights of the folder's own: the own weights are what loads
+    import torch
+    from safetensors.torch import load_file
+
+    draft = write_eagle3_draft(tmp_path / "draft")
+    mixed = tmp_path / "mixed"
+    write_speculators_draft(mixed / "1")
+    (mixed / "config.json").write_text((draft / "config.json").read_text())
+    torch.save(load_file(draft / "model.safetensors"), mixed / "pytorch_model.bin")
+    report = check_checkpoint(mixed)
+    assert report.format == "pt" and report.verdicts() == {"served": True, "contents": True}
 
 
 def test_speculators_tap_ids_are_renumbered_for_the_engine(tmp_path):
