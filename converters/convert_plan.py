@@ -22,6 +22,7 @@ from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head, serves_the_same
+from dspark.schema.rules.vocab import EMBEDDING_NAME, HEAD_NAME, ties_head_to_embedding
 from dspark.schema.rules.inventory import is_training_state
 from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.writers.safetensors import (
@@ -250,10 +251,6 @@ class ConvertPlan:
 
 
 
-# The served names of the draft's own head and embedding (EAGLE-3).
-HEAD_NAME, EMBEDDING_NAME = "lm_head.weight", "embed_tokens.weight"
-
-
 def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | None = None) -> ConvertPlan:
     """Read the source's headers and decide every rename, drop, cast and
     shard. Raises `UsageError` for impossible paths and `CheckpointError`
@@ -441,7 +438,7 @@ def _tied_copy_of_the_embedding(checkpoint: Checkpoint) -> str | None:
     config = checkpoint.config if isinstance(checkpoint.config, dict) else {}
     head = checkpoint_head(checkpoint)
     embedding = next((e for e in checkpoint.entries if e.served_name == EMBEDDING_NAME), None)
-    if config.get("tie_word_embeddings") is not True or head is None or embedding is None:
+    if not ties_head_to_embedding(config) or head is None or embedding is None:
         return None
     if not serves_the_same(compare_copies(checkpoint.reader, head, embedding, limit=None)):
         return None

@@ -70,6 +70,8 @@ def compare_copies(reader, first: TensorEntry, second: TensorEntry, *, limit: in
         if first.dtype not in _CASTABLE or second.dtype not in _CASTABLE:
             return DIFFERENT
         for served in SERVED_FLOAT_DTYPES:
+            if first.dtype == second.dtype == served:
+                return DIFFERENT  # casting to their own dtype changes nothing: already compared
             if not streams_equal(_cast_to(first.dtype, served)(iter(reader.iter_chunks(first, COMPARE_CHUNK))),
                                  _cast_to(second.dtype, served)(iter(reader.iter_chunks(second, COMPARE_CHUNK)))):
                 return DIFFERENT
@@ -190,7 +192,7 @@ def alike_text(comparison: str, first_dtype: str, second_dtype: str) -> str:
                 "serves a draft in (the target's; never fp32 unless launched with --dtype float32)")
     if first_dtype == second_dtype:
         return "byte for byte the same"
-    return f"the same values as {first_dtype} and {second_dtype}"
+    return f"with the same values as {first_dtype} and {second_dtype} (the engine casts either into one parameter)"
 
 
 def judge_same_served_name(finding: Finding, checkpoint, *, limit: int | None) -> Finding:
@@ -229,10 +231,15 @@ def judge_same_served_name(finding: Finding, checkpoint, *, limit: int | None) -
 
 def judge_tied_head(finding: Finding, reader, entries: dict[str, TensorEntry], *, limit: int | None) -> Finding:
     """LMH002 (a head shipped beside `tie_word_embeddings`) judged by value:
-    a head equal to the shipped embedding is what a tied model saves under
-    both names, so the engine serves what was trained (LMH001, a warning);
-    one that differs stays LMH002. `entries` maps the names in the
-    finding's detail to the tensors to read. Any other finding as it is."""
+    a head with the shipped embedding's values is what a tied model saves
+    under both names, so the engine serves what was trained (LMH001, a
+    warning); one that differs stays LMH002; one too large to compare
+    header-only is a warning until `--deep` compares it (it is dropped
+    either way, and a genuinely tied draft must not fail for its size).
+    `entries` maps the names in the finding's detail to the tensors to
+    read. Any other finding as it is."""
+    from dspark.schema.rules.vocab import tied_head_finding
+
     if finding.code != "LMH002" or not finding.detail.get("embedding"):
         return finding
     head, embedding = entries.get(finding.detail.get("head")), entries.get(finding.detail["embedding"])
@@ -241,20 +248,20 @@ def judge_tied_head(finding: Finding, reader, entries: dict[str, TensorEntry], *
     comparison = compare_copies(reader, head, embedding, limit=limit)
     detail = dict(finding.detail, comparison=comparison)
     if serves_the_same(comparison):
+        alike = ("the embedding's values" if comparison == SAME else
+                 "values that round to the embedding's in bf16 and in fp16, the dtypes a draft is served in")
         return Finding(
             "LMH001",
             f"{head.file}: {printable_name(head.stored_name)} is shipped beside tie_word_embeddings: true with "
-            f"the values of {printable_name(embedding.stored_name)}, as a tied model saves them: the engine "
+            f"{alike} ({printable_name(embedding.stored_name)}), as a tied model saves them: the engine "
             "serves the embedding as the head and drops this copy. Remove it to save the space.",
             file=head.file, tensor=finding.tensor, detail=detail, severity=Severity.WARNING,
         )
-    why = {
-        DIFFERENT: "it differs from the embedding",
+    why, severity = {
+        DIFFERENT: ("it differs from the embedding", Severity.ERROR),
         NOT_COMPARED: (f"it was not compared with the embedding ({head.nbytes / 2**20:,.1f} MiB, over the "
                        f"{COMPARE_LIMIT_HEADER_ONLY >> 20} MiB a header-only check compares; "
-                       "`dspark check --deep` compares them)"),
-        UNREADABLE: "one of the two could not be read back to compare them",
+                       "`dspark check --deep` compares them)", Severity.WARNING),
+        UNREADABLE: ("one of the two could not be read back to compare them", Severity.ERROR),
     }[comparison]
-    return dataclasses.replace(
-        finding, detail=detail,
-        message=finding.message.replace("its values were not compared with the embedding's yet", why))
+    return tied_head_finding(finding.file, finding.tensor, why, detail, severity)

@@ -234,24 +234,27 @@ def stored_twice_finding(tensor: str, first_file: str, second_file: str, *, layo
     back is an error that says so."""
     name = printable_name(tensor)
     (first_dtype, first_shape), (second_dtype, second_shape) = layouts
+    compared = comparison not in (NOT_COMPARED, UNREADABLE)
+    # identical: the same values (exactly, across dtypes that widen into
+    # one another); serves_same: the same parameter values once served
     detail = {"files": [first_file, second_file], "comparison": comparison,
-              "identical": None if comparison == NOT_COMPARED else comparison == SAME,
+              "identical": comparison == SAME if compared else None,
+              "serves_same": serves_the_same(comparison) if compared else None,
               "byte_ranges": [list(byte_ranges[0]), list(byte_ranges[1])] if byte_ranges else None,
               "layouts": [[first_dtype, list(first_shape)], [second_dtype, list(second_shape)]]}
     if serves_the_same(comparison):
-        alike = (alike_text(comparison, first_dtype, second_dtype) if comparison == SAME_AS_SERVED
-                 or first_dtype == second_dtype else
-                 f"as {first_dtype} and {second_dtype} with the same values (the engine casts both into one "
-                 "parameter)")
+        who = ("the engine serves the same values whichever it reads last (a trainer resuming from this "
+               "checkpoint, or a launch with --dtype float32, would not)" if comparison == SAME_AS_SERVED else
+               "every loader gets the same values")
         return Finding(
             "IDX005",
-            f"{name} is stored in both {first_file} and {second_file}, {alike}: every "
-            "loader gets the same values. Remove one copy to save the space.",
+            f"{name} is stored in both {first_file} and {second_file}, "
+            f"{alike_text(comparison, first_dtype, second_dtype)}: {who}. Remove one copy to save the space.",
             file=second_file, tensor=tensor, detail=detail, severity=Severity.WARNING,
         )
     if comparison == NOT_COMPARED:
-        size = max(end - start for start, end in byte_ranges)
-        how = (f"({size / 2**20:,.1f} MiB each, over the {copy_limits.COMPARE_LIMIT_HEADER_ONLY >> 20} MiB a header-only "
+        size = (f"{max(end - start for start, end in byte_ranges) / 2**20:,.1f} MiB each, " if byte_ranges else "")
+        how = (f"({size}over the {copy_limits.COMPARE_LIMIT_HEADER_ONLY >> 20} MiB a header-only "
                "check compares; `dspark check --deep` compares them)")
     elif comparison == UNREADABLE:
         how = "(one copy could not be read back to compare them: a truncated or unreadable file)"

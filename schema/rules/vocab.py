@@ -69,7 +69,7 @@ def vocab_findings(
         findings += _head_findings(head, loader, config, shipped, config_file)
     if table is not None:
         findings += _table_findings(table, config, shipped, config_file)
-    embedding = expected_all.get("embed_tokens.weight")
+    embedding = expected_all.get(EMBEDDING_NAME)
     if embedding is not None and _shares_nothing(config) and embedding.name not in shipped:
         declared = config.get("target_hidden_size")
         why = ("is null" if declared is None else
@@ -89,16 +89,42 @@ def vocab_findings(
     return findings
 
 
-def _tied_head_shipped(entry: TensorEntry, head, shipped: Mapping[str, TensorEntry], source) -> Finding:
+# The served names of the draft's own head and embedding (EAGLE-3).
+HEAD_NAME, EMBEDDING_NAME = "lm_head.weight", "embed_tokens.weight"
+
+
+def ties_head_to_embedding(config: Mapping[str, Any]) -> bool:
+    """`tie_word_embeddings` as the EAGLE-3 models test it: truthy
+    (models/llama_eagle3.py@f4d8ec6e:618; models/deepseek_v3.py@f4d8ec6e:2294)."""
+    return bool(config.get("tie_word_embeddings"))
+
+
+def tied_head_finding(file: str, head_name: str, why: str, detail: dict,
+                      severity: Severity = Severity.ERROR) -> Finding:
     """LMH002: with `tie_word_embeddings` the head is the embedding module
     (models/llama_eagle3.py@f4d8ec6e:618-619; models/deepseek_v3.py@f4d8ec6e:
     2294-2295) and a shipped `lm_head` has no destination: it is dropped.
     A model trained tied has one tensor under both names, so the shipped
     head equals the embedding; one that differs (or another shape, or no
     embedding shipped to compare with) was trained as a head of its own,
-    and the engine serves another. The converter compares the two
-    (`copies.judge_tied_head`): the same values make it LMH001."""
-    embedding = shipped.get("embed_tokens.weight")
+    and the engine serves another. `why` says which."""
+    return Finding(
+        "LMH002",
+        f"{file}: {head_name} is shipped but tie_word_embeddings is true: the engine serves the embedding "
+        f"as the head (the target's, where it attaches it) and drops this tensor, and {why}. A head trained "
+        "on its own is never served. If the draft has its own head, set tie_word_embeddings: false (and "
+        "draft_vocab_size to its row count); if it was trained tied, remove lm_head from the checkpoint.",
+        file=file,
+        tensor=head_name,
+        detail=detail,
+        severity=severity,
+    )
+
+
+def _tied_head_shipped(entry: TensorEntry, head, shipped: Mapping[str, TensorEntry], source) -> Finding:
+    """LMH002 from the headers; where the embedding has the head's shape,
+    the converter compares their values (`copies.judge_tied_head`)."""
+    embedding = shipped.get(EMBEDDING_NAME)
     comparable = embedding is not None and tuple(embedding.shape) == tuple(entry.shape)
     if embedding is None:
         why = "no embed_tokens is shipped to tell whether it is the embedding"
@@ -106,26 +132,17 @@ def _tied_head_shipped(entry: TensorEntry, head, shipped: Mapping[str, TensorEnt
         why = (f"it is {shape_text(entry.shape)} where the embedding is {shape_text(embedding.shape)}, "
                "so it is not the tied embedding")
     else:
-        why = "its values were not compared with the embedding's yet"
-    return Finding(
-        "LMH002",
-        f"{entry.file}: {head.name} is shipped but tie_word_embeddings is true: the engine serves the embedding "
-        f"as the head (the target's, where it attaches it) and drops this tensor, and {why}. A head trained "
-        "on its own is never served. If the draft has its own head, set tie_word_embeddings: false (and "
-        "draft_vocab_size to its row count); if it was trained tied, remove lm_head from the checkpoint.",
-        file=entry.file,
-        tensor=head.name,
-        detail={"tie_word_embeddings": True, "source": source,
-                "embedding": embedding.stored_name if comparable else None,
-                "head": entry.stored_name},
-    )
+        why = "its values are yet to be compared with the embedding's"
+    return tied_head_finding(entry.file, head.name, why, {
+        "tie_word_embeddings": True, "source": source,
+        "embedding": embedding.stored_name if comparable else None, "head": entry.stored_name})
 
 
 def _head_findings(head, loader, config, shipped, config_file) -> list[Finding]:
     entry = shipped.get(head.name)
     served = own_head_served(loader, config, entry is not None)
     source = loader.sources.get("lm_head").cite() if loader is not None and loader.sources.get("lm_head") else None
-    if entry is not None and not served and config.get("tie_word_embeddings"):
+    if entry is not None and not served and ties_head_to_embedding(config):
         return [_tied_head_shipped(entry, head, shipped, source)]
     if entry is not None and not served:
         why = (f"draft_vocab_size is {'null' if 'draft_vocab_size' in config else 'absent'}, so the engine "

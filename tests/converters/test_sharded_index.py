@@ -218,7 +218,7 @@ def test_idx005_copies_of_the_same_values_in_two_dtypes_are_a_warning(sharded, d
     assert report.errors == [], [(f.code, f.message) for f in report.errors]
     [copy] = [f for f in report.warnings if f.code == "IDX005"]
     assert copy.detail["comparison"] == "identical"
-    assert "with the same values (the engine casts both into one parameter)" in copy.message
+    assert "with the same values as BF16 and F" in copy.message and copy.detail["serves_same"] is True
 
 
 @pytest.mark.parametrize("copy", [
@@ -236,6 +236,7 @@ def test_idx005_copies_that_round_to_the_same_served_values_are_a_warning(sharde
     assert report.errors == [], [(f.code, f.message) for f in report.errors]
     [twice] = [f for f in report.warnings if f.code == "IDX005"]
     assert twice.detail["comparison"] == "identical as served" and twice.detail["identical"] is False
+    assert twice.detail["serves_same"] is True and "--dtype float32, would not" in twice.message
     assert "round to the same ones in bf16 and in fp16" in twice.message
 
 

@@ -191,7 +191,7 @@ def test_copies_under_one_parameter_that_round_alike_serve_the_same(tmp_path, sc
     from dspark.converters.convert import convert_checkpoint
 
     converted = convert_checkpoint(draft, tmp_path / "out")
-    assert all("the same as served" in d.reason for d in converted.plan.dropped)
+    assert converted.plan.dropped and all("the same as served" in d.reason for d in converted.plan.dropped)
     assert check_checkpoint(tmp_path / "out", deep=True).passed(strict=True)
 
 
@@ -568,8 +568,9 @@ def test_a_tied_head_too_large_to_compare_header_only_waits_for_deep(tmp_path, m
     monkeypatch.setattr(copies, "COMPARE_LIMIT_HEADER_ONLY", 16)
     draft = tied_draft(tmp_path, head=random_table, embedding=random_table)
     header_only = check_checkpoint(draft)
-    assert [f.code for f in header_only.errors] == ["LMH002"]
-    assert "`dspark check --deep` compares them" in header_only.errors[0].message
+    # dropped either way; a genuinely tied draft does not fail for its size
+    assert header_only.errors == [] and [f.code for f in header_only.warnings] == ["LMH002"]
+    assert "`dspark check --deep` compares them" in header_only.warnings[0].message
     deep = check_checkpoint(draft, deep=True)
     assert errors(deep) == Counter() and warnings(deep) == Counter({"LMH001": 1})
     # converting reads every payload, compares them, and leaves the copy behind
