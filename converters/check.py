@@ -21,12 +21,13 @@ from dspark.converters.layouts.hf import MANIFEST_NAME
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.readers import copies
+from dspark.converters.readers.base import served_name_for
 from dspark.converters.readers.copies import judge_same_served_name, judge_tied_head
-from dspark.schema.families.eagle3_common import target_capture_ids
-from dspark.converters.readers.safetensors import resolve_stored_twice
+from dspark.converters.readers.safetensors import INDEXED_TENSORS, resolve_stored_twice
 from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
+from dspark.schema.families.eagle3_common import target_capture_ids
 from dspark.schema.families import known_families_text
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, group_findings
 from dspark.schema.rules import ResolvedDraft, ServedLayout, check_contract, layout_findings, payload_findings
@@ -197,7 +198,8 @@ def check_checkpoint(
         resolved = contract.resolved
         expected = contract.expected
     findings = _apply_engine_severities(findings, profile, verdict)
-    findings = _traced_to_unreadable_files(findings)
+    findings = _traced_to_unreadable_files(
+        findings, lambda stored: served_name_for(checkpoint.family, stored))
 
     # A remote folder's manifest is not verified (its hashes need every
     # byte of every file); --verify refuses it before this point.
@@ -229,7 +231,7 @@ def check_checkpoint(
     return report
 
 
-# A weight file whose header cannot be read hides every tensor it holds, and
+# A weight file whose header cannot be read hides the tensors it holds, and
 # a shard the index names that is gone takes its tensors with it: each would
 # come back as a missing tensor whose advice (re-export, fix the config)
 # points away from the file.
@@ -238,30 +240,44 @@ MISSING_SHARD_CODE = "IDX002"
 MISSING_TENSOR_CODES = frozenset({"INV001", "FCN001", "FEA001", "VOC001"})
 
 
-def _traced_to_unreadable_files(findings: list[Finding]) -> list[Finding]:
-    """Missing-tensor findings traced to the files behind them: beside a
+def _traced_to_unreadable_files(findings: list[Finding], served_name: Callable[[str], str]) -> list[Finding]:
+    """Missing-tensor findings traced to the file behind them: beside a
     weight file that cannot be read they are not judged (info: the file's
-    own error fails the check); beside a missing shard they say so."""
-    unreadable = sorted({f.file for f in findings
-                         if f.code in UNREADABLE_FILE_CODES and f.severity is Severity.ERROR and f.file})
-    missing_shards = sorted({f.file for f in findings if f.code == MISSING_SHARD_CODE and f.file})
-    if not unreadable and not missing_shards:
+    own error fails the check); beside a missing shard they say so. A file
+    is blamed for a tensor the index puts in it (`INDEXED_TENSORS`, stored
+    names, which `served_name` maps); a file no index speaks for may hold
+    any tensor, a finding about no one tensor included."""
+    def holders(codes) -> dict[str, frozenset | None]:
+        found = {}
+        for f in findings:
+            if f.code in codes and f.file and (f.code != "STF001" or f.severity is Severity.ERROR):
+                listed = (f.detail or {}).get(INDEXED_TENSORS)
+                found[f.file] = None if listed is None else frozenset(served_name(n) for n in listed)
+        return found
+
+    def blamed(files: dict[str, frozenset | None], tensor: str | None) -> list[str]:
+        return sorted(file for file, held in files.items()
+                      if held is None or (tensor is not None and tensor in held))
+
+    unreadable, missing = holders(UNREADABLE_FILE_CODES), holders({MISSING_SHARD_CODE})
+    if not unreadable and not missing:
         return findings
     traced = []
     for finding in findings:
         if finding.code in MISSING_TENSOR_CODES and finding.severity is Severity.ERROR:
-            if unreadable:
+            unread, gone = blamed(unreadable, finding.tensor), blamed(missing, finding.tensor)
+            if unread:
                 finding = dataclasses.replace(
                     finding, severity=Severity.INFO,
-                    message=f"not judged: {', '.join(unreadable)} cannot be read (STF001) and may hold what this "
+                    message=f"not judged: {', '.join(unread)} cannot be read (STF001) and may hold what this "
                             f"names. Fix that file first. {finding.message}",
-                    detail={**(finding.detail or {}), "unreadable_files": unreadable})
-            else:
+                    detail={**(finding.detail or {}), "unreadable_files": unread})
+            elif gone:
                 finding = dataclasses.replace(
                     finding,
-                    message=f"{finding.message} The index names {', '.join(missing_shards)}, which is missing "
+                    message=f"{finding.message} The index puts it in {', '.join(gone)}, which is missing "
                             "(IDX002): restore it first.",
-                    detail={**(finding.detail or {}), "missing_shards": missing_shards})
+                    detail={**(finding.detail or {}), "missing_shards": gone})
         traced.append(finding)
     return traced
 

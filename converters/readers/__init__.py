@@ -109,7 +109,7 @@ READERS: tuple[ReaderSpec, ...] = (
         opener="dspark.converters.readers.pt:open_pt",
     ),
 )
-FORMATS = tuple(spec.format for spec in READERS)
+FORMATS = tuple(dict.fromkeys(spec.format for spec in READERS))
 
 
 def reader_for(path: Path) -> ReaderSpec:

@@ -96,7 +96,8 @@ def load_config_for(
     reader knows about where this format keeps (or does not keep) it."""
     if explicit is not None:
         if not explicit.is_file():
-            raise UsageError(f"--config {printable_name(str(explicit))}: no such file.", hint="Pass the draft's config.json.")
+            what = "a folder, not a file" if explicit.is_dir() else "no such file"
+            raise UsageError(f"--config {printable_name(str(explicit))}: {what}.", hint="Pass the draft's config.json.")
         candidate: Path | None = explicit
     else:
         candidate = find_config_upwards(root, search_parents)

@@ -92,7 +92,8 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
                     "tensor the draft needs from it is reported missing. Copy it from the training "
                     "output or regenerate the index.",
                     file=shard,
-                    detail={"tensors": sorted(n for n, s in listed.items() if s == shard)[:10]},
+                    detail={"tensors": sorted(n for n, s in listed.items() if s == shard)[:10],
+                            INDEXED_TENSORS: sorted(n for n, s in listed.items() if s == shard)},
                 ))
         files = sorted(set(files) | {s for s in shards if is_plain_file_name(s) and (root / s).is_file()})
     elif len(files) > 1:
@@ -110,7 +111,10 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
         try:
             headers[name] = read_header(root / name, display_name=name)
         except CheckpointError as error:
-            findings.append(finding_from_error(error))
+            unreadable = finding_from_error(error)
+            if listed is not None:  # what the index says the file holds
+                unreadable.detail[INDEXED_TENSORS] = sorted(n for n, s in listed.items() if s == name)
+            findings.append(unreadable)
 
     reader = SafetensorsReader(root)
     entries, more = entries_from_headers(files, headers, listed, index_total, family,
@@ -131,6 +135,11 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
         family=family,
         metadata=metadata,
     )
+
+
+#: In the detail of a finding about a weight file that is missing or cannot
+#: be read: the tensors the index puts in it (stored names).
+INDEXED_TENSORS = "indexed_tensors"
 
 
 def open_speculators_epochs(path: Path, fmt: str, *, config_path: Path | None = None) -> Checkpoint:

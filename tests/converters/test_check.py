@@ -282,8 +282,10 @@ def test_explicit_config_path(tiny_draft, tmp_path):
     moved = tmp_path / "elsewhere.json"
     (draft / "config.json").rename(moved)
     assert check_checkpoint(draft, config_path=moved).passed(strict=True)
-    with pytest.raises(UsageError, match="--config"):
+    with pytest.raises(UsageError, match="--config .*: no such file"):
         check_checkpoint(draft, config_path=tmp_path / "nope.json")
+    with pytest.raises(UsageError, match="--config .*: a folder, not a file"):
+        check_checkpoint(draft, config_path=tmp_path)
 
 
 def test_a_single_safetensors_file_reads_the_config_beside_it(tiny_draft):

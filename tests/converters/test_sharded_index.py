@@ -70,8 +70,25 @@ def test_idx002_a_shard_named_in_the_index_is_missing(sharded):
     # what it held is missing from the draft: that is what refuses it, and
     # each missing tensor names the missing shard as the cause
     assert Counter(f.code for f in report.errors)["INV001"] > 0
-    assert all(f"The index names {SHARD.format(2)}, which is missing (IDX002)" in f.message
+    assert all(f"The index puts it in {SHARD.format(2)}, which is missing (IDX002)" in f.message
                for f in report.errors if f.code == "INV001")
+
+
+def test_a_missing_tensor_is_blamed_on_a_missing_shard_only_when_the_index_puts_it_there(sharded):
+    """A tensor the index lists in no missing shard is missing for another
+    reason: its INV001 does not send the user to restore the shard."""
+    name = "model.context_norm.weight"
+    first = load_file(sharded / SHARD.format(1))
+    if name not in first:
+        pytest.skip(f"{name} is not in shard 1 of this fixture")
+    del first[name]
+    save_file(first, str(sharded / SHARD.format(1)), metadata={"format": "pt"})
+    edit_index(sharded, lambda ix: ix["weight_map"].pop(name))
+    (sharded / SHARD.format(3)).unlink()
+    report = check_checkpoint(sharded)
+    missing = {f.tensor: f for f in report.errors if f.code == "INV001"}
+    assert "context_norm.weight" in missing and "missing_shards" not in missing["context_norm.weight"].detail
+    assert any(f.detail.get("missing_shards") == [SHARD.format(3)] for f in missing.values())
 
 
 def test_a_truncated_shard_is_the_error_and_what_it_hid_is_not_judged(sharded):
