@@ -18,19 +18,18 @@ from typing import Any, Callable, Mapping
 from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
 from dspark.converters.layouts.hf import MANIFEST_NAME
-from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.readers import copies
 from dspark.converters.readers.base import served_name_for
 from dspark.converters.readers.copies import judge_same_served_name, judge_tied_head
 from dspark.converters.readers.safetensors import INDEXED_TENSORS, resolve_stored_twice
+from dspark.converters.served_layout import config_as_convert_writes_it, served_layout
 from dspark.converters.sources import is_url
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
-from dspark.schema.families.eagle3_common import target_capture_ids
 from dspark.schema.families import known_families_text
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, group_findings
-from dspark.schema.rules import ResolvedDraft, ServedLayout, check_contract, layout_findings, payload_findings
+from dspark.schema.rules import ResolvedDraft, check_contract, layout_findings, payload_findings
 from dspark.schema.inventory import PayloadStats, printable_name
 
 
@@ -172,7 +171,7 @@ def check_checkpoint(
         if config_path is not None and not layout.engine_openable:
             layout = dataclasses.replace(layout, convert_options=("--config", str(config_path)))
         contract = check_contract(
-            _config_as_convert_writes_it(checkpoint),
+            config_as_convert_writes_it(checkpoint),
             checkpoint.entries,
             config_file=checkpoint.config_display,
             target=target_facts,
@@ -333,11 +332,6 @@ def _scan_payloads(
 
 
 VERDICTS = ("served", "contents")
-# The reader's note that config.json was in another trainer's shape
-# (converters/layouts/speculators.py).
-TRAINER_CONFIG_CODE = "SRC005"
-
-
 def _bytes_by_file(entry) -> list[tuple[str, int]]:
     """Where a tensor's bytes sit: its file, or, for a DCP tensor sharded
     across ranks (FSDP), each chunk's file and share."""
@@ -350,97 +344,6 @@ def _bytes_by_file(entry) -> list[tuple[str, int]]:
                 shares[chunk.file] = shares.get(chunk.file, 0) + chunk.numel * itemsize
         return list(shares.items())
     return [(entry.file, entry.nbytes)]
-
-
-def _torchspec_vllm_export(checkpoint: Checkpoint) -> bool:
-    if not isinstance(checkpoint.config, dict) or TORCHSPEC_EXPORT_MARKER not in checkpoint.config:
-        return False  # not TorchSpec's export: its layout module need not load
-    from dspark.converters.layouts.torchspec import vllm_shifted_taps
-
-    return vllm_shifted_taps(checkpoint.config, (e.stored_name for e in checkpoint.entries))
-
-
-def _config_as_convert_writes_it(checkpoint: Checkpoint) -> dict:
-    """The config the contents are judged with: as convert would write it.
-    TorchSpec's --vllm export of a kimi_k2 draft carries taps one higher
-    than the layers the draft was trained on; SRV001 says so, and the taps
-    are judged (against `--target` too) as convert writes them, 1 lower."""
-    if not _torchspec_vllm_export(checkpoint):
-        return checkpoint.config
-    from dspark.converters.layouts.torchspec import unshift_vllm_taps
-
-    return unshift_vllm_taps(checkpoint.config)[0]
-
-
-def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True) -> ServedLayout:
-    """Whether the engine's loader would find weights where the user
-    pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
-    are none; never `.pt`, DCP or a single file named directly
-    (model_loader/loader.py@f4d8ec6e:258-318)."""
-    source = str(checkpoint.source)
-    if _torchspec_vllm_export(checkpoint) and target_capture_ids(checkpoint.config)[0]:
-        # only a shifted list the target reads captures the wrong layers
-        return ServedLayout(source, checkpoint.format, False,
-                            "TorchSpec's --vllm export added 1 to this kimi_k2 draft's tap ids for vLLM "
-                            "(tools/convert_to_hf.py@6f21829:146-159); the engine reads them as layer ids and "
-                            "would capture every tap one layer late; convert takes the 1 off")
-    trainer_shape = next((f for f in checkpoint.config_findings if f.code == TRAINER_CONFIG_CODE), None)
-    if trainer_shape is not None:
-        return ServedLayout(source, checkpoint.format, False,
-                            f"{checkpoint.config_display} is in {trainer_shape.detail['trainer']}' shape, which "
-                            "the engine's config loader does not parse (no model_type it knows, no architecture "
-                            "it registers)")
-    # a remote folder (a Hub repository, an HTTP or object-store folder) is
-    # judged as the folder the engine loads once it is downloaded
-    if not checkpoint.is_remote and checkpoint.source.is_file():
-        return ServedLayout(source, checkpoint.format, False,
-                            "the engine loads a folder, not a single file")
-    if checkpoint.format.startswith("safetensors"):
-        if not checkpoint.is_remote and Path(checkpoint.source).resolve() != Path(checkpoint.root).resolve():
-            # a run's checkpoint folder read at one of its epochs
-            return ServedLayout(source, checkpoint.format, False,
-                                f"its weights are in {printable_name(str(checkpoint.root))}, not in the folder "
-                                "named, and the engine loads only the folder it is given (point it at that "
-                                "folder, or convert)")
-        return ServedLayout(source, checkpoint.format, True)
-    if checkpoint.format == "pt" and all(name.endswith(".bin") for name in checkpoint.weight_files):
-        # The engine yields a .bin's top-level entries as they are
-        # (model_loader/weight_utils.py@f4d8ec6e:703-704): a state dict
-        # nested under a key, or other entries beside the tensors, reach
-        # the model as names it has no parameter for. A loader that drops
-        # such names (GQA, EAGLE-3) still loads the tensors at the top;
-        # one that refuses them (K3) does not.
-        nested = checkpoint.metadata.get("state_dict_key")
-        left = next((f for f in checkpoint.findings if f.code == "SRC002"), None) if rejects_unknown_names else None
-        if nested or left is not None:
-            what = (f"its tensors sit under the entry {nested!r}" if nested else
-                    f"{left.detail.get('count', 'some')} of its entries are not tensors")
-            return ServedLayout(source, checkpoint.format, False,
-                                f"the engine reads a .bin's top-level entries as they are, and {what}")
-        return ServedLayout(source, checkpoint.format, True)
-    why = {
-        "dcp": "a torch.distributed.checkpoint folder, which the engine does not read",
-        "pt": "a .pt state dict, which the engine never reads (only *.safetensors, else *.bin)",
-    }.get(checkpoint.format)
-    return ServedLayout(source, checkpoint.format, False, why, destination=_outside_the_run(checkpoint))
-
-
-def _outside_the_run(checkpoint: Checkpoint) -> str | None:
-    """For a folder inside a TorchSpec run's `checkpoints/`, a destination
-    beside the run: TorchSpec's rotation deletes whole iterations
-    (torchspec/controller/loop.py@6f21829:80-109), a converted draft inside
-    one with it."""
-    if checkpoint.format != "dcp" or checkpoint.is_remote:
-        return None
-    from dspark.converters.layouts.torchspec import locate_dcp
-
-    location = locate_dcp(checkpoint.source)
-    if location.run_root is None or checkpoint.source.resolve() == location.run_root.resolve():
-        return None
-    iteration = next((p.name for p in (location.model_dir, *location.model_dir.parents)
-                      if p.name.startswith("iter_")), None)
-    suffix = f"-{iteration}-served" if iteration else "-served"
-    return str(location.run_root).rstrip("/") + suffix
 
 
 def _apply_engine_severities(findings: list[Finding], profile: EngineProfile, verdict: str) -> list[Finding]:

@@ -22,8 +22,7 @@ from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head, serves_the_same
-from dspark.schema.rules.vocab import EMBEDDING_NAME, HEAD_NAME, ties_head_to_embedding
-from dspark.schema.rules.inventory import is_training_state
+from dspark.converters.source_facts import checkpoint_head, drop_reason, tied_copy_of_the_embedding, trained_values
 from dspark.converters.readers.safetensors import resolve_stored_twice
 from dspark.converters.writers.safetensors import (
     DEFAULT_MAX_SHARD_SIZE,
@@ -276,11 +275,11 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     kept: list[tuple[TensorEntry, str, str, tuple[int, int] | None]] = []
     dropped: list[DroppedTensor] = []
     owners: dict[str, TensorEntry] = {}
-    tied_copy = _tied_copy_of_the_embedding(checkpoint)
+    tied_copy = tied_copy_of_the_embedding(checkpoint)
     tied_head = checkpoint_head(checkpoint) if tied_copy else None
     for entry in checkpoint.entries:
         name = entry.served_name
-        reason = _drop_reason(family, name) or (tied_copy if entry is tied_head else None)
+        reason = drop_reason(family, name) or (tied_copy if entry is tied_head else None)
         if reason and not options.keep_skipped:
             dropped.append(DroppedTensor(entry.stored_name, name, reason, entry.dtype, entry.nbytes))
             continue
@@ -313,7 +312,7 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     changes = unshifted + changes
     # A trainer's own config shape was rewritten when it was read (SRC005).
     changes = [f"whole config: {f.detail['trainer']}' shape -> the {family.name} config the engine parses"
-               for f in checkpoint.config_findings if f.code == "SRC005"] + _trained_values(checkpoint) + changes
+               for f in checkpoint.config_findings if f.code == "SRC005"] + trained_values(checkpoint) + changes
 
     planned_entries = [
         TensorEntry(t.name, t.name, t.dtype, t.shape, t.shard) for t in tensors
@@ -402,57 +401,6 @@ def error_from_findings(errors: list[Finding], template: str, *, hint: str) -> C
         detail={"findings": [f.to_dict() for f in errors]},
         hint=hint,
     )
-
-
-def _trained_values(checkpoint: Checkpoint) -> list[str]:
-    """The config values the reader took from what the trainer used (SRC007:
-    the run's config.yaml, TorchSpec's defaults, a generated config), as
-    config changes: they are edits convert writes, and a reviewer reading
-    the change list must see them."""
-    changes = []
-    for finding in checkpoint.config_findings + checkpoint.findings:
-        detail = finding.detail or {}
-        if finding.code != "SRC007":
-            continue
-        if detail.get("source") == "generated":
-            changes.append(f"whole config: generated from the target at {detail.get('target')}, as TorchSpec "
-                           "trained it (SRC007)")
-        elif "field" in detail and "value" in detail:
-            before = detail.get("declared")
-            changes.append(f"{detail['field']}: {'absent' if before is None else repr(before)} -> "
-                           f"{detail['value']!r} (SRC007: {detail.get('source', 'the trainer')})")
-    return changes
-
-
-def checkpoint_head(checkpoint: Checkpoint) -> TensorEntry | None:
-    """The draft's own head as stored, if it ships one."""
-    return next((e for e in checkpoint.entries if e.served_name == HEAD_NAME), None)
-
-
-def _tied_copy_of_the_embedding(checkpoint: Checkpoint) -> str | None:
-    """Why the shipped head is left behind, when the config ties the head to
-    the embedding and the head holds the embedding's values (a tied model
-    saved under both names): the engine has no destination for it
-    (models/llama_eagle3.py@f4d8ec6e:618-619; models/deepseek_v3.py@f4d8ec6e:
-    2294-2295). A head that differs is kept, and refused (LMH002)."""
-    config = checkpoint.config if isinstance(checkpoint.config, dict) else {}
-    head = checkpoint_head(checkpoint)
-    embedding = next((e for e in checkpoint.entries if e.served_name == EMBEDDING_NAME), None)
-    if not ties_head_to_embedding(config) or head is None or embedding is None:
-        return None
-    if not serves_the_same(compare_copies(checkpoint.reader, head, embedding, limit=None)):
-        return None
-    return f"a copy of {embedding.stored_name}: tie_word_embeddings serves the embedding as the head"
-
-
-def _drop_reason(family: DraftFamily, served_name: str) -> str | None:
-    if family.is_skipped(served_name):
-        return "skipped by the serving loader"
-    if family.is_training_only(served_name):
-        return "training-only"
-    if is_training_state(served_name):
-        return "optimizer or scheduler state"
-    return None
 
 
 def _refuse_bad_name(entry: TensorEntry, first: TensorEntry | None, name: str) -> None:
