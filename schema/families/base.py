@@ -283,22 +283,66 @@ DECODER_MLP_AND_NORMS = (
 )
 
 
-def block_size_launch_note(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """The drafter accepts a block_size (dflash_config's wins) only when it
-    equals --speculative-num-draft-tokens or one less
-    (execution/drafter/dflash.py@f4d8ec6e:81-97, the same at 4b9766f6 for K3):
-    a launch setting, said here."""
+def _drafter_block_size(config: Mapping[str, Any]) -> Any:
+    """block_size as the drafter looks it up: dflash_config's unless it is
+    absent or null, then the top level's (execution/drafter/dflash.py@
+    f4d8ec6e:81-86, the same at 4b9766f6)."""
     nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), Mapping) else {}
-    size = nested.get("block_size", config.get("block_size"))
-    if not isinstance(size, int) or isinstance(size, bool):
-        return []
-    return [Finding(
+    size = nested.get("block_size")
+    return config.get("block_size") if size is None else size
+
+
+def _launch_note(size: int, config_file: str) -> Finding:
+    """ENG004: the drafter accepts block_size only when it equals
+    --speculative-num-draft-tokens (the verify width, at least 2) or one
+    less (execution/drafter/dflash.py@f4d8ec6e:74-97)."""
+    launches = [n for n in (size, size + 1) if n >= 2]
+    which = (f"{size} if the block counts the anchor (TorchSpec's DFlash does: its loss skips position 0 of each "
+             f"block, torchspec/models/dflash.py@6f21829:293-309), {size + 1} if it counts only the drafted "
+             "tokens; the other value loads too, and drafts one position fewer, or one the draft never learned."
+             if len(launches) == 2 else "The verify width is at least 2 (one anchor and a drafted token).")
+    return Finding(
         "ENG004",
         f"{config_file}: block_size = {size}: launch the engine with --speculative-num-draft-tokens "
-        f"{size} or {size + 1}; any other value is refused at startup. {size} if the block counts the anchor "
-        "(TorchSpec's DFlash does: its loss skips position 0 of each block, torchspec/models/dflash.py@6f21829:"
-        f"293-309), {size + 1} if it counts only the drafted tokens; the other value loads too, and drafts one "
-        "position fewer, or one the draft never learned.",
+        f"{' or '.join(map(str, launches))}; any other value is refused at startup. {which}",
         file=config_file,
-        detail={"block_size": size, "num_draft_tokens": [size, size + 1]},
-    )]
+        detail={"block_size": size, "num_draft_tokens": launches},
+    )
+
+
+def block_size_launch_note(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """ENG004 for a block_size the family's schema has checked (an integer
+    of at least 1): the launch it needs."""
+    size = _drafter_block_size(config)
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        return []
+    return [_launch_note(size, config_file)]
+
+
+def block_size_the_drafter_reads(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """For a family whose config class leaves block_size alone (K3): the
+    drafter `int()`s it (execution/drafter/dflash.py@4b9766f6:86-97), so
+    text or a float it reads is fine; one it cannot read, or below 1 (no
+    launch's verify width, at least 2, is it or one more: 74-78), refuses
+    the draft at startup (CFG003). Otherwise ENG004, the launch it needs."""
+    raw = _drafter_block_size(config)
+    if raw is None:
+        return []
+    try:
+        size = int(raw)
+    except (TypeError, ValueError, OverflowError):
+        return [Finding(
+            "CFG003",
+            f"{config_file}: block_size = {raw!r}, which the drafter's int() cannot read: the engine refuses the "
+            "draft at startup. Write the block size the draft was trained with as an integer.",
+            file=config_file, detail={"field": "block_size", "value": raw},
+        )]
+    if size < 1:
+        return [Finding(
+            "CFG003",
+            f"{config_file}: block_size = {raw!r}: the drafter needs --speculative-num-draft-tokens of at least 2 "
+            "and a block_size equal to it or one less, so no launch serves a block_size below 1. Write the block "
+            "size the draft was trained with.",
+            file=config_file, detail={"field": "block_size", "value": raw},
+        )]
+    return [_launch_note(size, config_file)]

@@ -736,6 +736,26 @@ def test_a_k3_block_size_names_the_launch_flag_it_needs(tmp_path):
     assert "--speculative-num-draft-tokens 16 or 17" in note.message
 
 
+@pytest.mark.parametrize("value, launches", [(1, [2]), ("6", [6, 7]), (6.0, [6, 7])],
+                         ids=["one", "text", "integral-float"])
+def test_a_k3_block_size_the_drafter_int_reads_names_its_launches(tmp_path, value, launches):
+    """The drafter int()s block_size and needs a verify width of at least 2
+    (execution/drafter/dflash.py@4b9766f6:74-97): text and floats it reads
+    are served, and block_size 1 launches only with 2."""
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(block_size=value)))
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+    [note] = [f for f in report.findings if f.code == "ENG004"]
+    assert note.detail["num_draft_tokens"] == launches
+
+
+@pytest.mark.parametrize("value", [0, -3, "six", [6]], ids=["zero", "negative", "words", "list"])
+def test_a_k3_block_size_no_launch_serves_is_refused(tmp_path, value):
+    """Below 1 no launch serves it; one int() cannot read stops startup."""
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(block_size=value)))
+    assert [(f.code, f.detail.get("field")) for f in report.errors] == [("CFG003", "block_size")]
+    assert "ENG004" not in {f.code for f in report.findings}
+
+
 @pytest.mark.parametrize("field", ["rope_parameters", "rope_scaling"])
 def test_a_nested_partial_rope_factor_is_not_read_either(tmp_path, field):
     def edit(config):
