@@ -202,18 +202,30 @@ def target_findings(
     layer_ids, _ = bounded_taps(family, config)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:
         low, high = loader.tap_low, target.num_hidden_layers + loader.tap_high_offset
+        source = loader.sources.get("taps vs target").cite() if loader.sources.get("taps vs target") else None
+        if family.tap_count_field is not None and target.model_type:
+            # A DFlash-style draft's taps are checked by the target's own
+            # set_dflash_layers_to_capture: the K3 model captures a layer's
+            # output in place, [0, N-1] (models/kimi_k3.py@4b9766f6:2627-2648);
+            # the others capture it entering the next layer, [0, N-2]
+            # (models/base/causal_lm.py@4b9766f6:146-165,
+            # models/deepseek_v3.py@4b9766f6:1697-1715, through kimi_k25.py:285-297).
+            # A target config naming no model_type keeps the family's own range.
+            high = target.num_hidden_layers - (1 if target.is_attn_res_model() else 2)
+            source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else
+                      "models/base/causal_lm.py@4b9766f6:146-165; models/deepseek_v3.py@4b9766f6:1697-1715")
         final = target.num_hidden_layers if loader.tap_final_residual and target.captures_final_residual() else None
         outside = [t for t in layer_ids if is_int(t) and not (low <= t <= high or t == final)]
         if outside:
             findings.append(Finding(
                 "TGT005",
                 f"taps {outside} cannot be captured from the target ({target.source}, "
-                f"{target.num_hidden_layers} layers): the engine accepts tap ids in [{low}, {high}]"
+                f"{target.num_hidden_layers} layers, model_type {target.model_type!r}): the engine accepts tap "
+                f"ids in [{low}, {high}]"
                 + (f" and {final}" if final is not None else "")
-                + f" for a {family.name} draft and {loader.taps_outside_range}.",
+                + f" for a {family.name} draft on it and {loader.taps_outside_range}.",
                 file=target.source,
                 detail={"outside": outside, "target_layers": target.num_hidden_layers, "range": [low, high],
-                        "source": loader.sources.get("taps vs target").cite()
-                        if loader.sources.get("taps vs target") else None},
+                        "source": source},
             ))
     return findings

@@ -167,7 +167,8 @@ def test_attn_res_needs_a_target_with_positive_block_size():
     qwen = TargetFacts.from_config({"model_type": "qwen3", "hidden_size": 40, "num_hidden_layers": 12,
                                     "vocab_size": 96, "attn_res_block_size": 8}, "t")
     findings = stream_of("attn_res", target=qwen)[1]
-    assert [f.code for f in findings if f.severity is not Severity.INFO] == ["STR006"]
+    # (its tap 11 is past what a non-K3 target captures, N-2: TGT005, tested elsewhere)
+    assert [f.code for f in findings if f.severity is not Severity.INFO and f.code != "TGT005"] == ["STR006"]
     # a prefix draft does not care
     findings = stream_of("prefix", target=target(attn_res_block_size=0))[1]
     assert [f.code for f in findings if f.severity is not Severity.INFO] == []
@@ -212,6 +213,21 @@ def test_target_facts_read_text_config_first():
 )
 def test_target_rules(target, expected):
     assert codes(check(target=TargetFacts.from_config(target, "target/config.json"))) == expected
+
+
+@pytest.mark.parametrize(("model_type", "outside"), [
+    ("kimi_k3", None),       # models/kimi_k3.py@4b9766f6:2627-2648: [0, N-1], in place
+    ("deepseek_v3", [11]),   # models/deepseek_v3.py@4b9766f6:1697-1715: [0, N-2]
+    ("kimi_k25", [11]),      # kimi_k25.py@4b9766f6:285-297 hands it to DeepseekV3
+])
+def test_the_target_model_decides_which_dflash_taps_it_captures(model_type, outside):
+    """The draft's taps [1, 4, 7, 9, 11] on a 12-layer target: the K3 model
+    captures a layer's output in place, the others entering the next layer,
+    which a last layer has none of."""
+    target = TargetFacts.from_config({"model_type": model_type, "hidden_size": 40, "num_hidden_layers": 12,
+                                      "vocab_size": 96}, "target/config.json")
+    found = [f for f in check(target=target).findings if f.code == "TGT005"]
+    assert [f.detail["outside"] for f in found] == ([outside] if outside else [])
 
 
 # --------------------------------------------------------------------------
