@@ -130,6 +130,8 @@ class FamilyLoader:
     int_coerced_fields: tuple[str, ...] = ()
     # Top-level fields the config class runs float() over.
     float_coerced_fields: tuple[str, ...] = ()
+    # Fields the config class bool()s: any value loads, "false" as True
+    bool_coerced_fields: tuple[str, ...] = ()
     # What this engine's model cannot serve as the config declares it (a
     # rope type its layer drops, a width its forward skips): (config,
     # config_file) -> findings, run on the config as the engine sees it.

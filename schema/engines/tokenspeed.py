@@ -162,6 +162,9 @@ def _k3_loader(*, serving_change: bool) -> FamilyLoader:
         int_coerced_fields=("target_layer_ids", "dflash_config.target_layer_ids", "dflash_config.mask_token_id"),
         # float() in the K3 config class (configs/kimi_k3_dspark_config.py@4b9766f6:103, 106)
         float_coerced_fields=("rms_norm_eps", "rope_theta"),
+        # bool() in the K3 config class (configs/kimi_k3_dspark_config.py@4b9766f6:119-120); the
+        # confidence head they switch is training-only and skipped at load either way (SkipRule above)
+        bool_coerced_fields=("enable_confidence_head", "confidence_head_with_markov"),
         config_limits=K3_LIMITS,
         # MLA attention uses num_attention_heads
         # (configs/kimi_k3_dspark_config.py@4b9766f6:91; models/kimi_k3_dspark.py).

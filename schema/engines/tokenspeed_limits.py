@@ -243,5 +243,21 @@ MLA_LIMITS = (mla_rope_only_yarn, mla_fc_norm_width, eagle3_fc_skipped_when_widt
               eagle3_flags_only_in_eagle_config(_DS3, "2166-2186"))
 LLAMA_EAGLE3_LIMITS = (llama_no_sliding_window, eagle3_fc_skipped_when_widths_meet(_LE3, "539"),
                        llama_eagle3_rope_theta_at_the_top, eagle3_flags_only_in_eagle_config(_LE3, "480-509"))
-K3_LIMITS = (k3_rope_only_yarn,)
+def k3_fc_norm_only_in_dflash_config(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The K3 config class takes `fc_norm` as a top-level argument
+    (configs/kimi_k3_dspark_config.py@4b9766f6:78, 112) and the model
+    builds the per-tap norms from it alone (models/kimi_k3_dspark.py@
+    4b9766f6:319-328): one set only inside `dflash_config` is not served,
+    and the draft runs without fc_norm (shipped fc_norm weights are then
+    FCN002)."""
+    nested = config.get("dflash_config")
+    if not isinstance(nested, Mapping) or not nested.get("fc_norm") or config.get("fc_norm"):
+        return []
+    return [_finding(config_file, "dflash_config sets fc_norm but the engine reads it at the top level only, "
+                     "where it is off, and serves the draft without its per-tap norms",
+                     Source(_K3_CONFIG, "78, 112", PR1031), "fc_norm",
+                     "Set fc_norm at the top level of config.json (and ship the fc_norm weights).")]
+
+
+K3_LIMITS = (k3_rope_only_yarn, k3_fc_norm_only_in_dflash_config)
 GQA_LIMITS = (gqa_partial_rope_nested, gqa_rope_parameters_need_theta)

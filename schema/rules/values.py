@@ -55,6 +55,11 @@ def engine_view(
                 continue  # float() raises in the engine too: the schema reports it
             notes.append(f"{name} = {value!r} is read as float({value!r}) = {coerced!r}")
             view[name] = coerced
+    for name in loader.bool_coerced_fields:
+        value = view.get(name)
+        if value is not None and not isinstance(value, bool):
+            notes.append(f"{name} = {value!r} is read as bool({value!r}) = {bool(value)}")
+            view[name] = bool(value)
     for path in loader.int_coerced_fields:
         note = _coerce_path(view, path)
         if note:

@@ -736,6 +736,35 @@ def test_a_k3_block_size_names_the_launch_flag_it_needs(tmp_path):
     assert "--speculative-num-draft-tokens 16 or 17" in note.message
 
 
+@pytest.mark.parametrize("top", [None, False], ids=["top-absent", "top-false"])
+def test_a_k3_fc_norm_set_only_in_dflash_config_is_not_served(tmp_path, top):
+    """The K3 config class and model read fc_norm at the top level only
+    (configs/kimi_k3_dspark_config.py@4b9766f6:78, 112;
+    models/kimi_k3_dspark.py@4b9766f6:319-328): a flag only in dflash_config
+    serves the draft without fc_norm (ENG001)."""
+    def nested_only(config):
+        config.pop("fc_norm", None)
+        if top is not None:
+            config["fc_norm"] = top
+        config.setdefault("dflash_config", {})["fc_norm"] = True
+
+    report = check_checkpoint(write_k3(tmp_path / "d", fc_norm=False, config_edit=nested_only))
+    [unread] = [f for f in report.errors if f.code == "ENG001"]
+    assert unread.detail["feature"] == "fc_norm" and "top level only" in unread.message
+
+
+@pytest.mark.parametrize("field", ["enable_confidence_head", "confidence_head_with_markov"])
+def test_a_k3_confidence_flag_written_as_text_is_bool_read(tmp_path, field):
+    """The K3 config class bool()s the confidence flags
+    (configs/kimi_k3_dspark_config.py@4b9766f6:119-120): "false" reads as
+    True, which only switches a training-only head the loader skips: the
+    draft is served the same, an ENG003 warning, not CFG003."""
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update({field: "false"})))
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+    [coerced] = [f for f in report.warnings if f.code == "ENG003"]
+    assert f"{field} = 'false' is read as bool('false') = True" in coerced.message
+
+
 @pytest.mark.parametrize("value, launches", [(1, [2]), ("6", [6, 7]), (6.0, [6, 7])],
                          ids=["one", "text", "integral-float"])
 def test_a_k3_block_size_the_drafter_int_reads_names_its_launches(tmp_path, value, launches):
