@@ -8,13 +8,15 @@ what the config says, without a word (ENG001).
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Mapping
 
 from dspark.schema.engines.base import Source
 from dspark.schema.engines.tokenspeed_revisions import MAIN, PR1031
 from dspark.schema.families.base import is_int
 from dspark.schema.families.eagle3_common import DEFAULT_TAP_COUNT, target_capture_ids
-from dspark.schema.findings import Finding
+from dspark.schema.findings import Finding, Severity
 
 _DS3 = "python/tokenspeed/runtime/models/deepseek_v3.py"
 _LE3 = "python/tokenspeed/runtime/models/llama_eagle3.py"
@@ -253,10 +255,17 @@ def k3_fc_norm_only_in_dflash_config(config: Mapping[str, Any], config_file: str
     nested = config.get("dflash_config")
     if not isinstance(nested, Mapping) or not nested.get("fc_norm") or config.get("fc_norm"):
         return []
-    return [_finding(config_file, "dflash_config sets fc_norm but the engine reads it at the top level only, "
-                     "where it is off, and serves the draft without its per-tap norms",
-                     Source(_K3_CONFIG, "78, 112", PR1031), "fc_norm",
-                     "Set fc_norm at the top level of config.json (and ship the fc_norm weights).")]
+    unread = _finding(config_file, "dflash_config sets fc_norm but the engine reads it at the top level only, "
+                      "where it is off, and serves the draft without its per-tap norms",
+                      Source(_K3_CONFIG, "78, 112", PR1031), "fc_norm",
+                      "Set fc_norm at the top level of config.json (and ship the fc_norm weights).")
+    if "fc_norm" in config:
+        # The top level says off, and it is the one served: the two flags
+        # disagree, but what loads is what the top level declares (shipped
+        # fc_norm weights would be FCN002).
+        return [dataclasses.replace(unread, severity=Severity.WARNING, message=unread.message.replace(
+            "where it is off", f"where it is {config['fc_norm']!r}, as served"))]
+    return [unread]
 
 
 K3_LIMITS = (k3_rope_only_yarn, k3_fc_norm_only_in_dflash_config)

@@ -749,8 +749,10 @@ def test_a_k3_fc_norm_set_only_in_dflash_config_is_not_served(tmp_path, top):
         config.setdefault("dflash_config", {})["fc_norm"] = True
 
     report = check_checkpoint(write_k3(tmp_path / "d", fc_norm=False, config_edit=nested_only))
-    [unread] = [f for f in report.errors if f.code == "ENG001"]
+    [unread] = [f for f in report.findings if f.code == "ENG001"]
     assert unread.detail["feature"] == "fc_norm" and "top level only" in unread.message
+    # an explicit top-level false is the flag served, and agrees with the weights shipped (none)
+    assert unread.severity is (Severity.ERROR if top is None else Severity.WARNING)
 
 
 @pytest.mark.parametrize("field", ["enable_confidence_head", "confidence_head_with_markov"])
