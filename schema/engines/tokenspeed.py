@@ -227,9 +227,13 @@ GQA_LOADER = FamilyLoader(
     # (execution/drafter/dflash.py@f4d8ec6e:137-150); the target is handed ints.
     # ...and the sliding window: int(sliding_window) in the model
     # (models/dflash.py@f4d8ec6e:569) and in the config loader's restore
-    # (utils/hf_transformers_utils.py@f4d8ec6e:253).
+    # (utils/hf_transformers_utils.py@f4d8ec6e:253). ...and vocab_size: the
+    # DSpark model int()s it for its Markov head (models/dspark.py@f4d8ec6e:
+    # 121-127), and nothing else of the draft's reads it (the drafter and the
+    # executor take the target's, execution/factory.py@f4d8ec6e:155-162).
     int_coerced_fields=("target_layer_ids", "dflash_config.target_layer_ids", "mask_token_id",
-                        "dflash_config.mask_token_id", "sliding_window", "dflash_config.swa_window_size"),
+                        "dflash_config.mask_token_id", "sliding_window", "dflash_config.swa_window_size",
+                        "vocab_size"),
     config_limits=GQA_LIMITS,
     unread_flags={
         # The attention's rotary embedding spans the whole head

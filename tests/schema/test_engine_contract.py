@@ -374,6 +374,17 @@ def test_torchspecs_model_type_is_not_parsed_by_the_engine(tmp_path):
     assert "model_type 'dflash'" in report.errors[0].message
 
 
+def test_a_gqa_vocab_size_written_as_text_is_read_as_the_engine_reads_it(tmp_path):
+    """The DSpark model int()s vocab_size for its Markov head
+    (models/dspark.py@f4d8ec6e:121-127) and nothing else of the draft's
+    reads it: "96" loads (ENG003, not CFG003); words do not (CFG003)."""
+    report = check_checkpoint(write_gqa(tmp_path / "d", dict(GQA, vocab_size=str(GQA["vocab_size"]))))
+    assert report.passed(), [(f.code, f.message) for f in report.errors]
+    assert any(f.code == "ENG003" and "vocab_size" in f.message for f in report.warnings)
+    words = check_checkpoint(write_gqa(tmp_path / "w", dict(GQA, vocab_size="ninety-six")))
+    assert "CFG003" in {f.code for f in words.errors}
+
+
 def test_gqa_sliding_layers_need_a_window_and_block_size_names_the_launch_flag(tmp_path):
     config = dict(GQA, layer_types=["sliding_attention", "full_attention"], block_size=16)
     report = check_checkpoint(write_gqa(tmp_path / "d", config))
