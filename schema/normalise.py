@@ -77,6 +77,14 @@ def normalise_config(
 
     if "fc_norm" not in out and not any(family.fc_norm_index(t.name) is not None for t in tensors):
         put("fc_norm", False, "no fc_norm weights shipped; absent means false")
+    elif "fc_norm" in out and not isinstance(out["fc_norm"], bool):
+        # The engine takes the flag's truth ("false" is true): written as
+        # the boolean it serves, so every other loader reads the same
+        # (configs/kimi_k3_dspark_config.py@4b9766f6:112; models/kimi_k3_dspark.py@4b9766f6:326).
+        # (not `put`: 1 == True, and the point is the type)
+        changes.append(f"fc_norm: {out['fc_norm']!r} -> {bool(out['fc_norm'])!r} "
+                       f"(the engine reads bool({out['fc_norm']!r}))")
+        out["fc_norm"] = bool(out["fc_norm"])
 
     declared, where = nested_field(out, "aux_hidden_stream")
     if "aux_hidden_stream" not in load_config_schema(family.schema_file).get("properties", {}):

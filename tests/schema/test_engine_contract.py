@@ -212,6 +212,13 @@ def test_a_non_boolean_fc_norm_the_engine_reads_as_on_loads_with_its_weights(tmp
     assert "not a boolean" in warning.message
     if value == "false":
         assert "turns fc_norm ON" in warning.message
+    # convert writes the boolean the engine serves, so every loader agrees
+    from dspark.converters.convert import convert_checkpoint
+
+    converted = convert_checkpoint(tmp_path / "d", tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["fc_norm"] is True
+    assert any(c.startswith("fc_norm: ") for c in converted.plan.config_changes)
+    assert check_checkpoint(tmp_path / "out", deep=True).passed(strict=True)
 
 
 def test_a_string_false_fc_norm_without_weights_is_refused(tmp_path):
