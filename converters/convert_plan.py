@@ -22,8 +22,8 @@ from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head, serves_the_same
-from dspark.converters.source_facts import checkpoint_head, drop_reason, tied_copy_of_the_embedding, trained_values
 from dspark.converters.readers.safetensors import resolve_stored_twice
+from dspark.converters.source_facts import checkpoint_head, drop_reason, tied_copy_of_the_embedding, trained_values
 from dspark.converters.writers.safetensors import (
     DEFAULT_MAX_SHARD_SIZE,
     PlannedTensor,

@@ -97,7 +97,7 @@ READERS: tuple[ReaderSpec, ...] = (
     ReaderSpec(
         "safetensors",
         claims_file=_never,
-        claims_folder=lambda p: _holds_speculators_epochs(p),
+        claims_folder=_holds_speculators_epochs,
         opener="dspark.converters.readers.safetensors:open_speculators_epochs",
     ),
     ReaderSpec("dcp", claims_file=_never, claims_folder=_holds_dcp, opener="dspark.converters.readers.dcp:open_dcp"),

@@ -1,10 +1,12 @@
-"""Two stored copies of one tensor, compared byte for byte.
+"""Two stored copies of one tensor, compared as the engine would serve them.
 
 The engine loads every copy it finds of a tensor and keeps the one it reads
 last (a tensor in two shards: IDX005; two stored names that load into one
-parameter: INV006). Identical copies serve the same values either way; copies
-that differ serve whichever came last. Which verdict is right depends on the
-bytes, so these are the places where a header-only check reads payload, up to
+parameter: INV006; a head beside the embedding it is tied to: LMH001/002).
+Copies with the same values serve the same either way, and so do copies
+that round alike into the dtypes a draft is served in; copies that differ
+serve whichever came last. Which verdict is right depends on the values,
+so these are the places where a header-only check reads payload, up to
 `COMPARE_LIMIT_HEADER_ONLY` a copy; `--deep` and `convert`, which read every
 payload anyway, compare copies of any size.
 """
@@ -15,6 +17,7 @@ import dataclasses
 from array import array
 from typing import Iterator
 
+from dspark.converters.casting import CASTABLE, bfloat16_to_float32, cast_bytes
 from dspark.schema.errors import CheckpointError
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry, printable_name
@@ -30,12 +33,6 @@ SAME_AS_SERVED = "identical as served"
 #: fp32 (configs/model_config.py@f4d8ec6e:766-795). Copies serve the same
 #: only if they agree in both, whichever target the draft is deployed on.
 SERVED_FLOAT_DTYPES = ("BF16", "F16")
-_CASTABLE = frozenset({"F16", "BF16", "F32", "F64"})
-
-
-def serves_the_same(comparison: str) -> bool:
-    """Whether copies that compared so load the same values."""
-    return comparison in (SAME, SAME_AS_SERVED)
 
 #: Largest copy a header-only check reads to compare it with the other:
 #: enough for norms, biases and small matrices; a duplicated embedding
@@ -43,6 +40,11 @@ def serves_the_same(comparison: str) -> bool:
 COMPARE_LIMIT_HEADER_ONLY = 64 << 20
 
 COMPARE_CHUNK = 8 << 20
+
+
+def serves_the_same(comparison: str) -> bool:
+    """Whether copies that compared so load the same values."""
+    return comparison in (SAME, SAME_AS_SERVED)
 
 
 # dtype -> (bytes an element, array typecode) for integer copies compared by value
@@ -67,7 +69,7 @@ def compare_copies(reader, first: TensorEntry, second: TensorEntry, *, limit: in
         if streams_equal(widen[0](iter(reader.iter_chunks(first, COMPARE_CHUNK))),
                          widen[1](iter(reader.iter_chunks(second, COMPARE_CHUNK)))):
             return SAME
-        if first.dtype not in _CASTABLE or second.dtype not in _CASTABLE:
+        if first.dtype not in CASTABLE or second.dtype not in CASTABLE:
             return DIFFERENT
         for served in SERVED_FLOAT_DTYPES:
             if first.dtype == second.dtype == served:
@@ -84,8 +86,6 @@ def _cast_to(dtype: str, served: str):
     """A stream transform: `dtype` values cast to `served` as torch's copy
     into a parameter rounds them (to nearest, ties to even)."""
     def convert(chunks: Iterator) -> Iterator[bytes]:
-        from dspark.converters.casting import cast_bytes
-
         size = _FLOATS[dtype]
         for piece in _whole_elements(chunks, size):
             yield piece if len(piece) % size else bytes(memoryview(cast_bytes(piece, dtype, served)).cast("B"))
@@ -138,8 +138,6 @@ _FLOATS = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
 def _as_f64(dtype: str):
     def convert(chunks: Iterator) -> Iterator[bytes]:
         import numpy as np  # only when two copies in two float dtypes are compared
-
-        from dspark.converters.casting import bfloat16_to_float32
 
         size = _FLOATS[dtype]
         for piece in _whole_elements(chunks, size):

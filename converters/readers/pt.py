@@ -367,8 +367,8 @@ def _no_capture_recorded(config: dict, family, named: str) -> Finding:
     return Finding(
         "SRC007",
         f"{named}: the run recorded no capture layers (an offline run records none, "
-        "specforge/training/assembly.py@a6b6b02:210-212, nor does an older SpecForge), so the layers its hidden states were captured from, a "
-        f"run override included, are not in the checkpoint; {said} is what convert writes and the target "
+        "specforge/training/assembly.py@a6b6b02:210-212, nor does an older SpecForge), so the layers its "
+        f"hidden states were captured from, a run override included, are not in the checkpoint; {said} is what convert writes and the target "
         "captures. Check it is the list the hidden states were made with, or pass --config with that list.",
         file=named,
         detail={"problem": "no capture layers recorded", "declared": declared},

@@ -19,7 +19,7 @@ from dspark.converters.readers.copies import (
     compare_copies,
     serves_the_same,
 )
-from dspark.converters.readers import copies as copy_limits
+from dspark.converters.readers import copies as copy_limits  # its limit read at each call (tests lower it)
 from dspark.converters.readers.safetensors_io import SafetensorsHeader, iter_range_chunks, read_header, read_range
 from dspark.schema.errors import CheckpointError
 from dspark.schema.findings import Finding, Severity
@@ -235,9 +235,9 @@ def stored_twice_finding(tensor: str, first_file: str, second_file: str, *, layo
                          comparison: str) -> Finding:
     """IDX005 for a tensor found in two files. TokenSpeed loads every copy,
     the file read last winning, in glob order (model_loader/loader.py@4b9766f6:287-311,
-    weight_utils.py@4b9766f6:254-272): byte-identical copies serve the
-    values either way, a warning; copies that differ serve whichever file
-    came last, without a word, an error. Copies that were not compared
+    weight_utils.py@4b9766f6:254-272): copies that serve the same values
+    (`copies.serves_the_same`) are a warning; copies that differ serve
+    whichever file came last, without a word, an error. Copies that were not compared
     (too large for a header-only check) stay an error until `--deep`
     compares them (`resolve_stored_twice`); a copy that cannot be read
     back is an error that says so."""
@@ -300,9 +300,8 @@ def resolve_stored_twice(finding: Finding, reader) -> Finding:
 
 def copies_compared_through(reader):
     """A `same_bytes` for `entries_from_headers`: the two copies read
-    through the checkpoint's `reader` and compared by value
-    (`copies.compare_copies`, which widens bf16 into fp32 and integers into
-    int64, as the engine's copy into one parameter does), up to
+    through the checkpoint's `reader` and compared by value, then as served
+    (`copies.compare_copies`), up to
     `COMPARE_LIMIT_HEADER_ONLY` a copy (NOT_COMPARED beyond). A tensor
     stored twice is one of the cases where a header-only check reads
     payload: which verdict is right depends on it."""

@@ -209,7 +209,8 @@ def target_findings(
             # output in place, [0, N-1] (models/kimi_k3.py@4b9766f6:2627-2648);
             # the others capture it entering the next layer, [0, N-2]
             # (models/base/causal_lm.py@4b9766f6:146-165,
-            # models/deepseek_v3.py@4b9766f6:1697-1715, through kimi_k25.py:285-297).
+            # models/deepseek_v3.py@4b9766f6:1697-1715, which models/kimi_k25.py@4b9766f6:285-297
+            # hands a Kimi-K2.5 target's capture to).
             # A target config naming no model_type keeps the family's own range.
             high = target.num_hidden_layers - (1 if target.is_attn_res_model() else 2)
             source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else

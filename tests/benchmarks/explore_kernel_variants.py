@@ -4,7 +4,8 @@
     python tests/benchmarks/explore_kernel_variants.py            # round 1
     python tests/benchmarks/explore_kernel_variants.py --round2   # round 2, T = 2048 and 8192
     python tests/benchmarks/explore_kernel_variants.py --round3   # round 3: the floor of the grid
-    python tests/benchmarks/explore_kernel_variants.py --round4 [--coop | --tma]  # round 4: persistent, cooperative, TMA programs
+    python tests/benchmarks/explore_kernel_variants.py --round4 [--coop | --tma]
+                                          # round 4: persistent, cooperative, TMA programs
 
 Round 2 (row-pipelined programs, whole-row programs, the weight loaded first
 in its own dtype) is described beside its kernels below; medians of 11
@@ -284,17 +285,24 @@ def ranked_against_copy(x, y, candidates, runs):
     return sorted(ratios.items(), key=lambda kv: -statistics.median(kv[1]))
 
 
-def round3(dev) -> None:
+def bf16_taps(dev, w, T):
+    """T rows of bf16 taps for weights `w` [S, H], an output buffer, the
+    reference result and the shipped kernel's tile for them."""
     from dspark.kernels.reference import segmented_rmsnorm_reference
-    from dspark.kernels.segmented_rmsnorm import LaunchConfig, choose_launch_config
+    from dspark.kernels.segmented_rmsnorm import choose_launch_config
+    S, H = w.shape
+    x = torch.randn(T, S, H, device=dev, dtype=torch.bfloat16)
+    return (x, torch.empty_like(x), segmented_rmsnorm_reference(x, w, 1e-5),
+            choose_launch_config(H, n_rows=T, num_segments=S, device=dev))
+
+
+def round3(dev) -> None:
+    from dspark.kernels.segmented_rmsnorm import LaunchConfig
     for S, H in [(3, 4096), (4, 8192), (3, 5120), (3, 7168), (5, 7168)]:
         block = triton.next_power_of_2(H)
         w = (torch.rand(S, H, device=dev) + 0.5).to(torch.bfloat16)
         for T in [2048, 8192]:
-            x = torch.randn(T, S, H, device=dev, dtype=torch.bfloat16)
-            y = torch.empty_like(x)
-            ref = segmented_rmsnorm_reference(x, w, 1e-5)
-            cur = choose_launch_config(H, n_rows=T, num_segments=S, device=dev)
+            x, y, ref, cur = bf16_taps(dev, w, T)
             n = x.numel()
             cands = {
                 "cur": lambda: launch_shipped(x, w, y, cur),
@@ -443,16 +451,11 @@ def launch_tma(x, w, y, rows, warps, tma_load=True, tma_store=True):
 
 
 def round4(dev) -> None:
-    from dspark.kernels.reference import segmented_rmsnorm_reference
-    from dspark.kernels.segmented_rmsnorm import choose_launch_config
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     for S, H in [(3, 4096), (4, 8192), (3, 7168)]:
         w = (torch.rand(S, H, device=dev) + 0.5).to(torch.bfloat16)
         for T in [2048, 8192]:
-            x = torch.randn(T, S, H, device=dev, dtype=torch.bfloat16)
-            y = torch.empty_like(x)
-            ref = segmented_rmsnorm_reference(x, w, 1e-5)
-            cur = choose_launch_config(H, n_rows=T, num_segments=S, device=dev)
+            x, y, ref, cur = bf16_taps(dev, w, T)
             cands = {"cur": lambda: launch_shipped(x, w, y, cur)}
             for k in (() if {"--coop", "--tma"} & set(sys.argv[1:]) else (2, 3, 4, 6, 8)):
                 for warps in (4, 8):
