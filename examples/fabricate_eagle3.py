@@ -276,6 +276,8 @@ EAGLE3_DEFECTS: dict[str, Defect] = {
                                        description="norm_before_fc, no input_norm"),
     "taps-count": Defect("TAP001", _four_taps_in_eagle_config, description="draft 3 taps, target 4 (Llama)"),
     "fused-qkv-a": Defect("INV002", _fuse_qkv_a, description="pre-fused q/kv-a projection (MLA)"),
+    "text-config": Defect("CFG011", set_field("text_config", {"num_attention_heads": 4}),
+                          description="a text_config, as copied from a multimodal target's config"),
 }
 
 _FC_NORM = (("fc_norm", True),)
@@ -297,6 +299,7 @@ _SHARED_DEFECTS: dict[str, Defect] = {
     "d2t-float": EAGLE3_DEFECTS["d2t-float"],
     "d2t-short": EAGLE3_DEFECTS["d2t-short"],
     "d2t-past-vocab": EAGLE3_DEFECTS["d2t-past-vocab"],
+    "text-config": EAGLE3_DEFECTS["text-config"],
     "no-lm-head": Defect("INV001", drop("lm_head."), description="own head declared (draft_vocab_size), not shipped"),
     "missing-mlp": Defect("INV001", drop("midlayer.mlp.down_proj."), description="down_proj dropped"),
     "wrong-shape": Defect("INV003", mutate("midlayer.self_attn.o_proj.weight", narrow),

@@ -45,6 +45,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("CFG008", E, "mask_token_id missing or outside [0, vocab_size)"),
     ("CFG009", W, "draft_vocab_size differs from vocab_size (the engine does not read it)"),
     ("CFG010", E, "config.json holds NaN or Infinity, which is not JSON"),
+    ("CFG011", E, "config.json has a text_config the engine's config loader refuses"),
     # fc_norm
     ("FCN001", E, "fc_norm declared true but no fc_norm weights shipped"),
     ("FCN002", E, "fc_norm weights shipped but fc_norm not declared true"),

@@ -112,7 +112,8 @@ def _summary_rows(report: CheckReport) -> list[tuple[str, str]]:
         ("format", report.format),
         ("family", report.family or "unknown"),
         ("draft layers", str(resolved.num_hidden_layers if resolved.num_hidden_layers is not None else "?")),
-        ("taps", f"{len(resolved.target_layer_ids)} [{taps}]"),
+        ("taps", f"{resolved.default_taps} [the target's default layers]" if resolved.default_taps
+         else f"{len(resolved.target_layer_ids)} [{taps}]"),
         ("fc_norm", fc_norm),
         ("aux_hidden_stream", f"{stream} ({resolved.stream_source})"),
         ("tensors", f"{report.tensor_count} ({human_bytes(report.total_bytes)})"),

@@ -226,6 +226,11 @@ class EngineProfile:
     # parameters a plain floating-point draft does not ship), and where.
     quantization_keys: tuple[str, ...] = ()
     quantization_source: Source | None = None
+    # model_type values whose config class builds `text_config` into a
+    # config object; on any other, a `text_config` key in the draft's
+    # config.json fails the engine's config loader, and where.
+    text_config_model_types: tuple[str, ...] = ()
+    text_config_source: Source | None = None
 
     @property
     def spec(self) -> str:

@@ -490,6 +490,19 @@ _COMMON = dict(
     # (configs/model_config.py@f4d8ec6e:605-700).
     quantization_keys=("quantization_config", "compression_config"),
     quantization_source=_main("605-700", _RT + "configs/model_config.py"),
+    # get_config parses the draft's config.json and get_hf_text_config then
+    # requires any `text_config` attribute to carry num_attention_heads;
+    # transformers' plain config classes (llama, qwen2/3, deepseek_v3) and
+    # the engine's kimi_k2 and k3_dspark classes keep the key as given, a
+    # dict or null, which has no such attribute: the draft is refused at
+    # startup, whatever the key holds (checked by running get_config on
+    # each with transformers 5.12, at both commits). The engine's
+    # multimodal classes build it into a config (configs/kimi_k25_config.py,
+    # kimi_k3_config.py, qwen3_5_config.py, inkling_config.py,
+    # minimax_m3_config.py, qwen3_asr_config.py).
+    text_config_model_types=("kimi_k25", "kimi_k3", "qwen3_5", "qwen3_5_moe", "inkling_mm_model",
+                             "minimax_m3_vl", "qwen3_asr"),
+    text_config_source=_main("138-143 (get_hf_text_config), 358 (get_config)", HF_UTILS),
     architectures=ARCHITECTURES,
     ignored_env_vars=("TOKENSPEED_DFLASH_AUX_STREAM",),
     severity_overrides=_INDEX_SEVERITIES,

@@ -82,6 +82,9 @@ class DraftFamily:
     removed_infixes: tuple[str, ...] = ()
     # Where the tap ids sit: config -> (ids or None, the field they came from).
     tap_ids: Callable[[Mapping[str, Any]], tuple[Any, str | None]] = field(default=lambda c: (None, None))
+    # How many layers the target captures by its own defaults when the config
+    # names none it reads (EAGLE-3); None where a list is required.
+    default_tap_count: int | None = None
     # The config field that must equal the number of taps, when the engine checks one.
     tap_count_field: str | None = None
     # Where a converter writes tap ids it learned elsewhere (the list a run

@@ -111,6 +111,7 @@ EAGLE3_LLAMA = DraftFamily(
     renames=EAGLE3_RENAMES,
     names_by_part=EAGLE3_NAMES_BY_PART,
     tap_ids=target_capture_ids,
+    default_tap_count=DEFAULT_TAP_COUNT,
     tap_ids_field=TAP_IDS_FIELD,
     tap_ids_section="eagle_config",
     tap_count_field=None,

@@ -12,7 +12,7 @@ from dspark.schema.inventory import TensorEntry
 from dspark.schema.families.eagle3_common import unread_list_finding
 from dspark.schema.rules.common import bounded_taps, is_int
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
-from dspark.schema.rules.features import quantization_findings, unread_flag_findings
+from dspark.schema.rules.features import quantization_findings, text_config_findings, unread_flag_findings
 from dspark.schema.rules.inventory import inventory_findings
 from dspark.schema.rules.resolve import ResolvedDraft, resolve_family
 from dspark.schema.rules.stream import stream_findings
@@ -71,6 +71,8 @@ def check_contract(
 
     layer_ids, _ = bounded_taps(family, view)
     resolved.target_layer_ids = list(layer_ids) if isinstance(layer_ids, list) else []
+    if family.default_tap_count is not None and family.tap_ids(view)[0] is None:
+        resolved.default_taps = family.default_tap_count
     resolved.num_hidden_layers = view.get("num_hidden_layers")
     resolved.hidden_size = view.get("hidden_size")
     resolved.target_hidden_size = view.get(family.target_width_field)
@@ -88,6 +90,7 @@ def check_contract(
     for limit in (loader.config_limits if loader is not None else ()):
         findings += limit(view, config_file)
     findings += quantization_findings(engine, view, config_file)
+    findings += text_config_findings(engine, view, config_file)
     findings += stream_findings(view, resolved, config_file, environ, target, engine=engine, loader=loader)
     if target is not None:
         findings += target_findings(view, target, family, loader, frozenset(e.served_name for e in entries))

@@ -239,3 +239,25 @@ def quantization_findings(engine: EngineProfile, config: Mapping[str, Any], conf
         file=config_file,
         detail={"fields": declared, "engine": engine.spec, "source": source},
     )]
+
+
+def text_config_findings(engine: EngineProfile, config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """A `text_config` key in the draft's own config.json: the engine's
+    config loader refuses the draft at startup unless its model_type's
+    config class builds the key into a config (EngineProfile.
+    text_config_model_types). A key copied from a multimodal target's
+    config is the usual way it gets there."""
+    if "text_config" not in config or config.get("model_type") in engine.text_config_model_types:
+        return []
+    source = engine.text_config_source.cite() if engine.text_config_source else None
+    return [Finding(
+        "CFG011",
+        f"{config_file}: has a text_config, which the config class of model_type {config.get('model_type')!r} "
+        f"keeps as a plain value; {engine.spec}'s config loader requires text_config to be a config with "
+        "num_attention_heads and refuses the draft at startup ('text_config must define "
+        "num_attention_heads'). Remove text_config from the draft's config.json, moving any field the draft "
+        "needs (eagle_config, its tap ids) to the top level.",
+        file=config_file,
+        detail={"field": "text_config", "model_type": config.get("model_type"), "engine": engine.spec,
+                "source": source},
+    )]

@@ -30,6 +30,8 @@ class ResolvedDraft:
     stream_declared: str | None = None
     stream_source: str = "default"
     target_layer_ids: list[int] = field(default_factory=list)
+    # No tap list the target reads: the count it captures by its defaults.
+    default_taps: int | None = None
     num_hidden_layers: int | None = None
     hidden_size: int | None = None
     target_hidden_size: int | None = None

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from dspark.schema.engines import FamilyLoader
 from dspark.schema.families import DraftFamily
+from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.rules.common import bounded_taps, is_int
 
@@ -229,4 +230,40 @@ def target_findings(
                 detail={"outside": outside, "target_layers": target.num_hidden_layers, "range": [low, high],
                         "source": source},
             ))
+    findings += _colliding_default_taps(config, target, family)
     return findings
+
+
+# With no tap list it reads, an EAGLE-3 target captures layers
+# [2, N//2, N-3] in its +1 numbering, and its layer loop captures each layer
+# once, in layer order, however often the list names it
+# (models/base/causal_lm.py@f4d8ec6e:133-144 and
+# models/base/transformer_model.py@f4d8ec6e:219-221; a set in
+# models/deepseek_v3.py@f4d8ec6e:1688-1693, 1591-1593). On a target of six
+# layers or fewer the three name fewer distinct layers, and fc, built for
+# three taps, gets fewer states.
+_DEFAULT_CAPTURE_SOURCE = ("models/base/causal_lm.py@f4d8ec6e:133-144; models/base/transformer_model.py@f4d8ec6e:"
+                           "219-221; models/deepseek_v3.py@f4d8ec6e:1688-1693, 1591-1593")
+
+
+def _colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily) -> list[Finding]:
+    layers = target.num_hidden_layers
+    if family.default_tap_count is None or not is_int(layers) or family.tap_ids(config)[0] is not None:
+        return []
+    count = family.dims["S"](config)
+    if count != family.default_tap_count:
+        return []  # TAP001 already says the count differs from the defaults'
+    defaults = [2, layers // 2, layers - 3]
+    captured = sorted({layer for layer in defaults if 0 <= layer < layers})
+    if len(captured) == count:
+        return []
+    return [Finding(
+        "TAP001",
+        f"the draft names no tap list the target reads, so the target ({target.source}, {layers} layers) captures "
+        f"its default layers {defaults} (ids {[layer - 1 for layer in defaults]}); it captures each layer once, so "
+        f"fc, built for {count} taps, gets {len(captured)} and the draft fails at the first request. Write the "
+        f"list the draft was trained on in eagle_config.{TAP_IDS_FIELD}.",
+        file=target.source,
+        detail={"draft_taps": count, "target_layers": layers, "default_layers": defaults,
+                "captured_layers": captured, "source": _DEFAULT_CAPTURE_SOURCE},
+    )]

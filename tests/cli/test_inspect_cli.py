@@ -94,3 +94,18 @@ def test_inspect_help_is_the_docstring(dspark):
     assert run.exit_code == EXIT_OK
     help_text = " ".join(run.stdout.split())
     assert "Show what a checkpoint holds: family, taps, fc_norm, stream, tensors, shards." in help_text
+
+
+def test_an_eagle3_draft_without_a_tap_list_shows_the_targets_defaults(dspark, tmp_path):
+    # EAGLE-3 targets capture three default layers when no list is read
+    # (models/base/causal_lm.py@f4d8ec6e:137-140).
+    from dspark.examples.fabricate import write_eagle3_draft
+
+    def no_list(config):
+        config.pop("eagle_aux_hidden_state_layer_ids", None)
+
+    write_eagle3_draft(tmp_path / "d", config_edit=no_list)
+    run = dspark("inspect", str(tmp_path / "d"))
+    assert "             taps  3 [the target's default layers]" in page(run).splitlines()
+    write_eagle3_draft(tmp_path / "l", tap_ids=[1, 4, 7])
+    assert "             taps  3 [1, 4, 7]" in page(dspark("inspect", str(tmp_path / "l"))).splitlines()

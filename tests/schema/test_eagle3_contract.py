@@ -933,3 +933,33 @@ def test_an_mla_draft_without_its_own_embedding_cannot_take_a_target_embedding_o
                                      config_edit=lambda c: c.update(target_hidden_size=40),
                                      tensor_edit=lambda t: t.pop("embed_tokens.weight"))
     assert "TGT004" not in {f.code for f in check_checkpoint(draft_apart, target=target).errors}
+
+
+def _no_tap_list(config):
+    config.pop(TAP_IDS, None)
+    if isinstance(config.get("eagle_config"), dict):
+        config["eagle_config"].pop(TAP_IDS, None)
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+@pytest.mark.parametrize(("layers", "captured"), [(4, [1, 2]), (5, [2]), (6, [2, 3]), (7, None), (12, None)])
+def test_default_taps_that_name_one_layer_twice_leave_fc_short(tmp_path, scale, layers, captured):
+    # causal_lm.py@f4d8ec6e:137-140 / DS3:1691-1693: [2, N//2, N-3]; each
+    # layer is captured once (transformer_model.py@f4d8ec6e:219-221, DS3:1593).
+    target = tmp_path / "t"
+    target.mkdir()
+    arch = "LlamaForCausalLM" if scale == "tiny-llama" else "DeepseekV3ForCausalLM"
+    (target / "config.json").write_text(json.dumps({"architectures": [arch], "hidden_size": 32,
+                                                    "num_hidden_layers": layers, "vocab_size": 96}))
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=_no_tap_list)
+    report = check_checkpoint(draft, target=target)
+    short = [f for f in report.errors if f.code == "TAP001"]
+    if captured is None:
+        assert not short and report.passed(), [(f.code, f.message) for f in report.errors]
+    else:
+        [finding] = short
+        assert finding.detail["captured_layers"] == captured
+        assert f"gets {len(captured)}" in finding.message
+    # a list that names three distinct layers of the same target passes
+    listed = write_eagle3_draft(tmp_path / "l", scale=scale, tap_ids=[0, 1, 2])
+    assert not [f for f in check_checkpoint(listed, target=target).errors if f.code == "TAP001"]

@@ -822,3 +822,41 @@ def test_the_k3_config_passes_only_yarn_to_the_model(tmp_path):
     [finding] = [f for f in check_checkpoint(write_k3(tmp_path / "d", config_edit=linear)).errors
                  if f.code == "ENG001"]
     assert "'linear'" in finding.message
+
+
+@pytest.mark.parametrize("text_config", [{"num_attention_heads": 4, "hidden_size": 64}, {}, None],
+                         ids=["a-full-dict", "empty", "null"])
+@pytest.mark.parametrize("family", ["k3_dspark", "dflash_gqa", "eagle3_llama", "eagle3_mla"])
+def test_a_text_config_in_the_drafts_config_is_refused_by_the_config_loader(tmp_path, family, text_config):
+    """utils/hf_transformers_utils.py@f4d8ec6e:138-143, 358: get_config then
+    get_hf_text_config needs text_config to carry num_attention_heads as an
+    attribute; the draft config classes keep the key as a dict or None."""
+    from dspark.examples.fabricate import write_eagle3_draft
+
+    def add(config):
+        config["text_config"] = text_config
+
+    if family == "k3_dspark":
+        draft = write_k3(tmp_path / "d", config_edit=add)
+    elif family == "dflash_gqa":
+        draft = write_gqa(tmp_path / "d", dict(GQA, text_config=text_config))
+    else:
+        scale = "tiny-llama" if family == "eagle3_llama" else "tiny-mla"
+        draft = write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=add)
+    report = check_checkpoint(draft)
+    assert [f.code for f in report.errors] == ["CFG011"], [(f.code, f.message) for f in report.errors]
+    assert "Remove text_config" in report.errors[0].message
+    without = json.loads((draft / "config.json").read_text())
+    del without["text_config"]
+    (draft / "config.json").write_text(json.dumps(without))
+    assert check_checkpoint(draft).passed()
+
+
+def test_a_text_config_on_a_model_type_whose_class_builds_it_is_left_to_the_other_rules():
+    from dspark.schema.rules.features import text_config_findings
+
+    engine = engine_by_spec("tokenspeed")
+    wrapped = {"model_type": "kimi_k25", "text_config": {"num_attention_heads": 64}}
+    assert text_config_findings(engine, wrapped, "config.json") == []
+    assert [f.code for f in text_config_findings(engine, dict(wrapped, model_type="kimi_k2"), "config.json")] == [
+        "CFG011"]
