@@ -4,7 +4,6 @@ code; the smoke step run through a real smoke on the CPU."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
