@@ -136,7 +136,8 @@ def _write_machine_error(report, settings: OutputSettings) -> None:
 
 def _message_and_hint(error: BaseException) -> tuple[str, str | None]:
     if isinstance(error, KeyboardInterrupt):
-        return "interrupted", None
+        # A bare Ctrl-C has no text; a run that finished its output first says so.
+        return (str(error) or "interrupted"), None
     if isinstance(error, DsparkError):
         return error.message, error.hint
     if isinstance(error, typer.TyperException):

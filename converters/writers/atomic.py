@@ -144,6 +144,12 @@ def clean_stale_temporaries(destination: Path) -> list[Path]:
     return removed
 
 
+COMPLETED_BEFORE_INTERRUPT = (
+    "interrupted while the finished output was being moved into place; the move completed, so the "
+    "destination holds the whole new conversion"
+)
+
+
 class _Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -156,8 +162,9 @@ class InterruptGuard:
     while the result is being moved into place. On the way out the previous
     handlers come back and an interrupted run re-delivers its signal to
     them (SIGINT -> KeyboardInterrupt; SIGTERM -> the default action, which
-    ends the process). Outside the main thread Python cannot install
-    handlers, and the guard does nothing."""
+    ends the process); one held back during a move that completed says so.
+    Outside the main thread Python cannot install handlers, and the guard
+    does nothing."""
 
     SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
 
@@ -165,6 +172,7 @@ class InterruptGuard:
         self._previous: dict[int, Any] = {}
         self._armed = False
         self._pending: int | None = None
+        self._committed = False
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self._armed:
@@ -184,13 +192,18 @@ class InterruptGuard:
         self._armed = False
 
     def commit(self, move: Callable[[], None]) -> None:
-        """Run `move` with the signals blocked, then hand them back."""
+        """Run `move` with the signals held back, then hand them back."""
+        # Blocking the signals covers this thread only: with another thread
+        # alive (convert's hashing thread) the kernel hands the signal to
+        # that one, and Python still runs the handler here, between two
+        # renames. Disarmed, the handler only notes it.
+        self._armed = False
         blocking = hasattr(signal, "pthread_sigmask") and bool(self._previous)
         if blocking:
             signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
         try:
             move()
-            self._armed = False
+            self._committed = True
             self._restore()
         finally:
             if blocking:
@@ -209,4 +222,6 @@ class InterruptGuard:
             return False
         if signum == getattr(signal, "SIGTERM", None):
             signal.raise_signal(signum)  # the previous handler decides; by default the process ends here
+        if self._committed and exc is None:
+            raise KeyboardInterrupt(COMPLETED_BEFORE_INTERRUPT) from None
         raise KeyboardInterrupt from None
