@@ -151,6 +151,12 @@ class FamilyLoader:
     tap_final_residual: bool = False
     # What the engine does with a tap id outside [tap_low, N + tap_high_offset].
     taps_outside_range: str = "refuses the rest at startup"
+    # Target model classes (their `architectures` entry) this family's
+    # drafter can wire itself to; None where any capturing target will do.
+    # A DFlash-style drafter (K3 DSpark, GQA DFlash/DSpark) also checks its
+    # taps with the target's own capture setter, whose range is the target
+    # class's, not the family's.
+    target_classes: frozenset[str] | None = None
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name

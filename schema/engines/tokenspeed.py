@@ -125,6 +125,25 @@ _K3_DEFAULTS = {
 }
 
 
+# The DFlash drafter (K3 DSpark and GQA DFlash/DSpark alike) wires itself to
+# the target at startup with `target_model.get_input_embeddings()`, no
+# argument, then `lm_head`, `language_model.logits_processor` and
+# `set_dflash_layers_to_capture`, and the engine stops on any it lacks
+# (execution/drafter/dflash.py@f4d8ec6e:227-238, @4b9766f6:236-247, called
+# from execution/model_executor.py:440). Of the registered target classes only
+# these define all four (kimi_k3.py@f4d8ec6e:2997, 3007; kimi_k25.py:303-323,
+# 285; qwen3_5.py:1450-1453, its Moe classes subclass it at 1607, 1750;
+# minimax_m3.py:1740 over BaseCausalLM). BaseCausalLM has no
+# get_input_embeddings (models/base/causal_lm.py:43), so Llama, DeepSeek-V3,
+# GPT-OSS and MiniMax-M2 targets fail with AttributeError; Qwen2/Qwen3's
+# takes input_ids (qwen3.py:458), a TypeError; Inkling has no capture setter.
+DFLASH_TARGET_CLASSES = frozenset({
+    "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM", "MiniMaxM3SparseForConditionalGeneration",
+})
+DFLASH_TARGET_SOURCE = _main("227-238 (wire_target); models/base/causal_lm.py:43", DFLASH_DRAFTER)
+
+
 def _k3_loader(*, serving_change: bool) -> FamilyLoader:
     commit = PR1031 if serving_change else MAIN
     fc_norm = FeatureSupport(
@@ -166,6 +185,7 @@ def _k3_loader(*, serving_change: bool) -> FamilyLoader:
         # confidence head they switch is training-only and skipped at load either way (SkipRule above)
         bool_coerced_fields=("enable_confidence_head", "confidence_head_with_markov"),
         config_limits=K3_LIMITS,
+        target_classes=DFLASH_TARGET_CLASSES,
         # MLA attention uses num_attention_heads
         # (configs/kimi_k3_dspark_config.py@4b9766f6:91; models/kimi_k3_dspark.py).
         ignored_fields=("num_key_value_heads",),
@@ -174,6 +194,8 @@ def _k3_loader(*, serving_change: bool) -> FamilyLoader:
             "config": _k3("87-127, 194-300", K3_CONFIG),
             "taps vs target": _k3("2627-2658", K3_TARGET),
             "stream vs target": _k3("2660-2680", K3_TARGET),
+            "target classes": Source(DFLASH_DRAFTER, "236-247 (wire_target)" if serving_change
+                                     else "227-238 (wire_target)", commit),
         },
     )
 
@@ -235,6 +257,7 @@ GQA_LOADER = FamilyLoader(
                         "dflash_config.mask_token_id", "sliding_window", "dflash_config.swa_window_size",
                         "vocab_size"),
     config_limits=GQA_LIMITS,
+    target_classes=DFLASH_TARGET_CLASSES,
     unread_flags={
         # The attention's rotary embedding spans the whole head
         # (get_rope(head_dim, rotary_dim=head_dim), models/dflash.py@f4d8ec6e:119-125).
@@ -261,6 +284,7 @@ GQA_LOADER = FamilyLoader(
         "fc width": _main("381-395", GQA_MODEL),
         "taps": _main("382-385", GQA_MODEL),
         "taps vs target": _main("146-177", CAUSAL_LM),
+        "target classes": DFLASH_TARGET_SOURCE,
         "markov head": _main("75-128", GQA_DSPARK_MODEL),
         "block size": _main("81-97", DFLASH_DRAFTER),
         "config types": _main("69-86, 337-347", HF_UTILS),

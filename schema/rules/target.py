@@ -17,6 +17,13 @@ from dspark.schema.rules.common import bounded_taps, is_int
 # models/kimi_k3.py@4b9766f6:2660-2680).
 _ATTN_RES_MODEL_TYPES = ("kimi_k3", "kimi_linear", "kimi_k3_vision")
 _ATTN_RES_DEFAULT_BLOCK = 12
+# Multimodal target configs whose config class builds the language model
+# from `text_config` alone (its hidden_size and vocab_size are properties
+# over it; a text_config without a field takes its class default, never
+# the wrapper's top-level value): configs/kimi_k3_config.py@f4d8ec6e:390-420,
+# configs/kimi_k25_config.py@f4d8ec6e:159-200; models/kimi_k3.py@f4d8ec6e:
+# 3016-3017.
+_TEXT_CONFIG_WRAPPERS = ("kimi_k3", "kimi_k25")
 _MISSING = object()
 # Targets built on the engine's BaseTransformerModel, whose forward also
 # captures id N, the residual after the last layer
@@ -51,8 +58,13 @@ class TargetFacts:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source: str) -> "TargetFacts":
         text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else {}
+        # (A hand-written config of such a type without text_config keeps
+        # its top-level fields: there is nothing else to read.)
+        wrapper = config.get("model_type") in _TEXT_CONFIG_WRAPPERS and bool(text)
 
         def pick(name: str, default: Any = None) -> Any:
+            if wrapper:  # the language model is built from text_config alone
+                return text.get(name, default)
             return text.get(name, config.get(name, default))
 
         block = pick("attn_res_block_size", _MISSING)
@@ -200,11 +212,26 @@ def target_findings(
             detail={"architecture": target.architectures[0]},
         ))
         return findings
+    if loader is not None and loader.target_classes is not None and target.architectures \
+            and target.architectures[0] not in loader.target_classes:
+        wiring = loader.sources.get("target classes")
+        cited = wiring.cite() if wiring else None
+        findings.append(Finding(
+            "TGT007",
+            f"the target ({target.source}) is {target.architectures[0]}, which the engine's DFlash drafter "
+            f"cannot wire a {family.name} draft to: at startup it takes get_input_embeddings() (no "
+            "argument), lm_head, the logits processor and set_dflash_layers_to_capture from the target, "
+            f"and this class lacks one, so the engine refuses to start ({cited}). "
+            f"It serves DFlash-style drafts on {', '.join(sorted(loader.target_classes))} only.",
+            file=target.source,
+            detail={"architecture": target.architectures[0], "supported": sorted(loader.target_classes),
+                    "source": cited},
+        ))
     layer_ids, _ = bounded_taps(family, config)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:
         low, high = loader.tap_low, target.num_hidden_layers + loader.tap_high_offset
         source = loader.sources.get("taps vs target").cite() if loader.sources.get("taps vs target") else None
-        if family.tap_count_field is not None and target.model_type:
+        if loader.target_classes is not None and target.model_type:
             # A DFlash-style draft's taps are checked by the target's own
             # set_dflash_layers_to_capture: the K3 model captures a layer's
             # output in place, [0, N-1] (models/kimi_k3.py@4b9766f6:2627-2648);

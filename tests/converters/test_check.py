@@ -140,6 +140,7 @@ def test_every_finding_code_of_check_is_tested():
         "STR002", "STR004", "STR005", "STR006",  # below, and tests/schema/test_rules.py
         "TGT001", "TGT002", "TGT003", "TGT004", "TGT005",  # below
         "TGT006",  # tests/schema/test_eagle3_contract.py
+        "TGT007",  # tests/schema/test_engine_contract.py
         "INV005",  # test_the_report_describes_the_draft
         "STF001",  # tests/converters/test_safetensors_header.py
         "IDX001", "IDX002", "IDX003", "IDX004", "IDX005", "IDX006", "IDX007",  # test_sharded_index.py
@@ -219,6 +220,29 @@ def test_attn_res_against_targets(tiny_draft, tmp_path):
     report = check_checkpoint(draft, target=k3_like)
     assert codes(report) == Counter()
     assert report.target == str(k3_like / "config.json") and report.resolved.target_checked
+
+
+def k3_wrapper_target(folder: Path, *, top: dict | None = None, **text_fields) -> Path:
+    """A Kimi-K3 target config as released: the language model's fields under text_config."""
+    spec = SCALES["tiny"]
+    text = {"model_type": "kimi_linear", "hidden_size": spec.target_hidden_size,
+            "num_hidden_layers": spec.target_num_hidden_layers, "vocab_size": spec.vocab_size, **text_fields}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3", "text_config": text,
+        **(top or {})}))
+    return folder
+
+
+def test_a_wrapper_targets_top_level_fields_are_not_its_language_models(tiny_draft, tmp_path):
+    # KimiK3Config builds the language model from text_config alone, whose
+    # class defaults attn_res_block_size to 12 (configs/kimi_k3_config.py@
+    # f4d8ec6e:183, 390-394; models/kimi_k3.py@f4d8ec6e:3016-3017).
+    draft = tiny_draft(stream="attn_res")
+    served = k3_wrapper_target(tmp_path / "served", top={"attn_res_block_size": 0})
+    assert codes(check_checkpoint(draft, target=served)) == Counter()
+    refused = k3_wrapper_target(tmp_path / "refused", attn_res_block_size=0, top={"attn_res_block_size": 12})
+    assert codes(check_checkpoint(draft, target=refused)) == Counter({"STR006": 1})
 
 
 # --------------------------------------------------------------------------

@@ -860,3 +860,68 @@ def test_a_text_config_on_a_model_type_whose_class_builds_it_is_left_to_the_othe
     assert text_config_findings(engine, wrapped, "config.json") == []
     assert [f.code for f in text_config_findings(engine, dict(wrapped, model_type="kimi_k2"), "config.json")] == [
         "CFG011"]
+
+
+def _classed_target(folder: Path, architecture: str, *, hidden: int, layers: int, vocab: int, wrapped: bool = False) -> Path:
+    text = {"hidden_size": hidden, "num_hidden_layers": layers, "vocab_size": vocab}
+    model_type = {"KimiK3ForConditionalGeneration": "kimi_k3", "KimiK25ForConditionalGeneration": "kimi_k25",
+                  "LlamaForCausalLM": "llama", "DeepseekV3ForCausalLM": "deepseek_v3",
+                  "GptOssForCausalLM": "gpt_oss", "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe"}[architecture]
+    config = ({"architectures": [architecture], "model_type": model_type,
+               "text_config": {**text, "model_type": "kimi_linear" if model_type == "kimi_k3" else "deepseek_v3"}}
+              if wrapped else {"architectures": [architecture], "model_type": model_type, **text})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize(("architecture", "wrapped", "hosts"), [
+    ("KimiK3ForConditionalGeneration", True, True),
+    ("KimiK25ForConditionalGeneration", True, True),
+    ("Qwen3_5MoeForConditionalGeneration", False, True),
+    # BaseCausalLM has no get_input_embeddings (models/base/causal_lm.py@f4d8ec6e:43):
+    # the drafter's wire_target raises at startup (execution/drafter/dflash.py@f4d8ec6e:231)
+    ("LlamaForCausalLM", False, False),
+    ("DeepseekV3ForCausalLM", False, False),
+    ("GptOssForCausalLM", False, False),
+])
+@pytest.mark.parametrize("family", ["k3_dspark", "dflash_gqa"])
+def test_a_dflash_style_draft_needs_a_target_class_its_drafter_can_wire_to(tmp_path, family, architecture,
+                                                                           wrapped, hosts):
+    if family == "k3_dspark":
+        draft = write_k3(tmp_path / "d", fc_norm=False)
+        # one layer more than the draft names: every class's capture range then takes its taps
+        hidden, layers, vocab = TINY.target_hidden_size, TINY.target_num_hidden_layers + 1, TINY.vocab_size
+    else:
+        draft = write_gqa(tmp_path / "d", GQA)
+        hidden, layers, vocab = GQA["hidden_size"], 24, GQA["vocab_size"]
+    target = _classed_target(tmp_path / "t", architecture, hidden=hidden, layers=layers, vocab=vocab, wrapped=wrapped)
+    report = check_checkpoint(draft, target=target)
+    refused = [f for f in report.errors if f.code == "TGT007"]
+    if hosts:
+        assert not refused and report.passed(), [(f.code, f.message) for f in report.errors]
+    else:
+        [finding] = refused
+        assert architecture in finding.message and "get_input_embeddings()" in finding.message
+        assert finding.detail["source"].startswith("python/tokenspeed/runtime/execution/drafter/dflash.py@")
+
+
+def test_a_target_without_architectures_is_not_judged_by_class(tmp_path):
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"hidden_size": TINY.target_hidden_size, "vocab_size": TINY.vocab_size,
+                                                    "num_hidden_layers": TINY.target_num_hidden_layers}))
+    assert check_checkpoint(write_k3(tmp_path / "d", fc_norm=False), target=target).passed()
+
+
+def test_a_gqa_draft_takes_its_tap_range_from_a_kimi_k3_target(tmp_path):
+    # kimi_k3.py@f4d8ec6e:2616-2628 (delegated from the wrapper, 3007-3020)
+    # accepts [0, N-1] and captures a layer's output in place; a Kimi-K2.5
+    # target shifts by one and accepts [0, N-2] (deepseek_v3.py@f4d8ec6e:1697-1715).
+    config = dict(GQA, dflash_config={"target_layer_ids": [1, 11, 23], "mask_token_id": 127})
+    draft = write_gqa(tmp_path / "d", config)
+    k3 = _classed_target(tmp_path / "k3", "KimiK3ForConditionalGeneration", hidden=64, layers=24, vocab=128, wrapped=True)
+    assert check_checkpoint(draft, target=k3).passed()
+    k25 = _classed_target(tmp_path / "k25", "KimiK25ForConditionalGeneration", hidden=64, layers=24, vocab=128, wrapped=True)
+    [outside] = [f for f in check_checkpoint(draft, target=k25).errors if f.code == "TGT005"]
+    assert outside.detail["outside"] == [23]

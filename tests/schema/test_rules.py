@@ -186,12 +186,24 @@ def test_an_invalid_stream_resolves_to_nothing():
 
 def test_target_facts_read_text_config_first():
     facts = TargetFacts.from_config(
-        {"hidden_size": 1, "model_type": "kimi_k3",
-         "text_config": {"hidden_size": 7168, "num_hidden_layers": 93, "attn_res_block_size": 8},
+        {"hidden_size": 1, "model_type": "llava",
+         "text_config": {"hidden_size": 7168, "num_hidden_layers": 93},
          "vocab_size": 163840},
+        "mm/config.json",
+    )
+    assert (facts.hidden_size, facts.num_hidden_layers, facts.vocab_size) == (7168, 93, 163840)
+
+
+def test_a_kimi_k3_target_is_read_from_its_text_config_alone():
+    # KimiK3Config builds the language model from text_config; its fields
+    # default there, never to the wrapper's (configs/kimi_k3_config.py@f4d8ec6e:183, 390-420).
+    facts = TargetFacts.from_config(
+        {"hidden_size": 1, "model_type": "kimi_k3", "attn_res_block_size": 0,
+         "text_config": {"hidden_size": 7168, "num_hidden_layers": 93, "vocab_size": 163840}},
         "k3/config.json",
     )
     assert (facts.hidden_size, facts.num_hidden_layers, facts.vocab_size) == (7168, 93, 163840)
+    assert not facts.attn_res_declared and facts.effective_attn_res_block_size() == 12
     assert facts.can_supply_attn_res()
 
 
