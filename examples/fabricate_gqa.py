@@ -112,10 +112,13 @@ def gqa_tensor_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def gqa_target_config(spec: GqaSpec) -> dict[str, Any]:
-    """The target's config.json, as far as a check reads it: a Llama target,
-    whose model captures the taps (TokenSpeed's Qwen models do not; TGT006)."""
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": spec.hidden_size,
-            "num_hidden_layers": spec.target_num_hidden_layers, "vocab_size": spec.vocab_size}
+    """The target's config.json, as far as a check reads it: a Qwen3.5
+    target, one of the classes the DFlash drafter can wire to (TokenSpeed's
+    Qwen3 models capture nothing, TGT006; its Llama and DeepSeek-V3 models
+    lack the embedding accessor the drafter takes, TGT007)."""
+    return {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+            "text_config": {"model_type": "qwen3_5_text", "hidden_size": spec.hidden_size,
+                            "num_hidden_layers": spec.target_num_hidden_layers, "vocab_size": spec.vocab_size}}
 
 
 # --------------------------------------------------------------------------
