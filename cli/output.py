@@ -4,6 +4,7 @@ github annotations instead, with `--format github`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import sys
@@ -37,7 +38,34 @@ def configure_output(command: str, output_format: str, file: Path | None, quiet:
         output_format = inferred
     settings = OutputSettings(output_format, file, quiet, command, terminal)
     output_settings.set(settings)
+    if file is not None:
+        _refuse_unwritable_report_path(file)
     return settings
+
+
+def _refuse_unwritable_report_path(path: Path) -> None:
+    """Before any work: a report file that could never be written (a
+    folder's name, a missing folder, a name too long) must not cost a
+    conversion, nor end a finished one as an internal error. The error
+    itself goes to the terminal (`settings.file` is not written)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    problem = None
+    try:
+        if path.is_dir():
+            problem = "is a folder; name the file to write, e.g. " + str(path / "report.json")
+        elif not folder.is_dir():
+            problem = f"the folder {folder} does not exist"
+        else:
+            limit = os.pathconf(folder, "PC_NAME_MAX") if hasattr(os, "pathconf") else 255
+            # the report is written to a temporary sibling first: ".<name>.<random>.tmp"
+            if len(os.fsencode(path.name)) + 16 > limit:
+                problem = f"the file name is longer than this filesystem allows ({limit} bytes, with room for a temporary name)"
+    except OSError as error:
+        problem = f"cannot be used ({error.strerror or error})"
+    if problem is not None:
+        settings = output_settings.get()
+        output_settings.set(dataclasses.replace(settings, file=None, format=settings.terminal))
+        raise UsageError(f"--output {path}: {problem}.", path=str(path))
 
 
 def emit(report: Report) -> None:

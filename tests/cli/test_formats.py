@@ -290,3 +290,19 @@ def test_a_waived_finding_is_a_suppressed_sarif_result_and_a_notice(dspark, tiny
     assert waived["suppressions"] == [{"kind": "external", "status": "accepted", "justification": "fc_norm ships in the next export"}]
     notices = [line for line in dspark("gate", draft, "--format", "github").stdout.splitlines() if line.startswith("::notice")]
     assert len(notices) == 1 and "title=dspark FCN001::" in notices[0] and "[waived: fc_norm ships in the next export]" in notices[0]
+
+
+@pytest.mark.parametrize(("make", "says"), [
+    pytest.param(lambda root: (root / "reports.json").mkdir() or root / "reports.json", "is a folder", id="a-folder"),
+    pytest.param(lambda root: root / "absent" / "report.json", "does not exist", id="no-folder"),
+    pytest.param(lambda root: root / ("r" * 250 + ".json"), "longer than this filesystem allows", id="too-long"),
+])
+def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(dspark, tiny_draft, tmp_path, make, says):
+    draft = tiny_draft()
+    report = make(tmp_path)
+    run = dspark("convert", draft, tmp_path / "out", "--output", report)
+    assert run.exit_code == EXIT_USAGE, run.stderr
+    assert "--output" in run.stderr and says in run.stderr and "internal error" not in run.stderr
+    assert not (tmp_path / "out").exists()  # refused before converting
+    run = dspark("check", draft, "--output", report, "--format", "json")
+    assert run.exit_code == EXIT_USAGE and says in run.stderr
