@@ -50,6 +50,10 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     # typer's parser: an unknown flag, a bad value, a missing argument
     (typer.TyperException, EXIT_USAGE),
     (KeyboardInterrupt, EXIT_INTERRUPTED),
+    # What the system refused on a path the user gave (a name too long, a
+    # permission, a full disk) is about their input and machine, not a bug;
+    # every read dspark plans for is checked and named before this.
+    (OSError, EXIT_USAGE),
 )
 
 
@@ -140,6 +144,11 @@ def _message_and_hint(error: BaseException) -> tuple[str, str | None]:
         return (str(error) or "interrupted"), None
     if isinstance(error, DsparkError):
         return error.message, error.hint
+    if isinstance(error, OSError) and error.errno is not None:
+        where = f"{printable_name(os.fsdecode(error.filename))}: " if error.filename is not None else ""
+        return (f"{where}{error.strerror or error}",
+                "Check the path: it must exist, be readable (or writable, for an output), and fit the "
+                "filesystem's limits on name length and space.")
     if isinstance(error, typer.TyperException):
         context = getattr(error, "ctx", None)
         command = context.command_path if context is not None else "dspark"

@@ -73,6 +73,9 @@ class HubSource(RangeSource):
                                  "`hf auth login`.") from None
             except (HfHubHTTPError, OSError) as error:
                 raise SourceError(f"{self.url}: cannot list the repository ({_first_line(error)})") from None
+            except Exception as error:  # noqa: BLE001 - the HTTP client's own (connection, timeout), not OSErrors
+                raise SourceError(f"{self.url}: cannot reach the Hub at {self.endpoint or 'huggingface.co'} "
+                                  f"({type(error).__name__}: {_first_line(error)})") from None
             self._commit = info.sha or self.revision or "main"
             self._listing = {
                 sibling.rfilename: sibling.size

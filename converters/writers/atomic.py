@@ -11,6 +11,7 @@ left behind. Nothing here knows what is written.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -23,6 +24,8 @@ from dspark.schema.errors import UsageError
 
 TEMP_MARK = ".dspark-tmp-"
 OLD_MARK = ".dspark-old-"
+# Room a sibling's name needs beyond the destination's: the dot, a mark and a pid.
+_SIBLING_EXTRA = 1 + len(TEMP_MARK) + 10
 
 Result = TypeVar("Result")
 
@@ -42,7 +45,7 @@ def write_atomically(
     parent = destination.parent
     parent.mkdir(parents=True, exist_ok=True)
     clean_stale_temporaries(destination)
-    temporary = parent / f".{destination.name}{TEMP_MARK}{os.getpid()}"
+    temporary = parent / f"{sibling_stem(destination)}{TEMP_MARK}{os.getpid()}"
     if temporary.exists():
         shutil.rmtree(temporary)
 
@@ -101,7 +104,7 @@ def move_into_place(
     if destination.is_dir() and not destination.is_symlink() and before_replace is not None:
         # Again, now: files may have been put there while writing.
         before_replace(destination)
-    old = destination.parent / f".{destination.name}{OLD_MARK}{os.getpid()}"
+    old = destination.parent / f"{sibling_stem(destination)}{OLD_MARK}{os.getpid()}"
     os.rename(destination, old)
     try:
         os.rename(temporary, destination)
@@ -113,6 +116,23 @@ def move_into_place(
         old.unlink()
     else:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def sibling_stem(destination: Path) -> str:
+    """The start of the names of `destination`'s temporary and moved-aside
+    siblings: `.<name>`, or, where that would make a name longer than the
+    filesystem allows, a shortened name and a digest of the whole one (a
+    destination name that is legal must stay usable)."""
+    name = destination.name
+    try:
+        limit = os.pathconf(destination.parent, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        limit = 255
+    if len(os.fsencode(name)) + _SIBLING_EXTRA <= limit:
+        return f".{name}"
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
+    keep = os.fsencode(name)[: max(0, limit - _SIBLING_EXTRA - len(digest) - 1)].decode("utf-8", "ignore")
+    return f".{keep}~{digest}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -130,7 +150,7 @@ def clean_stale_temporaries(destination: Path) -> list[Path]:
     `destination`: its temporary folder, and a previous destination it had
     moved aside (put back if the destination is missing)."""
     removed: list[Path] = []
-    pattern = glob.escape(f".{destination.name}")
+    pattern = glob.escape(sibling_stem(destination))
     for mark in (TEMP_MARK, OLD_MARK):
         for leftover in sorted(destination.parent.glob(f"{pattern}{mark}*")):
             pid_text = leftover.name.rsplit(mark, 1)[-1]

@@ -302,3 +302,20 @@ def test_thousands_of_unexpected_tensors_print_a_short_report(dspark, tmp_path):
     assert len(data.stdout) < 64 * 1024
     # the count is still exact: 10,000 strays, 29 missing tensors, FCN001
     assert human.stdout.rstrip().endswith("FAIL  10030 error(s), 0 warning(s), 2 note(s)")
+
+
+def test_a_path_the_system_refuses_is_a_usage_error_naming_it(dspark, tiny_draft, tmp_path):
+    too_long = tmp_path / ("x" * 300)  # one name past NAME_MAX: the system refuses it
+    for args in (("check", too_long), ("inspect", too_long), ("convert", tiny_draft(), too_long / "out")):
+        run = dspark(*args)
+        assert run.exit_code == EXIT_USAGE, (args, run.stderr)
+        assert "xxxx" in run.stderr and "internal error" not in run.stderr
+
+
+def test_a_destination_name_as_long_as_the_filesystem_allows_converts(dspark, tiny_draft, tmp_path):
+    # its temporary sibling's name would be longer: it is shortened, not refused
+    destination = tmp_path / ("d" * 250)
+    run = dspark("convert", tiny_draft(), destination, "--quiet")
+    assert run.exit_code == EXIT_OK, run.stderr
+    assert (destination / "config.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["draft", destination.name])

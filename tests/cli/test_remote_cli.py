@@ -207,6 +207,16 @@ def test_hub_errors_are_usage_errors(tiny_draft, served, dspark, url, words):
     assert run.exit_code == EXIT_USAGE and words in run.stderr and "Traceback" not in run.stderr
 
 
+def test_a_hub_that_cannot_be_reached_is_a_usage_error(tiny_draft, dspark, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+    run = dspark("check", "hf://org/draft")
+    assert run.exit_code == EXIT_USAGE, run.stderr
+    assert "cannot reach the Hub at http://127.0.0.1:9" in run.stderr and "internal error" not in run.stderr
+    run = dspark("check", tiny_draft(), "--target", "hf://org/target")
+    assert run.exit_code == EXIT_USAGE and "--target hf://org/target" in run.stderr
+
+
 # --------------------------------------------------------------------------
 # Object stores through fsspec (memory:// and file:// stand in for s3://)
 
