@@ -11,6 +11,7 @@ the run is a tool execution notification of an unsuccessful invocation.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,7 +29,8 @@ def artifact_location(path: str | None) -> dict[str, Any] | None:
         return None
     if Path(path).is_absolute():
         return {"uri": Path(path).as_uri()}
-    return {"uri": quote(Path(path).as_posix()), "uriBaseId": "%SRCROOT%"}
+    # bytes, so a file name that is not UTF-8 (held as surrogates) is percent-encoded as stored
+    return {"uri": quote(os.fsencode(Path(path).as_posix())), "uriBaseId": "%SRCROOT%"}
 
 
 def rule(code: str) -> dict[str, Any]:

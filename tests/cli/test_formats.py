@@ -306,3 +306,18 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(dspark,
     assert not (tmp_path / "out").exists()  # refused before converting
     run = dspark("check", draft, "--output", report, "--format", "json")
     assert run.exit_code == EXIT_USAGE and says in run.stderr
+
+
+def test_sarif_percent_encodes_a_file_name_that_is_not_utf8(dspark, tiny_draft):
+    import os
+
+    draft = tiny_draft()
+    odd = os.fsdecode(b"x\xff.safetensors")  # held as a surrogate, as Python lists such a name
+    (draft / odd).write_bytes((draft / "model.safetensors").read_bytes())
+    run = dspark("check", draft, "--format", "sarif")
+    assert run.exit_code in (EXIT_OK, EXIT_CHECK_FAILED), run.stderr
+    log = json.loads(run.stdout)
+    assert_valid_sarif(log)
+    uris = {location["physicalLocation"]["artifactLocation"]["uri"]
+            for result in log["runs"][0]["results"] for location in result.get("locations", [])}
+    assert "draft/x%FF.safetensors" in uris
