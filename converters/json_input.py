@@ -143,7 +143,7 @@ def parse_json_object_bytes(data: bytes) -> dict[str, Any]:
         raise JsonInputError(f"not UTF-8 ({exc.reason})", reason="not_utf8") from None
     value = loads_strict(text)
     if not isinstance(value, dict):
-        raise JsonInputError(f"top level is a JSON {type(value).__name__}, not an object", reason="not_object")
+        raise JsonInputError(f"top level is {_json_kind(value)}, not an object", reason="not_object")
     return value
 
 
@@ -158,3 +158,18 @@ def read_json_object_from(source, name: str, *, max_bytes: int = MAX_JSON_BYTES)
             f"{size:,} bytes, more than the {max_bytes:,} a file of this kind can need", reason="too_large"
         )
     return parse_json_object_bytes(source.read_range(name, 0, size))
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's own words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "a JSON value of another kind"

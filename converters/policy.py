@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dspark.converters.sources.local import why_not_a_file
 from dspark.schema.errors import UsageError
 from dspark.schema.policy import Policy, parse_policy
 
@@ -74,7 +75,7 @@ def load_policy(path: Path | str | None = None, *, start: Path | None = None) ->
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            raise UsageError(f"--policy {path}: no such file.", path=str(path))
+            raise UsageError(f"--policy {path}: {why_not_a_file(path)}.", path=str(path))
     else:
         path = find_policy_file(start)
         if path is None:

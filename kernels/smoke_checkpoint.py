@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from dspark.converters.readers import Checkpoint, open_checkpoint
+from dspark.converters.sources.local import why_not_a_file
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, DeviceUnavailableError, UsageError
 from dspark.schema.findings import Finding, Severity
@@ -113,6 +114,8 @@ def smoke_checkpoint(
     compare it with an fp32 reference (see :mod:`dspark.kernels.smoke`).
     `tolerance` replaces the working dtype's relative RMS bound."""
     device = resolve_device(device)
+    if not 0 <= seed <= _LARGEST_SEED:
+        raise UsageError(f"--seed {seed}: a seed is a whole number from 0 to {_LARGEST_SEED}.")
     checkpoint = open_checkpoint(path, config_path=config_path)
     family, num_segments, target_hidden, eps = _projection_shape(checkpoint)
     weights = _load_projection_weights(checkpoint, num_segments)
@@ -140,6 +143,16 @@ def smoke_checkpoint(
             cast_order=cast_order,
             tolerance=tolerance,
         )
+    except RuntimeError as error:
+        if not _out_of_memory(error):
+            raise
+        rows = taps.shape[0] if taps is not None else tokens
+        raise UsageError(
+            f"{'--taps ' + str(taps_file) if taps is not None else '--tokens ' + str(tokens)}: the projection of "
+            f"{rows} rows of {num_segments} x {target_hidden} taps does not fit in {device} memory "
+            f"({_first_line(error)}).",
+            hint="Use fewer rows: the default (8192 on cuda, 8 on cpu) is enough to test the kernel.",
+        ) from None
     except ValueError as error:
         raise CheckpointError(
             f"{checkpoint.source}: {error}.",
@@ -155,6 +168,22 @@ def smoke_checkpoint(
         result=result,
         findings=smoke_findings(result),
     )
+
+
+# torch.manual_seed takes up to 2**64 - 1; a seed is kept to what every
+# generator (and the JSON report) holds as a signed 64-bit integer.
+_LARGEST_SEED = 2**63 - 1
+
+
+def _out_of_memory(error: RuntimeError) -> bool:
+    """torch's allocators: OutOfMemoryError on CUDA, a RuntimeError saying
+    "can't allocate memory" on the CPU."""
+    return type(error).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(error) or (
+        "out of memory" in str(error).lower())
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
 def _projection_shape(checkpoint: Checkpoint):
@@ -262,7 +291,7 @@ def load_taps(path: Path, num_segments: int, target_hidden: int) -> torch.Tensor
     from safetensors.torch import load_file
 
     if not path.is_file():
-        raise UsageError(f"--taps {path}: no such file.", hint="Pass a safetensors file of captured taps.")
+        raise UsageError(f"--taps {path}: {why_not_a_file(path)}.", hint="Pass a safetensors file of captured taps.")
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as error:

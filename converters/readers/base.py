@@ -16,6 +16,7 @@ from typing import Any, Iterator, Protocol
 from dspark.converters.configs import read_draft_config
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.markers import SPECULATORS_TYPE_FIELD, TORCHSPEC_DFLASH_MODEL_TYPE
+from dspark.converters.sources.local import why_not_a_file
 from dspark.schema.errors import UsageError
 from dspark.schema.families import DraftFamily, family_for_config, strip_wrappers
 from dspark.schema.findings import Finding
@@ -96,8 +97,8 @@ def load_config_for(
     reader knows about where this format keeps (or does not keep) it."""
     if explicit is not None:
         if not explicit.is_file():
-            what = "a folder, not a file" if explicit.is_dir() else "no such file"
-            raise UsageError(f"--config {printable_name(str(explicit))}: {what}.", hint="Pass the draft's config.json.")
+            raise UsageError(f"--config {printable_name(str(explicit))}: {why_not_a_file(explicit)}.",
+                             hint="Pass the draft's config.json.")
         candidate: Path | None = explicit
     else:
         candidate = find_config_upwards(root, search_parents)

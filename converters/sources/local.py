@@ -32,3 +32,14 @@ class LocalSource:
                 return os.pread(handle.fileno(), max(end - start, 0), start)
         except OSError as error:
             raise SourceError(f"{self.url}/{name}: cannot read ({error.strerror or error})") from None
+
+
+def why_not_a_file(path: Path) -> str:
+    """What is at `path` instead of the regular file an option asked for:
+    said plainly, since "no such file" for a folder or a device sends the
+    user looking for something that is there."""
+    if path.is_dir():
+        return "a folder, not a file"
+    if path.exists():
+        return "not a regular file"
+    return "no such file"

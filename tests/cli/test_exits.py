@@ -319,3 +319,21 @@ def test_a_destination_name_as_long_as_the_filesystem_allows_converts(dspark, ti
     assert run.exit_code == EXIT_OK, run.stderr
     assert (destination / "config.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["draft", destination.name])
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    pytest.param(("check", "{draft}", "--config", "{tmp}"), "a folder, not a file", id="config-a-folder"),
+    pytest.param(("check", "{draft}", "--config", os.devnull), "not a regular file", id="config-a-device"),
+    pytest.param(("gate", "{draft}", "--policy", "{tmp}"), "a folder, not a file", id="policy-a-folder"),
+])
+def test_an_option_naming_something_that_is_not_a_file_says_what_it_is(dspark, tiny_draft, tmp_path, args, says):
+    draft = tiny_draft()
+    run = dspark(*(a.format(draft=draft, tmp=tmp_path) for a in args))
+    assert run.exit_code == EXIT_USAGE and says in run.stderr and "no such file" not in run.stderr
+
+
+def test_a_null_config_is_named_in_json_terms(dspark, tiny_draft):
+    draft = tiny_draft()
+    (draft / "config.json").write_text("null")
+    run = dspark("check", draft)
+    assert "top level is null, not an object" in run.stdout + run.stderr

@@ -300,3 +300,19 @@ def test_smoke_says_it_does_not_apply_to_norm_before_fc(dspark, tmp_path):
     run = dspark("smoke", draft, "--device", DEVICE, "--tokens", "8")
     assert run.exit_code == 2
     assert "does not apply" in run.stdout + run.stderr and "norm_before_fc" in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    pytest.param(("--seed", "99999999999999999999999"), "--seed 99999999999999999999999: a seed is a whole number",
+                 id="seed-past-int64"),
+    pytest.param(("--seed", "-1"), "--seed -1: a seed is a whole number", id="negative-seed"),
+    # 10^12 rows of 5 x 40 bf16 taps: no machine allocates them
+    pytest.param(("--tokens", "1000000000000"), "does not fit in cpu memory", id="tokens-past-memory"),
+    pytest.param(("--taps", "."), "--taps .: a folder, not a file", id="taps-a-folder"),
+])
+def test_flags_that_cannot_work_are_usage_errors_naming_the_flag(dspark, tmp_path, monkeypatch, flags, says):
+    draft = write(tmp_path / "d")
+    monkeypatch.chdir(tmp_path)
+    run = dspark("smoke", draft, "--device", "cpu", *flags)
+    assert run.exit_code == 2, run.stdout + run.stderr
+    assert says in run.stderr and "dspark check" not in run.stderr and "internal error" not in run.stderr
