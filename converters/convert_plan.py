@@ -323,6 +323,7 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     # is compared with the embedding in full (LMH002).
     sources = {t.name: t.source for t in tensors if t.rows is None}
     contract_findings = [judge_tied_head(f, checkpoint.reader, sources, limit=None) for f in contract.findings]
+    contract_findings = [_named_by_its_source(f, tensors) for f in contract_findings]
     source_notes = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is not Severity.ERROR]
     split_notes = [split.note() for split in splits.values()]
     findings = group_findings(source_notes + split_notes + contract_findings)
@@ -384,6 +385,19 @@ def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
             f"{checkpoint.source}: the input's files are inconsistent: {{listed}}",
             hint=f"Run `dspark check {checkpoint.source}` for the full report, fix the input, then convert.",
         )
+
+
+def _named_by_its_source(finding: Finding, tensors: list[TensorPlan]) -> Finding:
+    """A finding on a tensor of the planned output names the input file the
+    tensor comes from: the output file does not exist yet (and, when the
+    finding stops the conversion, never will)."""
+    plan = next((t for t in tensors if t.name == finding.tensor), None) if finding.tensor else None
+    if plan is None or finding.file != plan.shard or plan.source.file == plan.shard:
+        return finding
+    message = finding.message
+    if message.startswith(f"{plan.shard}: "):
+        message = f"{plan.source.file}: " + message[len(plan.shard) + 2:]
+    return dataclasses.replace(finding, file=plan.source.file, message=message)
 
 
 def error_from_findings(errors: list[Finding], template: str, *, hint: str) -> CheckpointError:

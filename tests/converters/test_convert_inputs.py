@@ -15,6 +15,7 @@ dcp = pytest.importorskip("torch.distributed.checkpoint")
 
 from dspark.converters.check import check_checkpoint  # noqa: E402
 from dspark.converters.convert import ConvertOptions, convert_checkpoint  # noqa: E402
+from dspark.schema.errors import CheckpointError  # noqa: E402
 from dspark.examples.fabricate import SCALES, draft_config, make_tensors, tensor_shapes  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
@@ -111,3 +112,15 @@ def test_a_pt_file_with_bf16_weights_is_kept_as_is(tmp_path: Path, training_stat
     report = convert_checkpoint(tmp_path / "ckpt", tmp_path / "out")
     assert not report.plan.casts
     assert_is_served_cast(tmp_path / "out", state, torch.bfloat16)
+
+
+def test_a_refused_pt_input_is_named_not_the_output_it_would_have_become(tmp_path: Path, training_state: dict) -> None:
+    state = {**training_state, "extra_view": torch.ones(4)}  # no destination in the served model
+    (tmp_path / "ckpt").mkdir()
+    torch.save(state, tmp_path / "ckpt" / "draft.pt")
+    write_config(tmp_path / "ckpt")
+    with pytest.raises(CheckpointError) as refused:
+        convert_checkpoint(tmp_path / "ckpt" / "draft.pt", tmp_path / "out")
+    [unexpected] = [f for f in refused.value.detail["findings"] if f["tensor"] == "extra_view"]
+    assert unexpected["file"] == "draft.pt" and unexpected["message"].startswith("draft.pt: ")
+    assert not (tmp_path / "out").exists()
