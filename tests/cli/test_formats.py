@@ -148,6 +148,8 @@ def test_junit_stays_xml_whatever_the_tensor_names(dspark, tiny_draft):
 def test_github_escaping_follows_the_actions_toolkit():
     assert escape_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
     assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    # beyond the toolkit: other control characters are written out, not passed to the log viewer
+    assert escape_data("x\x1b[2Jy\x07") == "x\\x1b[2Jy\\x07"
 
 
 def test_github_annotates_failing_findings_and_warnings(dspark, tiny_draft):
