@@ -243,7 +243,15 @@ def target_findings(
             high = target.num_hidden_layers - (1 if target.is_attn_res_model() else 2)
             source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else
                       "models/base/causal_lm.py@4b9766f6:146-165; models/deepseek_v3.py@4b9766f6:1697-1715")
-        final = target.num_hidden_layers if loader.tap_final_residual and target.captures_final_residual() else None
+        one_based = family.default_tap_count is not None and target.is_attn_res_model()
+        if one_based:
+            # An EAGLE-3 draft on Kimi-K3: the K3 model takes the ids unchanged
+            # as one-based completed-layer ids and refuses any outside [1, N]
+            # (models/kimi_k3.py@f4d8ec6e:2580-2599; the wrapper hands them on,
+            # 3023-3028), capturing layer id-1's output (:2555).
+            low, high, source = 1, target.num_hidden_layers, _K3_EAGLE3_SOURCE
+        final = (target.num_hidden_layers if loader.tap_final_residual and target.captures_final_residual()
+                 and not one_based else None)
         outside = [t for t in layer_ids if is_int(t) and not (low <= t <= high or t == final)]
         if outside:
             findings.append(Finding(
@@ -252,13 +260,40 @@ def target_findings(
                 f"{target.num_hidden_layers} layers, model_type {target.model_type!r}): the engine accepts tap "
                 f"ids in [{low}, {high}]"
                 + (f" and {final}" if final is not None else "")
-                + f" for a {family.name} draft on it and {loader.taps_outside_range}.",
+                + f" for a {family.name} draft on it and "
+                + ("refuses the draft at startup" if one_based else loader.taps_outside_range) + ".",
                 file=target.source,
                 detail={"outside": outside, "target_layers": target.num_hidden_layers, "range": [low, high],
                         "source": source},
             ))
+        elif one_based and layer_ids:
+            findings.append(_one_based_taps(layer_ids, target))
     findings += _colliding_default_taps(config, target, family)
     return findings
+
+
+_K3_EAGLE3_SOURCE = "models/kimi_k3.py@f4d8ec6e:2580-2599, 2555, 3023-3028"
+
+
+def _one_based_taps(ids: list, target: TargetFacts) -> Finding:
+    """The Kimi-K3 target reads EAGLE-3 tap ids one-based; every other
+    target reads them from 0 (they add 1 before capturing). The same list
+    feeds one layer earlier there. Right for a draft exported for K3 in its
+    numbering; the trainers dspark reads (TorchSpec, SpecForge, speculators
+    after convert) write lists counted from 0 and know no K3 target, so
+    which one this is cannot be told from the files: a warning."""
+    earlier = [t - 1 for t in ids]
+    return Finding(
+        "TGT008",
+        f"the target ({target.source}) is a Kimi-K3 model, which reads EAGLE-3 tap ids as one-based completed "
+        f"layers: {ids} feed the outputs of layers {earlier} counted from 0, one layer earlier than the same "
+        "ids on any other target. Right for a draft exported for Kimi-K3 in that numbering; a draft whose list "
+        f"counts from 0, as TorchSpec, SpecForge and speculators write them, needs each id raised by 1 "
+        f"({[t + 1 for t in ids]}).",
+        file=target.source,
+        detail={"ids": list(ids), "captured_layers": earlier, "source": _K3_EAGLE3_SOURCE},
+        severity=Severity.WARNING,
+    )
 
 
 # With no tap list it reads, an EAGLE-3 target captures layers

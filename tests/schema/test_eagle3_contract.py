@@ -963,3 +963,28 @@ def test_default_taps_that_name_one_layer_twice_leave_fc_short(tmp_path, scale, 
     # a list that names three distinct layers of the same target passes
     listed = write_eagle3_draft(tmp_path / "l", scale=scale, tap_ids=[0, 1, 2])
     assert not [f for f in check_checkpoint(listed, target=target).errors if f.code == "TAP001"]
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_a_kimi_k3_target_reads_eagle3_tap_ids_one_based(tmp_path, scale):
+    # models/kimi_k3.py@f4d8ec6e:2580-2599: ids taken unchanged as one-based
+    # completed layers, [1, N], refused otherwise; :2555 captures layer id-1.
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({
+        "architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+        "text_config": {"model_type": "kimi_linear", "hidden_size": 32, "num_hidden_layers": 12, "vocab_size": 96}}))
+
+    def judged(name, ids):
+        return check_checkpoint(write_eagle3_draft(tmp_path / name, scale=scale, tap_ids=ids), target=target)
+
+    served = judged("served", [1, 6, 12])  # 12 = N: the last completed layer
+    assert served.passed() and not served.passed(strict=True)
+    [one_based] = [f for f in served.findings if f.code == "TGT008"]
+    assert one_based.detail["captured_layers"] == [0, 5, 11] and "[2, 7, 13]" in one_based.message
+    for name, ids, outside in (("zero", [0, 6, 11], [0]), ("minus-one", [-1, 6, 11], [-1])):
+        [refused] = [f for f in judged(name, ids).errors if f.code == "TGT005"]
+        assert refused.detail["outside"] == outside and "refuses the draft at startup" in refused.message
+    # with no list the defaults name the same layers on every target: no TGT008
+    no_list = write_eagle3_draft(tmp_path / "none", scale=scale, config_edit=_no_tap_list)
+    assert "TGT008" not in {f.code for f in check_checkpoint(no_list, target=target).findings}
