@@ -50,11 +50,15 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     # typer's parser: an unknown flag, a bad value, a missing argument
     (typer.TyperException, EXIT_USAGE),
     (KeyboardInterrupt, EXIT_INTERRUPTED),
-    # What the system refused on a path the user gave (a name too long, a
-    # permission, a full disk) is about their input and machine, not a bug;
-    # every read dspark plans for is checked and named before this.
-    (OSError, EXIT_USAGE),
 )
+
+
+def is_system_refusal(error: BaseException) -> bool:
+    """What the system refused on a path the user gave (a name too long, a
+    permission, a full disk): about their input and machine, not a bug
+    (exit 2). Only an OSError the system raised, with its errno; one dspark
+    raises without one is a bug like any other."""
+    return isinstance(error, OSError) and not isinstance(error, BrokenPipeError) and error.errno is not None
 
 
 # The exit code a command has decided on, set before it renders its report:
@@ -75,6 +79,8 @@ def exit_code_for(error: BaseException) -> int:
     for error_type, code in EXIT_CODES:
         if isinstance(error, error_type):
             return code
+    if is_system_refusal(error):
+        return EXIT_USAGE
     return EXIT_INTERNAL
 
 
@@ -144,8 +150,10 @@ def _message_and_hint(error: BaseException) -> tuple[str, str | None]:
         return (str(error) or "interrupted"), None
     if isinstance(error, DsparkError):
         return error.message, error.hint
-    if isinstance(error, OSError) and error.errno is not None:
-        where = f"{printable_name(os.fsdecode(error.filename))}: " if error.filename is not None else ""
+    if is_system_refusal(error):
+        names = [printable_name(os.fsdecode(name)) for name in (error.filename, error.filename2)
+                 if isinstance(name, (str, bytes, os.PathLike))]
+        where = "".join(f"{name}: " for name in names)
         return (f"{where}{error.strerror or error}",
                 "Check the path: it must exist, be readable (or writable, for an output), and fit the "
                 "filesystem's limits on name length and space.")
@@ -157,6 +165,12 @@ def _message_and_hint(error: BaseException) -> tuple[str, str | None]:
         f"internal error: {type(error).__name__}: {error}",
         "This is a bug in dspark. Re-run with DSPARK_DEBUG=1 and report the traceback.",
     )
+
+
+def _system_refusal_file(error: BaseException) -> str | None:
+    if is_system_refusal(error) and isinstance(error.filename, (str, bytes, os.PathLike)):
+        return os.fsdecode(error.filename)
+    return None
 
 
 def error_document(error: BaseException, code: int, message: str, hint: str | None) -> dict[str, Any]:
@@ -176,7 +190,7 @@ def error_document(error: BaseException, code: int, message: str, hint: str | No
             "type": "Interrupted" if isinstance(error, KeyboardInterrupt) else type(error).__name__,
             "message": message,
             "hint": hint,
-            "file": getattr(error, "path", None),
+            "file": getattr(error, "path", None) or _system_refusal_file(error),
             "tensor": getattr(error, "tensor", None),
             "code": finding_code if isinstance(finding_code, str) else None,
         },

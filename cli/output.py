@@ -45,25 +45,27 @@ def configure_output(command: str, output_format: str, file: Path | None, quiet:
 
 def _refuse_unwritable_report_path(path: Path) -> None:
     """Before any work: a report file that could never be written (a
-    folder's name, a missing folder, a name too long) must not cost a
-    conversion, nor end a finished one as an internal error. The error
-    itself goes to the terminal (`settings.file` is not written)."""
+    folder's name, a name too long, a folder that does not exist) must not
+    cost a conversion, nor end a finished one as an internal error. The
+    error itself goes to the terminal (`settings.file` is not written).
+    convert may name a file inside the folder it is about to create."""
+    from dspark.converters.writers.atomic import name_limit
+
+    settings = output_settings.get()
     folder = path.parent if str(path.parent) else Path(".")
     problem = None
     try:
-        if path.is_dir():
+        limit = name_limit(folder if folder.is_dir() else Path("."))
+        if len(os.fsencode(path.name)) > limit:
+            problem = f"the file name is longer than this filesystem allows ({limit} bytes)"
+        elif path.is_dir():
             problem = "is a folder; name the file to write, e.g. " + str(path / "report.json")
         elif not folder.is_dir():
-            problem = f"the folder {folder} does not exist"
-        else:
-            limit = os.pathconf(folder, "PC_NAME_MAX") if hasattr(os, "pathconf") else 255
-            # the report is written to a temporary sibling first: ".<name>.<random>.tmp"
-            if len(os.fsencode(path.name)) + 16 > limit:
-                problem = f"the file name is longer than this filesystem allows ({limit} bytes, with room for a temporary name)"
+            if settings.command != "convert":
+                problem = f"the folder {folder} does not exist"
     except OSError as error:
         problem = f"cannot be used ({error.strerror or error})"
     if problem is not None:
-        settings = output_settings.get()
         output_settings.set(dataclasses.replace(settings, file=None, format=settings.terminal))
         raise UsageError(f"--output {path}: {problem}.", path=str(path))
 
@@ -95,7 +97,8 @@ def write_report_file(path: Path, output_format: str, report: Report) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise UsageError(f"--output {path}: the folder {folder} does not exist.", path=str(path))
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    # A short temporary name beside it: any name the filesystem takes for the report fits.
+    handle, temporary = tempfile.mkstemp(prefix=".dspark-report.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text.getvalue())

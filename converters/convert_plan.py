@@ -396,7 +396,8 @@ def _named_by_its_source(finding: Finding, tensors: list[TensorPlan]) -> Finding
         return finding
     message = finding.message
     if message.startswith(f"{plan.shard}: "):
-        message = f"{plan.source.file}: " + message[len(plan.shard) + 2:]
+        stored = f" (stored as {plan.source.stored_name})" if plan.source.stored_name != plan.name else ""
+        message = f"{plan.source.file}{stored}: " + message[len(plan.shard) + 2:]
     return dataclasses.replace(finding, file=plan.source.file, message=message)
 
 

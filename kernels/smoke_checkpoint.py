@@ -125,6 +125,7 @@ def smoke_checkpoint(
         taps_source = str(taps_file)
     else:
         taps = None
+        tokens_given = tokens is not None
         tokens = DEFAULT_TOKENS[device] if tokens is None else tokens
         if tokens < 1:
             raise UsageError(f"--tokens {tokens}: need at least one token row.")
@@ -146,12 +147,16 @@ def smoke_checkpoint(
     except RuntimeError as error:
         if not _out_of_memory(error):
             raise
+        if taps is not None:
+            what, hint = f"--taps {taps_file}", "Capture fewer token rows into the taps file."
+        else:
+            what = f"--tokens {tokens}" if tokens_given else f"{tokens} rows (the default on {device})"
+            hint = "Use fewer rows (--tokens): a few thousand are enough to test the kernel."
         rows = taps.shape[0] if taps is not None else tokens
         raise UsageError(
-            f"{'--taps ' + str(taps_file) if taps is not None else '--tokens ' + str(tokens)}: the projection of "
-            f"{rows} rows of {num_segments} x {target_hidden} taps does not fit in {device} memory "
-            f"({_first_line(error)}).",
-            hint="Use fewer rows: the default (8192 on cuda, 8 on cpu) is enough to test the kernel.",
+            f"{what}: the projection of {rows} rows of {num_segments} x {target_hidden} taps does not fit in "
+            f"{device} memory ({_first_line(error)}).",
+            hint=hint,
         ) from None
     except ValueError as error:
         raise CheckpointError(
@@ -176,10 +181,11 @@ _LARGEST_SEED = 2**63 - 1
 
 
 def _out_of_memory(error: RuntimeError) -> bool:
-    """torch's allocators: OutOfMemoryError on CUDA, a RuntimeError saying
-    "can't allocate memory" on the CPU."""
-    return type(error).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(error) or (
-        "out of memory" in str(error).lower())
+    """torch's allocators: OutOfMemoryError on CUDA, a RuntimeError from
+    the CPU allocator saying it "can't allocate memory"."""
+    out_of_memory = getattr(torch, "OutOfMemoryError", None)
+    return (out_of_memory is not None and isinstance(error, out_of_memory)) or (
+        "DefaultCPUAllocator: can't allocate memory" in str(error))
 
 
 def _first_line(error: BaseException) -> str:

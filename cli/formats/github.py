@@ -15,13 +15,14 @@ from dspark.schema.findings import Severity, count_by_severity
 
 
 def escape_data(text: str) -> str:
-    # The Actions toolkit's escaping, then any other control character
-    # written out (\x1b for ESC): a hostile tensor name must not reach the
-    # log viewer as a terminal sequence.
+    # The Actions toolkit's escaping, and any other character that does not
+    # print percent-encoded the same way (%1B for ESC): a hostile tensor name
+    # must not reach the log viewer as a terminal sequence.
     escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     if escaped.isprintable():
         return escaped
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in escaped)
+    return "".join(ch if ch.isprintable() else "".join(f"%{byte:02X}" for byte in ch.encode("utf-8", "surrogatepass"))
+                   for ch in escaped)
 
 
 def escape_property(text: str) -> str:

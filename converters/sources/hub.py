@@ -73,7 +73,9 @@ class HubSource(RangeSource):
                                  "`hf auth login`.") from None
             except (HfHubHTTPError, OSError) as error:
                 raise SourceError(f"{self.url}: cannot list the repository ({_first_line(error)})") from None
-            except Exception as error:  # noqa: BLE001 - the HTTP client's own (connection, timeout), not OSErrors
+            except Exception as error:  # noqa: BLE001 - narrowed by _from_http_client below
+                if not _from_http_client(error):
+                    raise
                 raise SourceError(f"{self.url}: cannot reach the Hub at {self.endpoint or 'huggingface.co'} "
                                   f"({type(error).__name__}: {_first_line(error)})") from None
             self._commit = info.sha or self.revision or "main"
@@ -118,6 +120,16 @@ class HubSource(RangeSource):
             raise
         except Exception as error:  # the client's own errors (connection, HTTP status): say them plainly
             raise SourceError(f"{address}: {_first_line(error)}") from None
+
+
+# The HTTP clients huggingface_hub has used (httpx, its httpx2 fork,
+# requests over urllib3): their errors (connection, timeout) are no OSError.
+_HTTP_CLIENT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "requests", "urllib3"})
+
+
+def _from_http_client(error: BaseException) -> bool:
+    """Whether `error` is the HTTP client's (a network failure), not a bug."""
+    return any(cls.__module__.split(".")[0] in _HTTP_CLIENT_PACKAGES for cls in type(error).__mro__)
 
 
 def _first_line(error: BaseException) -> str:

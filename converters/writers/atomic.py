@@ -118,16 +118,23 @@ def move_into_place(
         shutil.rmtree(old, ignore_errors=True)
 
 
+def name_limit(folder: Path) -> int:
+    """The longest file name, in bytes, the filesystem of `folder` takes
+    (255 where it will not say, or says there is no limit)."""
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
+    return limit if limit > 0 else 255
+
+
 def sibling_stem(destination: Path) -> str:
     """The start of the names of `destination`'s temporary and moved-aside
     siblings: `.<name>`, or, where that would make a name longer than the
     filesystem allows, a shortened name and a digest of the whole one (a
     destination name that is legal must stay usable)."""
     name = destination.name
-    try:
-        limit = os.pathconf(destination.parent, "PC_NAME_MAX")
-    except (OSError, ValueError, AttributeError):
-        limit = 255
+    limit = name_limit(destination.parent)
     if len(os.fsencode(name)) + _SIBLING_EXTRA <= limit:
         return f".{name}"
     digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
@@ -224,10 +231,13 @@ class InterruptGuard:
         try:
             move()
             self._committed = True
-            self._restore()
         finally:
             if blocking:
+                # Unblocked while this guard's handler is still installed: a
+                # signal held back here reaches it and is noted, not lost to
+                # the handler restored below.
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, self.SIGNALS)
+        self._restore()
 
     def _restore(self) -> None:
         for signum, handler in self._previous.items():

@@ -44,7 +44,9 @@ _NO_CAPTURE_ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen2ForCausalLM", "Qwen3MoeFo
 @dataclass(frozen=True)
 class TargetFacts:
     """The fields of a target model's config that a draft depends on.
-    Values nested under `text_config` (K3's multimodal config) count."""
+    Values nested under `text_config` (a multimodal config's language
+    model) come first; for Kimi-K3 and Kimi-K2.5 configs they are the only
+    ones read."""
 
     source: str
     hidden_size: Any = None
@@ -58,8 +60,10 @@ class TargetFacts:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source: str) -> "TargetFacts":
         text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else {}
-        # (A hand-written config of such a type without text_config keeps
-        # its top-level fields: there is nothing else to read.)
+        # (Given none, the engine's class would build KimiLinearConfig's
+        # defaults and refuse top-level sizes, properties without a setter;
+        # such a hand-written config is read at its top level here, as the
+        # numbers its author meant.)
         wrapper = config.get("model_type") in _TEXT_CONFIG_WRAPPERS and bool(text)
 
         def pick(name: str, default: Any = None) -> Any:
@@ -283,13 +287,17 @@ def _one_based_taps(ids: list, target: TargetFacts) -> Finding:
     after convert) write lists counted from 0 and know no K3 target, so
     which one this is cannot be told from the files: a warning."""
     earlier = [t - 1 for t in ids]
+    raised = [t + 1 for t in ids]
+    if max(raised) <= target.num_hidden_layers:
+        fix = f"needs each id raised by 1 ({raised})"
+    else:
+        fix = f"cannot be served here: raised by 1, {max(raised)} is past the target's {target.num_hidden_layers} layers"
     return Finding(
         "TGT008",
         f"the target ({target.source}) is a Kimi-K3 model, which reads EAGLE-3 tap ids as one-based completed "
         f"layers: {ids} feed the outputs of layers {earlier} counted from 0, one layer earlier than the same "
         "ids on any other target. Right for a draft exported for Kimi-K3 in that numbering; a draft whose list "
-        f"counts from 0, as TorchSpec, SpecForge and speculators write them, needs each id raised by 1 "
-        f"({[t + 1 for t in ids]}).",
+        f"counts from 0, as TorchSpec, SpecForge and speculators write them, {fix}.",
         file=target.source,
         detail={"ids": list(ids), "captured_layers": earlier, "source": _K3_EAGLE3_SOURCE},
         severity=Severity.WARNING,
@@ -301,9 +309,11 @@ def _one_based_taps(ids: list, target: TargetFacts) -> Finding:
 # once, in layer order, however often the list names it
 # (models/base/causal_lm.py@f4d8ec6e:133-144 and
 # models/base/transformer_model.py@f4d8ec6e:219-221; a set in
-# models/deepseek_v3.py@f4d8ec6e:1688-1693, 1591-1593). On a target of six
-# layers or fewer the three name fewer distinct layers, and fc, built for
-# three taps, gets fewer states.
+# models/deepseek_v3.py@f4d8ec6e:1688-1693, 1591-1593). On a target of 1, 2,
+# 4, 5 or 6 layers the three name fewer distinct layers it has, and fc,
+# built for three taps, gets fewer states. A Kimi-K3 target takes the same
+# three as one-based ids and refuses them at startup unless they are
+# ascending, distinct and within [1, N] (models/kimi_k3.py@f4d8ec6e:2580-2599).
 _DEFAULT_CAPTURE_SOURCE = ("models/base/causal_lm.py@f4d8ec6e:133-144; models/base/transformer_model.py@f4d8ec6e:"
                            "219-221; models/deepseek_v3.py@f4d8ec6e:1688-1693, 1591-1593")
 
@@ -316,6 +326,19 @@ def _colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, fami
     if count != family.default_tap_count:
         return []  # TAP001 already says the count differs from the defaults'
     defaults = [2, layers // 2, layers - 3]
+    if target.is_attn_res_model():
+        if defaults == sorted(set(defaults)) and all(1 <= layer <= layers for layer in defaults):
+            return []
+        return [Finding(
+            "TAP001",
+            f"the draft names no tap list the target reads, so the Kimi-K3 target ({target.source}, {layers} "
+            f"layers) takes its default ids {defaults}, which are not ascending, distinct ids within [1, "
+            f"{layers}]: it refuses the draft at startup. Write the list the draft was trained on in "
+            f"eagle_config.{TAP_IDS_FIELD}.",
+            file=target.source,
+            detail={"draft_taps": count, "target_layers": layers, "default_layers": defaults,
+                    "source": _K3_EAGLE3_SOURCE},
+        )]
     captured = sorted({layer for layer in defaults if 0 <= layer < layers})
     if len(captured) == count:
         return []

@@ -149,7 +149,8 @@ def test_github_escaping_follows_the_actions_toolkit():
     assert escape_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
     assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
     # beyond the toolkit: other control characters are written out, not passed to the log viewer
-    assert escape_data("x\x1b[2Jy\x07") == "x\\x1b[2Jy\\x07"
+    assert escape_data("x\x1b[2Jy\x07") == "x%1B[2Jy%07"
+    assert escape_data("a\\x1b") == "a\\x1b"  # the four characters stay as they are, told apart from ESC
 
 
 def test_github_annotates_failing_findings_and_warnings(dspark, tiny_draft):
@@ -296,8 +297,7 @@ def test_a_waived_finding_is_a_suppressed_sarif_result_and_a_notice(dspark, tiny
 
 @pytest.mark.parametrize(("make", "says"), [
     pytest.param(lambda root: (root / "reports.json").mkdir() or root / "reports.json", "is a folder", id="a-folder"),
-    pytest.param(lambda root: root / "absent" / "report.json", "does not exist", id="no-folder"),
-    pytest.param(lambda root: root / ("r" * 250 + ".json"), "longer than this filesystem allows", id="too-long"),
+    pytest.param(lambda root: root / ("r" * 251 + ".json"), "longer than this filesystem allows", id="too-long"),
 ])
 def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(dspark, tiny_draft, tmp_path, make, says):
     draft = tiny_draft()
@@ -308,6 +308,19 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(dspark,
     assert not (tmp_path / "out").exists()  # refused before converting
     run = dspark("check", draft, "--output", report, "--format", "json")
     assert run.exit_code == EXIT_USAGE and says in run.stderr
+
+
+def test_a_report_in_a_folder_that_does_not_exist(dspark, tiny_draft, tmp_path):
+    draft = tiny_draft()
+    run = dspark("check", draft, "--output", tmp_path / "absent" / "report.json")
+    assert run.exit_code == EXIT_USAGE and "does not exist" in run.stderr
+    # convert may name one inside the destination it creates
+    run = dspark("convert", draft, tmp_path / "out", "--output", tmp_path / "out" / "convert.json", "-q")
+    assert run.exit_code == EXIT_OK, run.stderr
+    assert json.loads((tmp_path / "out" / "convert.json").read_text())["exit_code"] == EXIT_OK
+    # the longest name the filesystem takes is written (its temporary sibling's name is short)
+    longest = tmp_path / ("n" * 250 + ".json")
+    assert dspark("check", draft, "--output", longest, "-q").exit_code == EXIT_OK and longest.is_file()
 
 
 def test_sarif_percent_encodes_a_file_name_that_is_not_utf8(dspark, tiny_draft):

@@ -27,8 +27,9 @@ SWAP_UNDER_SIGNAL = textwrap.dedent("""
 
     signum = getattr(signal, sys.argv[2])
     destination = Path(sys.argv[1])
-    other = threading.Event()
-    threading.Thread(target=other.wait, daemon=True).start()
+    if sys.argv[3] == "two-threads":
+        other = threading.Event()
+        threading.Thread(target=other.wait, daemon=True).start()
     real_rename = os.rename
 
     def rename(source, target):
@@ -54,10 +55,11 @@ def previous_output(tmp_path: Path) -> Path:
     return destination
 
 
+@pytest.mark.parametrize("threads", ["one-thread", "two-threads"])
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
-def test_a_signal_during_the_swap_waits_for_it_to_complete(tmp_path: Path, signame: str) -> None:
+def test_a_signal_during_the_swap_waits_for_it_to_complete(tmp_path: Path, signame: str, threads: str) -> None:
     destination = previous_output(tmp_path)
-    run = subprocess.run([sys.executable, "-c", SWAP_UNDER_SIGNAL, str(destination), signame],
+    run = subprocess.run([sys.executable, "-c", SWAP_UNDER_SIGNAL, str(destination), signame, threads],
                          capture_output=True, text=True, timeout=60)
     # the run ends as interrupted, after the swap: never in the middle of it
     if signame == "SIGTERM":

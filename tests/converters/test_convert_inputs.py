@@ -124,3 +124,11 @@ def test_a_refused_pt_input_is_named_not_the_output_it_would_have_become(tmp_pat
     [unexpected] = [f for f in refused.value.detail["findings"] if f["tensor"] == "extra_view"]
     assert unexpected["file"] == "draft.pt" and unexpected["message"].startswith("draft.pt: ")
     assert not (tmp_path / "out").exists()
+    # a tensor stored under another name is named as the file holds it, too
+    renamed = {f"draft_model.{k}": v for k, v in training_state.items()}
+    renamed["draft_model.final_norm.weight"] = torch.ones(3, 3)
+    torch.save(renamed, tmp_path / "ckpt" / "draft.pt")
+    with pytest.raises(CheckpointError) as refused:
+        convert_checkpoint(tmp_path / "ckpt" / "draft.pt", tmp_path / "out")
+    [wrong] = [f for f in refused.value.detail["findings"] if f["tensor"] == "final_norm.weight"]
+    assert wrong["message"].startswith("draft.pt (stored as draft_model.final_norm.weight): ")

@@ -981,10 +981,19 @@ def test_a_kimi_k3_target_reads_eagle3_tap_ids_one_based(tmp_path, scale):
     served = judged("served", [1, 6, 12])  # 12 = N: the last completed layer
     assert served.passed() and not served.passed(strict=True)
     [one_based] = [f for f in served.findings if f.code == "TGT008"]
-    assert one_based.detail["captured_layers"] == [0, 5, 11] and "[2, 7, 13]" in one_based.message
+    assert one_based.detail["captured_layers"] == [0, 5, 11]
+    assert "13 is past the target's 12 layers" in one_based.message  # no list to offer: N + 1 does not exist
+    lower = [f for f in judged("lower", [1, 6, 11]).findings if f.code == "TGT008"]
+    assert "[2, 7, 12]" in lower[0].message
     for name, ids, outside in (("zero", [0, 6, 11], [0]), ("minus-one", [-1, 6, 11], [-1])):
         [refused] = [f for f in judged(name, ids).errors if f.code == "TGT005"]
         assert refused.detail["outside"] == outside and "refuses the draft at startup" in refused.message
     # with no list the defaults name the same layers on every target: no TGT008
     no_list = write_eagle3_draft(tmp_path / "none", scale=scale, config_edit=_no_tap_list)
     assert "TGT008" not in {f.code for f in check_checkpoint(no_list, target=target).findings}
+    # ...unless they are not ascending ids in [1, N]: four layers give [2, 2, 1], refused at startup
+    (target / "config.json").write_text(json.dumps({
+        "architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+        "text_config": {"model_type": "kimi_linear", "hidden_size": 32, "num_hidden_layers": 4, "vocab_size": 96}}))
+    [refused] = [f for f in check_checkpoint(no_list, target=target).errors if f.code == "TAP001"]
+    assert "refuses the draft at startup" in refused.message and refused.detail["default_layers"] == [2, 2, 1]
