@@ -249,7 +249,16 @@ def rope_findings(config: Mapping[str, Any], config_file: str, *, rope_scaling_w
     `original_max_position_embeddings` is required except for lowercase
     "yarn", where transformers fills it from max_position_embeddings
     (configs/kimi_k3_dspark_config.py@4b9766f6:148-174;
-    layers/rotary_embedding.py@4b9766f6:1436-1437)."""
+    layers/rotary_embedding.py@4b9766f6:1436-1437).
+
+    `rope_scaling_wins` False: TokenSpeed's own Qwen2/Qwen3 config classes
+    (the GQA drafts' model types qwen2 and qwen3), which take only
+    `rope_scaling` for themselves and hand `rope_parameters` to transformers
+    unfilled (configs/qwen3_config.py@f4d8ec6e:189, 240;
+    configs/qwen2_config.py@f4d8ec6e:103): there a "yarn" block in
+    `rope_parameters` without original_max_position_embeddings fails
+    transformers' validation when the config is loaded (a KeyError naming
+    the key, transformers 5.12), the draft refused at startup."""
     findings: list[Finding] = []
     parameters = config.get("rope_parameters")
     field_name = "rope_parameters"
@@ -288,7 +297,19 @@ def rope_findings(config: Mapping[str, Any], config_file: str, *, rope_scaling_w
             detail={"field": f"{field_name}.factor"},
         ))
     if "original_max_position_embeddings" not in parameters:
-        if rope_type == "yarn":
+        if rope_type == "yarn" and not rope_scaling_wins and field_name == "rope_parameters":
+            findings.append(Finding(
+                "ROP001",
+                f"{config_file}: rope_parameters (yarn) has no original_max_position_embeddings; the engine's "
+                f"{config.get('model_type')} config class hands rope_parameters to transformers' validation "
+                "unfilled, which refuses it when the config is loaded. Write the value the draft was trained "
+                "with (or give the block as rope_scaling, which the class fills from "
+                "max_position_embeddings).",
+                file=config_file,
+                detail={"field": "rope_parameters.original_max_position_embeddings",
+                        "source": "configs/qwen3_config.py@f4d8ec6e:189, 240; configs/qwen2_config.py@f4d8ec6e:103"},
+            ))
+        elif rope_type == "yarn":
             findings.append(Finding(
                 "ROP002",
                 f"{config_file}: {field_name} has no original_max_position_embeddings; the engine's "

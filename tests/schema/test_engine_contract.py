@@ -925,3 +925,20 @@ def test_a_gqa_draft_takes_its_tap_range_from_a_kimi_k3_target(tmp_path):
     k25 = _classed_target(tmp_path / "k25", "KimiK25ForConditionalGeneration", hidden=64, layers=24, vocab=128, wrapped=True)
     [outside] = [f for f in check_checkpoint(draft, target=k25).errors if f.code == "TGT005"]
     assert outside.detail["outside"] == [23]
+
+
+@pytest.mark.parametrize(("model_type", "field", "code", "severity"), [
+    # the engine's Qwen config classes hand rope_parameters to transformers' validation unfilled
+    ("qwen3", "rope_parameters", "ROP001", Severity.ERROR),
+    ("qwen2", "rope_parameters", "ROP001", Severity.ERROR),
+    # ...and fill a rope_scaling block from max_position_embeddings, as transformers' own Llama class does
+    ("qwen3", "rope_scaling", "ROP002", Severity.WARNING),
+    ("llama", "rope_parameters", "ROP002", Severity.WARNING),
+])
+def test_gqa_yarn_without_its_original_context(tmp_path, model_type, field, code, severity):
+    """configs/qwen3_config.py@f4d8ec6e:189, 240; configs/qwen2_config.py@f4d8ec6e:103."""
+    block = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6}
+    config = dict(GQA, model_type=model_type, **{field: block})
+    report = check_checkpoint(write_gqa(tmp_path / "d", config))
+    rope = [f for f in report.findings if f.code.startswith("ROP")]
+    assert [(f.code, f.severity) for f in rope] == [(code, severity)], [(f.code, f.message) for f in report.findings]
