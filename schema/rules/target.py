@@ -206,16 +206,28 @@ def target_findings(
                 severity=severity,
             ))
     if target.never_captures():
+        hosts = ("Kimi-K3, Kimi-K2.5, Qwen3.5 or MiniMax-M3, whose classes the DFlash drafter wires to"
+                 if loader is not None and loader.target_classes is not None
+                 else "Llama, DeepSeek/Kimi, GPT-OSS, MiniMax")
         findings.append(Finding(
             "TGT006",
             f"the target ({target.source}) is {target.architectures[0]}, whose model in the engine never "
             "captures hidden states (its forward returns none, models/qwen3.py@f4d8ec6e:367-401): the "
             f"{family.name} draft gets no taps to read. Serve it with a target whose model captures "
-            "(Llama, DeepSeek/Kimi, GPT-OSS, MiniMax).",
+            f"({hosts}).",
             file=target.source,
             detail={"architecture": target.architectures[0]},
         ))
         return findings
+    findings += _drafter_host_findings(target, family, loader)
+    findings += _tap_range_findings(config, target, family, loader)
+    findings += _colliding_default_taps(config, target, family)
+    return findings
+
+
+def _drafter_host_findings(target: TargetFacts, family: DraftFamily, loader: FamilyLoader | None) -> list[Finding]:
+    """TGT007: a target class the family's drafter cannot wire itself to."""
+    findings: list[Finding] = []
     if loader is not None and loader.target_classes is not None and target.architectures \
             and target.architectures[0] not in loader.target_classes:
         wiring = loader.sources.get("target classes")
@@ -231,6 +243,14 @@ def target_findings(
             detail={"architecture": target.architectures[0], "supported": sorted(loader.target_classes),
                     "source": cited},
         ))
+    return findings
+
+
+def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily,
+                        loader: FamilyLoader | None) -> list[Finding]:
+    """TGT005 for taps the target's own capture setter refuses or drops,
+    TGT008 for ids a Kimi-K3 target reads one-based."""
+    findings: list[Finding] = []
     layer_ids, _ = bounded_taps(family, config)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:
         low, high = loader.tap_low, target.num_hidden_layers + loader.tap_high_offset
@@ -272,7 +292,6 @@ def target_findings(
             ))
         elif one_based and layer_ids:
             findings.append(_one_based_taps(layer_ids, target))
-    findings += _colliding_default_taps(config, target, family)
     return findings
 
 
