@@ -70,6 +70,7 @@ from dspark.examples.fabricate_parts import (  # noqa: F401 - re-exported
     write_header_only,
     write_safetensors,
 )
+from dspark.schema.findings import FINDING_CODES, Severity
 
 
 @dataclass(frozen=True)
@@ -296,9 +297,13 @@ class FamilyFabricator:
 
 
 def _k3_target(scale: str) -> dict:
+    """A Kimi-K3 target config as released: the language model's sizes under
+    text_config (its config class reads them nowhere else), and the class
+    the K3 DSpark drafter wires to."""
     spec = SCALES[scale]
-    return {"model_type": "kimi_k3", "hidden_size": spec.target_hidden_size,
-            "num_hidden_layers": spec.target_num_hidden_layers, "vocab_size": spec.vocab_size}
+    return {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+            "text_config": {"model_type": "kimi_linear", "hidden_size": spec.target_hidden_size,
+                            "num_hidden_layers": spec.target_num_hidden_layers, "vocab_size": spec.vocab_size}}
 
 
 def _bf16(shapes: Mapping[str, tuple[int, ...]]) -> Specs:
@@ -345,7 +350,7 @@ FABRICATORS: dict[str, FamilyFabricator] = {
                                               norm_before_fc=o["norm_before_fc"]),
         specs=lambda scale, config, o: eagle3_tensor_specs(config),
         tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
-        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale]),
+        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="llama"),
     ),
     "eagle3_mla": FamilyFabricator(
         name="eagle3_mla",
@@ -356,7 +361,7 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"]),
         specs=lambda scale, config, o: eagle3_tensor_specs(config),
         tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
-        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale]),
+        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="kimi_k25"),
     ),
 }
 
@@ -496,6 +501,9 @@ def defect_table(family: str | None = None) -> list[tuple[str, str, str, str]]:
         for name, defect in fab.defects.items():
             notes = (["needs --deep"] if defect.deep else []) + (["needs --target"] if defect.target else [])
             notes += [f"{_OPTION_FLAGS.get(k, k).split('/')[0]} {v}" for k, v in defect.needs]
+            if FINDING_CODES[defect.code].severity is not Severity.ERROR:
+                # the engine serves such a draft; dspark only says so (a CI job expecting exit 1 needs --strict)
+                notes.append(f"a {FINDING_CODES[defect.code].severity.value}: exits 0, 1 with --strict")
             text = defect.description + (f" [{'; '.join(notes)}]" if notes else "")
             rows.append((fab.name, name, defect.code, text))
     return rows

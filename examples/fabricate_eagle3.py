@@ -162,10 +162,16 @@ def eagle3_tensors(config: dict[str, Any], *, seed: int = 0, dtype: str = "bfloa
     return tensors
 
 
-def eagle3_target_config(spec: Eagle3Spec) -> dict[str, Any]:
-    """The target's config.json, as far as a check reads it."""
-    return {"hidden_size": spec.hidden_size, "num_hidden_layers": spec.target_num_hidden_layers,
-            "vocab_size": spec.vocab_size}
+def eagle3_target_config(spec: Eagle3Spec, model: str = "llama") -> dict[str, Any]:
+    """The target's config.json, as far as a check reads it, named as the
+    real models name themselves: a Llama target, or a Kimi-K2.5 one (the
+    MLA draft's), whose sizes sit under text_config."""
+    sizes = {"hidden_size": spec.hidden_size, "num_hidden_layers": spec.target_num_hidden_layers,
+             "vocab_size": spec.vocab_size}
+    if model == "kimi_k25":
+        return {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
+                "text_config": {"model_type": "deepseek_v3", **sizes}}
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **sizes}
 
 
 # --------------------------------------------------------------------------
@@ -317,7 +323,8 @@ EAGLE3_LLAMA_DEFECTS: dict[str, Defect] = {
     "norm-before-fc-no-weight": EAGLE3_DEFECTS["norm-before-fc-no-weight"],
     "taps-count": EAGLE3_DEFECTS["taps-count"],
     "target-hidden-size": Defect("CFG003", _target_hidden_size,
-                                 description="target_hidden_size differs from hidden_size"),
+                                 description="target_hidden_size differs from hidden_size (a warning with a "
+                                 "--target as wide as hidden_size, whose taps fit)"),
     "model-layers-0-prefix": Defect("SRV001", _prefix_model_layers_0,
                                     description="model.layers.0.* names, which the loader never maps"),
 }

@@ -16,7 +16,7 @@ from dspark.schema.rules.features import quantization_findings, text_config_find
 from dspark.schema.rules.inventory import inventory_findings
 from dspark.schema.rules.resolve import ResolvedDraft, resolve_family
 from dspark.schema.rules.stream import stream_findings
-from dspark.schema.rules.target import TargetFacts, target_findings
+from dspark.schema.rules.target import TargetFacts, declared_width_on_target, target_findings
 from dspark.schema.rules.values import engine_view
 
 
@@ -94,7 +94,8 @@ def check_contract(
     findings += stream_findings(view, resolved, config_file, environ, target, engine=engine, loader=loader)
     if target is not None:
         findings += target_findings(view, target, family, loader, frozenset(e.served_name for e in entries))
-        findings = [unread_taps_on(target, finding, config_file) for finding in findings]
+        findings = [declared_width_on_target(unread_taps_on(target, finding, config_file), target, view)
+                    for finding in findings]
     inventory, expected = inventory_findings(
         family, loader, engine, view, entries, resolved, features, config_file,
         training_output=training_output,

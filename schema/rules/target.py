@@ -371,3 +371,28 @@ def _colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, fami
         detail={"draft_taps": count, "target_layers": layers, "default_layers": defaults,
                 "captured_layers": captured, "source": _DEFAULT_CAPTURE_SOURCE},
     )]
+
+
+def declared_width_on_target(finding: Finding, target: TargetFacts, config: Mapping[str, Any]) -> Finding:
+    """The Llama EAGLE-3 draft's CFG003 for a `target_hidden_size` that
+    differs from `hidden_size`, judged on a target: the model builds fc from
+    hidden_size and reads target_hidden_size only to stop sharing the
+    target's embedding and head (models/llama_eagle3.py@f4d8ec6e:462-470,
+    727-733). On a target exactly hidden_size wide the taps fit, and the
+    draft is served with its own embedding and head (which the vocabulary
+    rules require it to ship): a warning that the field is wrong."""
+    detail = finding.detail or {}
+    if (finding.code != "CFG003" or detail.get("field") != "target_hidden_size"
+            or not str(detail.get("source", "")).startswith("models/llama_eagle3.py")
+            or not is_int(target.hidden_size) or target.hidden_size != config.get("hidden_size")):
+        return finding
+    return Finding(
+        "CFG003",
+        f"{finding.file}: target_hidden_size = {config.get('target_hidden_size')!r}, but the target "
+        f"({target.source}) is {target.hidden_size} wide, as hidden_size says: LlamaForCausalLMEagle3 builds fc "
+        "from hidden_size, so the taps fit, and only stops sharing the target's embedding and head, which this "
+        "draft must ship. Set target_hidden_size to the target's width or drop it, so other loaders agree.",
+        file=finding.file,
+        detail={**detail, "target_hidden_size": target.hidden_size},
+        severity=Severity.WARNING,
+    )

@@ -471,6 +471,17 @@ def test_llama_fc_is_hidden_size_per_tap_whatever_target_hidden_size_says(tmp_pa
     # LE3:468-470 builds fc from hidden_size; target_hidden_size only stops sharing (LE3:729-733).
     draft = write_eagle3_draft(tmp_path / "d", config_edit=lambda c: c.update(target_hidden_size=40))
     assert "target_hidden_size = 40" in " ".join(f.message for f in check_checkpoint(draft).errors)
+    # on a target as wide as hidden_size the taps fit and the draft ships its own embedding and head
+    for width, served in ((32, True), (40, False)):
+        target = tmp_path / f"t{width}"
+        target.mkdir()
+        (target / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                                        "hidden_size": width, "num_hidden_layers": 12,
+                                                        "vocab_size": 96}))
+        report = check_checkpoint(draft, target=target)
+        assert report.passed() is served, [(f.code, f.message) for f in report.errors]
+        [width_finding] = [f for f in report.findings if f.code == "CFG003"]
+        assert (width_finding.severity is Severity.WARNING) is served
 
 
 # The head and d2t -----------------------------------------------------------------------
