@@ -323,7 +323,8 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     # is compared with the embedding in full (LMH002).
     sources = {t.name: t.source for t in tensors if t.rows is None}
     contract_findings = [judge_tied_head(f, checkpoint.reader, sources, limit=None) for f in contract.findings]
-    contract_findings = [_named_by_its_source(f, tensors) for f in contract_findings]
+    planned_by_name = {t.name: t for t in tensors}
+    contract_findings = [_named_by_its_source(f, planned_by_name) for f in contract_findings]
     source_notes = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is not Severity.ERROR]
     split_notes = [split.note() for split in splits.values()]
     findings = group_findings(source_notes + split_notes + contract_findings)
@@ -387,11 +388,11 @@ def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
         )
 
 
-def _named_by_its_source(finding: Finding, tensors: list[TensorPlan]) -> Finding:
+def _named_by_its_source(finding: Finding, planned_by_name: Mapping[str, TensorPlan]) -> Finding:
     """A finding on a tensor of the planned output names the input file the
     tensor comes from: the output file does not exist yet (and, when the
     finding stops the conversion, never will)."""
-    plan = next((t for t in tensors if t.name == finding.tensor), None) if finding.tensor else None
+    plan = planned_by_name.get(finding.tensor) if finding.tensor else None
     if plan is None or finding.file != plan.shard or plan.source.file == plan.shard:
         return finding
     message = finding.message

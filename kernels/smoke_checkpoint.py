@@ -18,7 +18,7 @@ import torch
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.sources.local import why_not_a_file
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
-from dspark.schema.errors import CheckpointError, DeviceUnavailableError, UsageError
+from dspark.schema.errors import CheckpointError, DeviceUnavailableError, UsageError, first_line
 from dspark.schema.findings import Finding, Severity
 
 from .smoke import PROJECTION_OVERHEAD_GOAL, ProjectionSmokeResult, smoke_projection
@@ -155,7 +155,7 @@ def smoke_checkpoint(
         rows = taps.shape[0] if taps is not None else tokens
         raise UsageError(
             f"{what}: the projection of {rows} rows of {num_segments} x {target_hidden} taps does not fit in "
-            f"{device} memory ({_first_line(error)}).",
+            f"{device} memory ({first_line(error)}).",
             hint=hint,
         ) from None
     except ValueError as error:
@@ -186,10 +186,6 @@ def _out_of_memory(error: RuntimeError) -> bool:
     out_of_memory = getattr(torch, "OutOfMemoryError", None)
     return (out_of_memory is not None and isinstance(error, out_of_memory)) or (
         "DefaultCPUAllocator: can't allocate memory" in str(error))
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
 def _projection_shape(checkpoint: Checkpoint):

@@ -81,3 +81,10 @@ def require_torch(feature: str):
             hint="Install the extra: pip install 'dspark[torch]'.",
         ) from exc
     return torch
+
+
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's text (its type's name when it has
+    none), cut to `limit` characters: what a message quoting another
+    library's error needs, without its traceback-length detail."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]

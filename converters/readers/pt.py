@@ -45,7 +45,7 @@ from dspark.converters.readers.base import (
     served_name_for,
 )
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
-from dspark.schema.errors import CheckpointError, UnsafeInputError, require_torch
+from dspark.schema.errors import CheckpointError, UnsafeInputError, first_line, require_torch
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry, printable_name
 
@@ -222,8 +222,7 @@ def _corrupt(path: Path, error: Exception) -> CheckpointError:
     # weights_only=False; the reason itself ("Unsupported operand 103") is
     # further down.
     unsupported = re.search(r"Unsupported operand[^\n.]*", str(error))
-    first = unsupported.group(0).strip() if unsupported else (
-        str(error).strip().splitlines() or [type(error).__name__])[0]
+    first = unsupported.group(0).strip() if unsupported else first_line(error)
     return CheckpointError(
         f"{path}: not a readable torch checkpoint ({first}).",
         code="SRC004",

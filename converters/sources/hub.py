@@ -15,7 +15,7 @@ import os
 
 from dspark.converters.sources.base import REMOTE_EXTRA_HINT, SourceError
 from dspark.converters.sources.http import RangeSource, parse_range_response
-from dspark.schema.errors import MissingDependencyError, UsageError
+from dspark.schema.errors import MissingDependencyError, UsageError, first_line
 from dspark.schema.inventory import printable_name
 
 
@@ -72,12 +72,12 @@ class HubSource(RangeSource):
                                  "logged in).", hint="Check the name; for a private repository set HF_TOKEN or run "
                                  "`hf auth login`.") from None
             except (HfHubHTTPError, OSError) as error:
-                raise SourceError(f"{self.url}: cannot list the repository ({_first_line(error)})") from None
+                raise SourceError(f"{self.url}: cannot list the repository ({first_line(error)})") from None
             except Exception as error:  # noqa: BLE001 - narrowed by _from_http_client below
                 if not _from_http_client(error):
                     raise
                 raise SourceError(f"{self.url}: cannot reach the Hub at {self.endpoint or 'huggingface.co'} "
-                                  f"({type(error).__name__}: {_first_line(error)})") from None
+                                  f"({type(error).__name__}: {first_line(error)})") from None
             self._commit = info.sha or self.revision or "main"
             self._listing = {
                 sibling.rfilename: sibling.size
@@ -119,7 +119,7 @@ class HubSource(RangeSource):
         except SourceError:
             raise
         except Exception as error:  # the client's own errors (connection, HTTP status): say them plainly
-            raise SourceError(f"{address}: {_first_line(error)}") from None
+            raise SourceError(f"{address}: {first_line(error)}") from None
 
 
 # The HTTP clients huggingface_hub has used (httpx, its httpx2 fork,
@@ -130,10 +130,6 @@ _HTTP_CLIENT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "requests", "u
 def _from_http_client(error: BaseException) -> bool:
     """Whether `error` is the HTTP client's (a network failure), not a bug."""
     return any(cls.__module__.split(".")[0] in _HTTP_CLIENT_PACKAGES for cls in type(error).__mro__)
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def open_hub(url: str) -> HubSource:

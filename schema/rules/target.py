@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from dspark.schema.engines import FamilyLoader
 from dspark.schema.families import DraftFamily
-from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
+from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.rules.common import bounded_taps, is_int
 
@@ -344,32 +344,28 @@ def _colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, fami
     count = family.dims["S"](config)
     if count != family.default_tap_count:
         return []  # TAP001 already says the count differs from the defaults'
-    defaults = [2, layers // 2, layers - 3]
+    defaults = [tap + 1 for tap in default_taps(layers)]  # in the target's +1 numbering
+    detail = {"draft_taps": count, "target_layers": layers, "default_layers": defaults}
     if target.is_attn_res_model():
         if defaults == sorted(set(defaults)) and all(1 <= layer <= layers for layer in defaults):
             return []
-        return [Finding(
-            "TAP001",
-            f"the draft names no tap list the target reads, so the Kimi-K3 target ({target.source}, {layers} "
-            f"layers) takes its default ids {defaults}, which are not ascending, distinct ids within [1, "
-            f"{layers}]: it refuses the draft at startup. Write the list the draft was trained on in "
-            f"eagle_config.{TAP_IDS_FIELD}.",
-            file=target.source,
-            detail={"draft_taps": count, "target_layers": layers, "default_layers": defaults,
-                    "source": _K3_EAGLE3_SOURCE},
-        )]
-    captured = sorted({layer for layer in defaults if 0 <= layer < layers})
-    if len(captured) == count:
-        return []
+        what = (f"the Kimi-K3 target ({target.source}, {layers} layers) takes its default ids {defaults}, which are "
+                f"not ascending, distinct ids within [1, {layers}]: it refuses the draft at startup")
+        detail["source"] = _K3_EAGLE3_SOURCE
+    else:
+        captured = sorted({layer for layer in defaults if 0 <= layer < layers})
+        if len(captured) == count:
+            return []
+        what = (f"the target ({target.source}, {layers} layers) captures its default layers {defaults} (ids "
+                f"{default_taps(layers)}); it captures each layer once, so fc, built for {count} taps, gets "
+                f"{len(captured)} and the draft fails at the first request")
+        detail.update(captured_layers=captured, source=_DEFAULT_CAPTURE_SOURCE)
     return [Finding(
         "TAP001",
-        f"the draft names no tap list the target reads, so the target ({target.source}, {layers} layers) captures "
-        f"its default layers {defaults} (ids {[layer - 1 for layer in defaults]}); it captures each layer once, so "
-        f"fc, built for {count} taps, gets {len(captured)} and the draft fails at the first request. Write the "
-        f"list the draft was trained on in eagle_config.{TAP_IDS_FIELD}.",
+        f"the draft names no tap list the target reads, so {what}. Write the list the draft was trained on in "
+        f"eagle_config.{TAP_IDS_FIELD}.",
         file=target.source,
-        detail={"draft_taps": count, "target_layers": layers, "default_layers": defaults,
-                "captured_layers": captured, "source": _DEFAULT_CAPTURE_SOURCE},
+        detail=detail,
     )]
 
 
