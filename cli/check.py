@@ -21,6 +21,7 @@ from dspark.cli.options import (
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
 from dspark.converters.check import CheckReport, check_checkpoint
+from dspark.converters.writers.overwrite_guard import RunInput
 
 
 def check(
@@ -56,7 +57,8 @@ def check(
     quiet: QuietOption = False,
 ) -> None:
     """Check a draft checkpoint against the serving contract (headers only unless --deep)."""
-    settings = configure_output("check", output.value, output_file, quiet)
+    settings = configure_output("check", output.value, output_file, quiet, reads=(
+        RunInput("CKPT", checkpoint), RunInput("--target", target), RunInput("--config", config)))
     with progress_bar(deep and settings.format == "human" and not quiet, "scanning") as progress:
         report = check_checkpoint(
             checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress,

@@ -13,6 +13,7 @@ from dspark.cli.formats import Report, judged
 from dspark.cli.options import ConfigOption, EngineOption, FormatOption, OutputFileOption, OutputFormat, QuietOption, local_path
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
+from dspark.converters.writers.overwrite_guard import RunInput
 
 # The convert machinery (hashing, writers, package metadata) is imported
 # when `convert` runs, not when the CLI starts: `dspark check` pays for
@@ -51,7 +52,8 @@ def convert(
     quiet: QuietOption = False,
 ) -> None:
     """Convert a TorchSpec checkpoint into the servable layout of its draft family (atomic, verified)."""
-    settings = configure_output("convert", output.value, output_file, quiet)
+    settings = configure_output("convert", output.value, output_file, quiet,
+                                reads=(RunInput("SRC", src), RunInput("--config", config)), writes_into=dst)
     from dspark.converters.convert import ConvertOptions, convert_checkpoint, plan_conversion
 
     options = ConvertOptions.from_flags(

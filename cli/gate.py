@@ -20,6 +20,7 @@ from dspark.cli.options import (
 )
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
+from dspark.converters.writers.overwrite_guard import RunInput
 
 
 def gate(
@@ -36,7 +37,8 @@ def gate(
     quiet: QuietOption = False,
 ) -> None:
     """The pre-deploy gate: deep check, manifest, smoke on a GPU; one summary, one exit code."""
-    settings = configure_output("gate", output.value, output_file, quiet)
+    settings = configure_output("gate", output.value, output_file, quiet, reads=(
+        RunInput("DRAFT", draft), RunInput("--target", target), RunInput("--policy", policy)))
     from dspark.converters.gate import run_gate
     from dspark.converters.policy import load_policy
 

@@ -17,6 +17,7 @@ from dspark.cli.options import (
 )
 from dspark.cli.output import configure_output, emit
 from dspark.converters.check import inspect_checkpoint
+from dspark.converters.writers.overwrite_guard import RunInput
 
 
 def inspect(
@@ -28,7 +29,8 @@ def inspect(
     quiet: QuietOption = False,
 ) -> None:
     """Show what a checkpoint holds: family, taps, fc_norm, stream, tensors, shards."""
-    configure_output("inspect", output.value, output_file, quiet)
+    configure_output("inspect", output.value, output_file, quiet,
+                     reads=(RunInput("CKPT", checkpoint), RunInput("--config", config)))
     report = inspect_checkpoint(checkpoint, config_path=config, engine=engine)
     # The page is for reading, but its exit code is check's verdict: a
     # script that runs `dspark inspect` must not take a failing draft for a

@@ -7,21 +7,34 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
 from dspark.cli.settings import OutputSettings, output_settings
 from dspark.cli.formats import FORMAT_BY_SUFFIX, MACHINE_FORMATS, Report, format_module
+from dspark.converters.writers.overwrite_guard import RunInput, report_overwrites
 from dspark.schema.errors import UsageError
 
 
-def configure_output(command: str, output_format: str, file: Path | None, quiet: bool) -> OutputSettings:
+def configure_output(
+    command: str,
+    output_format: str,
+    file: Path | None,
+    quiet: bool,
+    *,
+    reads: Sequence[RunInput] = (),
+    writes_into: Path | None = None,
+) -> OutputSettings:
     """Record what the command line asked for (errors are told the same
     way). `--output` with the human format takes the file's format from its
     suffix; with the github format too, and the annotations go to the
     terminal, so that one run both annotates a pull request and leaves, say,
-    a SARIF file to upload."""
+    a SARIF file to upload. `reads` are the run's inputs and `writes_into`
+    the folder it writes: a report file that would land on either is
+    refused before any work."""
     terminal = "human"
     if file is not None and output_format in ("human", "github"):
         inferred = FORMAT_BY_SUFFIX.get(file.suffix.lower())
@@ -39,11 +52,11 @@ def configure_output(command: str, output_format: str, file: Path | None, quiet:
     settings = OutputSettings(output_format, file, quiet, command, terminal)
     output_settings.set(settings)
     if file is not None:
-        _refuse_unwritable_report_path(file)
+        _refuse_unwritable_report_path(file, reads, writes_into)
     return settings
 
 
-def _refuse_unwritable_report_path(path: Path) -> None:
+def _refuse_unwritable_report_path(path: Path, reads: Sequence[RunInput], writes_into: Path | None) -> None:
     """Before any work: a report file that could never be written (a
     folder's name, a name too long, a folder that does not exist) must not
     cost a conversion, nor end a finished one as an internal error. The
@@ -63,6 +76,8 @@ def _refuse_unwritable_report_path(path: Path) -> None:
         elif not folder.is_dir():
             if settings.command != "convert":
                 problem = f"the folder {folder} does not exist"
+        if problem is None:
+            problem = report_overwrites(path, reads, writes_into=writes_into)
     except OSError as error:
         problem = f"cannot be used ({error.strerror or error})"
     if problem is not None:
@@ -100,9 +115,22 @@ def write_report_file(path: Path, output_format: str, report: Report) -> None:
     # A short temporary name beside it: any name the filesystem takes for the report fits.
     handle, temporary = tempfile.mkstemp(prefix=".dspark-report.", suffix=".tmp", dir=folder)
     try:
+        # mkstemp creates 0600; the report is for other users too (a SARIF
+        # uploader, a JUnit publisher): give it the mode open() would, the
+        # old file's on an overwrite, else what the umask leaves of 0666.
+        os.fchmod(handle, _mode_open_would_give(path))
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text.getvalue())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _mode_open_would_give(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

@@ -20,6 +20,7 @@ from dspark.cli.options import (
     QuietOption,
 )
 from dspark.cli.output import configure_output, emit
+from dspark.converters.writers.overwrite_guard import RunInput
 from dspark.schema.errors import require_torch
 
 
@@ -49,7 +50,8 @@ def smoke(
     quiet: QuietOption = False,
 ) -> None:
     """Run the draft's context projection through the fused Triton kernel and compare with fp32."""
-    configure_output("smoke", output.value, output_file, quiet)
+    configure_output("smoke", output.value, output_file, quiet,
+                     reads=(RunInput("CKPT", checkpoint), RunInput("--taps", taps), RunInput("--config", config)))
     torch = require_torch("dspark smoke")
     if device is Device.cpu or (device is None and not torch.cuda.is_available()):
         # Triton reads this when the kernel module is imported: on the CPU the
