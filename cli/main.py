@@ -100,6 +100,7 @@ def run(args: Sequence[str]) -> int:
     exception goes to `report_error`, the one place errors are mapped.
     """
     output_settings.set(requested_output(args, COMMANDS))
+    _escape_what_the_streams_cannot_encode()
     try:
         command = typer.main.get_command(app)
         if os.environ.get(COMPLETE_VARIABLE):
@@ -124,6 +125,20 @@ def run(args: Sequence[str]) -> int:
         raise
     except BaseException as error:  # noqa: BLE001 - the one place errors become exit codes
         return report_error(error)
+
+
+def _escape_what_the_streams_cannot_encode() -> None:
+    """A path in Japanese on a cp1252 console (`PYTHONIOENCODING=cp1252`,
+    a Windows CI runner) must not end a finished check as an internal
+    error: what the stream's encoding cannot hold is written escaped
+    (`\\u30c9`), the rest as it is."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
 
 
 def main() -> None:
