@@ -127,6 +127,7 @@ def refuse_failing_plan(plan: ConvertPlan) -> None:
         "{listed}. Nothing was written.",
         hint="Fix the source (or pass --config with a corrected config.json); "
         "`dspark convert --plan` shows every finding.",
+        root=plan.checkpoint.root,
     )
 
 
@@ -202,6 +203,7 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
             f"{plan.source}: convert refuses to write values a server cannot use: {{listed}}. "
             f"Nothing was written to {plan.destination}.",
             hint=_refusal_hint(refusals),
+            root=plan.checkpoint.root,
         )
     write_json(folder / CONFIG_NAME, plan.config)
     if len(plan.shards) > 1:

@@ -385,6 +385,7 @@ def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
             errors,
             f"{checkpoint.source}: the input's files are inconsistent: {{listed}}",
             hint=f"Run `dspark check {checkpoint.source}` for the full report, fix the input, then convert.",
+            root=checkpoint.root,
         )
 
 
@@ -402,17 +403,21 @@ def _named_by_its_source(finding: Finding, planned_by_name: Mapping[str, TensorP
     return dataclasses.replace(finding, file=plan.source.file, message=message)
 
 
-def error_from_findings(errors: list[Finding], template: str, *, hint: str) -> CheckpointError:
+def error_from_findings(
+    errors: list[Finding], template: str, *, hint: str, root: Path | None = None
+) -> CheckpointError:
     """One error for a list of error findings: the first five in the message
     (`{listed}` in `template`), all of them in `detail`, the first one's
-    code, file and tensor on the error."""
+    code, file and tensor on the error. A finding's file is relative to the
+    checkpoint folder `root`; the error names it from there, as `check`
+    names a finding's file, so every command points at the same path."""
     listed = "; ".join(f"{f.code} {f.message.rstrip('.')}" for f in errors[:5])
     if len(errors) > 5:
         listed += f" (and {len(errors) - 5} more)"
     return CheckpointError(
         template.replace("{listed}", listed),  # not format(): paths may hold braces
         code=errors[0].code,
-        path=errors[0].file,
+        path=str(root / errors[0].file) if root is not None and errors[0].file else errors[0].file,
         tensor=errors[0].tensor,
         detail={"findings": [f.to_dict() for f in errors]},
         hint=hint,

@@ -88,9 +88,12 @@ def artifact_path(subject: str | None, file: str | None) -> str | None:
     folder), as a path from the working directory, the repository root in a
     workflow; a path outside it stays as it was given."""
     if subject is None:
-        return file
-    base = Path(subject)
-    path = base / file if file and base.is_dir() else base
+        if not file:
+            return file
+        path = Path(file)
+    else:
+        base = Path(subject)
+        path = base / file if file and base.is_dir() else base
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive

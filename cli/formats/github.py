@@ -57,7 +57,7 @@ def write(report: Report, stream) -> None:
     if report.error is not None:
         error = report.error
         text = error.message + (f" {error.hint}" if error.hint else "")
-        lines.append(command("error", text, file=error.file, title=f"dspark {report.command or ''}".strip()))
+        lines.append(command("error", text, file=artifact_path(None, error.file), title=f"dspark {report.command or ''}".strip()))
     lines += [line for line in (annotation(report, j) for j in report.findings) if line is not None]
     counts = count_by_severity(j.finding for j in report.findings)
     verdict = "PASS" if report.passed else "FAIL"

@@ -336,3 +336,25 @@ def test_sarif_percent_encodes_a_file_name_that_is_not_utf8(dspark, tiny_draft):
     uris = {location["physicalLocation"]["artifactLocation"]["uri"]
             for result in log["runs"][0]["results"] for location in result.get("locations", [])}
     assert "draft/x%FF.safetensors" in uris
+
+
+@pytest.mark.parametrize("named", ["relative", "absolute"])
+def test_check_and_convert_name_a_refused_tensors_file_the_same_way(dspark, tiny_draft, tmp_path, named):
+    """A CI log links a finding to the file it names: `convert` must name
+    the input file as `check` does (from the working directory), not bare
+    `model.safetensors` at the repository root."""
+    draft = tiny_draft("drafts/nan", defect="nan")
+    given = draft if named == "absolute" else draft.relative_to(tmp_path)
+    check = dspark("check", given, "--deep", "--format", "github")
+    convert = dspark("convert", given, tmp_path / "out", "--format", "github")
+    assert check.exit_code == convert.exit_code == 1
+
+    def files(stdout):
+        return {part.split("=", 1)[1] for line in stdout.splitlines() if line.startswith("::error")
+                for part in line.split("::")[1].split(" ", 1)[1].split(",") if part.startswith("file=")}
+
+    assert files(check.stdout) == files(convert.stdout) == {"drafts/nan/model.safetensors"}
+    sarif = dspark("convert", given, tmp_path / "out", "--format", "sarif").json()
+    uris = {loc["physicalLocation"]["artifactLocation"]["uri"]
+            for result in sarif["runs"][0]["results"] for loc in result.get("locations", [])}
+    assert uris == {"drafts/nan/model.safetensors"}
