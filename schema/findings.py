@@ -102,6 +102,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("INV005", I, "tensor skipped by the serving loader"),
     ("INV006", E, "two stored tensors map to the same served name"),
     ("INV007", W, "weights stored in float32 (twice the bytes of bf16)"),
+    ("INV008", E, "a pre-fused tensor shipped beside its parts: the engine serves whichever it reads last"),
     # files: safetensors headers and sharded indexes
     ("STF001", E, "safetensors file is corrupt or malformed"),
     ("IDX001", E, "sharded index is not valid"),
