@@ -78,7 +78,8 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("TGT001", E, "target config is unreadable or lacks a needed field"),
     ("TGT002", E, "target_hidden_size differs from the target's hidden_size"),
     ("TGT003", W, "target_num_hidden_layers differs from the target's layer count (the engine never compares them)"),
-    ("TGT004", E, "vocab_size differs from the target's vocab_size (a warning when the draft's is smaller)"),
+    ("TGT004", E, "vocab_size differs from the target's vocab_size (a warning when the draft's is smaller, or larger "
+               "with a d2t that keeps every proposal inside the target's)"),
     ("TGT005", E, "a tap is outside the target's layers"),
     ("TGT006", E, "the target's model never captures the hidden states the draft reads"),
     ("TGT007", E, "the target's model class cannot host the draft's drafter"),

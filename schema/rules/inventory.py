@@ -19,7 +19,7 @@ from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules.common import shape_text
 from dspark.schema.rules.features import feature_findings, feature_tensor_names
 from dspark.schema.rules.resolve import ResolvedDraft
-from dspark.schema.rules.vocab import VOCAB_ROLES, vocab_findings
+from dspark.schema.rules.vocab import VOCAB_ROLES, TokenMapValues, vocab_findings
 
 _UNEXPECTED = {
     "rejects": "has no destination in a {family} draft; the serving loader rejects the draft",
@@ -46,8 +46,10 @@ def inventory_findings(
     config_file: str,
     *,
     training_output: bool = False,
+    token_map: TokenMapValues | None = None,
 ) -> tuple[list[Finding], dict[str, ExpectedTensor]]:
-    """Compare what is shipped with what the config implies."""
+    """Compare what is shipped with what the config implies. `token_map`
+    hands over d2t's values where the caller reads payloads (rules/vocab.py)."""
     findings: list[Finding] = []
     dims = family.resolve_dims(config)
     expected_all, unresolved = family.expected_tensors(dims, None)
@@ -83,7 +85,7 @@ def inventory_findings(
     feature_names = feature_tensor_names(family, shipped, expected_all)
     # The draft's own head and its token map: whether they are served at
     # all depends on the vocabulary fields (rules/vocab.py).
-    findings += vocab_findings(family, loader, config, shipped, expected_all, config_file)
+    findings += vocab_findings(family, loader, config, shipped, expected_all, config_file, token_map)
     vocab_names = {n for n, e in expected_all.items() if e.role in VOCAB_ROLES}
     resolved.fc_norm_shipped = sum(1 for n in feature_names if n.startswith("fc_norm."))
     for feature in family.declared_features:
