@@ -132,3 +132,11 @@ def test_reading_d2t_header_only_never_imports_torch(tmp_path):
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)
+
+
+def test_convert_verifies_d2t_on_the_entries_the_head_indexes(tmp_path):
+    from dspark.converters.convert import convert_checkpoint
+
+    source = write_eagle3_draft(tmp_path / "src", tensor_edit=d2t_onto(95, extra=[10_000]))
+    report = convert_checkpoint(source, tmp_path / "out")
+    assert "VOC003" not in {f.code for f in report.verification.findings}
