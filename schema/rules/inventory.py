@@ -268,7 +268,8 @@ def _fused_groups(loader: FamilyLoader | None, dims: Mapping[str, int]) -> dict[
 # without sorting (the order the file system lists the folder; an index only
 # drops files it does not name) and reads the files one after the other,
 # each with safetensors' `load_file` (model_loader/loader.py@f4d8ec6e:288-311,
-# model_loader/weight_utils.py@f4d8ec6e:569-580; the same at 4b9766f6).
+# model_loader/weight_utils.py@f4d8ec6e:569-580; the same at 4b9766f6), with
+# the default load format (`--load-format instanttensor` reads its own way).
 # `load_file` yields a file's tensors in name order in older safetensors
 # releases (`for k in f.keys()`, sorted) and in storage order since
 # safetensors/safetensors#571 (`get_tensors`, by offset; 0.8 here); the
