@@ -2,8 +2,10 @@
 `dspark check` and `dspark inspect`, callable from Python.
 
 Header-only unless `deep=True` or `verify_hashes=True`; a header-only
-report says so (PAY005, `payloads_read: false`). Never imports torch for a
-safetensors checkpoint.
+report says so (PAY005, `payloads_read: false`). The one payload a
+header-only check may read is an EAGLE-3 draft's small `d2t` table, only
+where a verdict depends on its values and under a size cap
+(converters/token_map.py). Never imports torch for a safetensors checkpoint.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dspark.converters.readers.copies import judge_same_served_name, judge_tied_
 from dspark.converters.readers.safetensors import INDEXED_TENSORS, resolve_stored_twice
 from dspark.converters.served_layout import config_as_convert_writes_it, served_layout
 from dspark.converters.sources import is_url
+from dspark.converters.token_map import TokenMapReader
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
@@ -164,6 +167,10 @@ def check_checkpoint(
 
     findings: list[Finding] = list(checkpoint.config_findings) + file_findings
     resolved = ResolvedDraft(engine=profile.spec, target_checked=target_facts is not None)
+    # d2t's values, for the rules whose verdict depends on them; read only
+    # when a rule asks, even header-only (converters/token_map.py says why).
+    values_read = read_payloads or payload_stats is not None
+    token_map = TokenMapReader(checkpoint, payloads_read=values_read)
     expected: dict = {}
     if checkpoint.config is not None:
         loader = profile.loader_for(checkpoint.family.name) if checkpoint.family is not None else None
@@ -178,6 +185,8 @@ def check_checkpoint(
             environ=environ,
             engine=profile,
             training_output=not layout.engine_openable,
+            token_map=token_map,
+            payloads_read=values_read,
         )
         if contract.family is None:
             raise UnsupportedFamilyError(
@@ -206,10 +215,11 @@ def check_checkpoint(
     scanned, digests = 0, None
     if payload_stats is not None:
         pairs = [(e, payload_stats[e.stored_name]) for e in checkpoint.entries if e.stored_name in payload_stats]
-        findings += payload_findings(pairs, expected)
+        findings += payload_findings(pairs, expected, values_judged=token_map.judged)
         scanned = sum(e.nbytes for e, _ in pairs)
     elif read_payloads:
-        findings_from_scan, scanned, digests = _scan_payloads(checkpoint, expected, progress, digest=has_manifest)
+        findings_from_scan, scanned, digests = _scan_payloads(checkpoint, expected, progress, digest=has_manifest,
+                                                              values_judged=token_map.judged)
         findings += findings_from_scan
     else:
         findings.append(_not_read_finding())
@@ -301,7 +311,7 @@ def _no_manifest_finding(checkpoint: Checkpoint) -> Finding:
 
 
 def _scan_payloads(
-    checkpoint: Checkpoint, expected, progress: ProgressStart | None, *, digest: bool
+    checkpoint: Checkpoint, expected, progress: ProgressStart | None, *, digest: bool, values_judged=frozenset()
 ) -> tuple[list[Finding], int, dict[str, str | None] | None]:
     """Payload findings, the bytes actually scanned and, with `digest`,
     each payload's sha256 by stored name (None where it could not be
@@ -328,7 +338,8 @@ def _scan_payloads(
             tensor=entry.served_name,
             detail={"byte_range": list(entry.byte_range) if entry.byte_range else None, **error.detail},
         ))
-    return payload_findings(scanned, expected) + findings, sum(e.nbytes for e, _ in scanned), digests
+    return (payload_findings(scanned, expected, values_judged=values_judged) + findings,
+            sum(e.nbytes for e, _ in scanned), digests)
 
 
 VERDICTS = ("served", "contents")

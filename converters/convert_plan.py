@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping
 
 from dspark.converters.casting import CASTABLE, output_dtype
 from dspark.converters.destination import check_paths
-from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits
+from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits, refuse_fused_beside_parts
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
@@ -268,6 +268,7 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     family: DraftFamily = checkpoint.family
 
     profile = engine_by_spec(options.engine)
+    refuse_fused_beside_parts(checkpoint.entries, family, profile.loader_for(family.name), checkpoint.config)
     # Pre-fused tensors the engine's loader refuses are written as their parts.
     splits: dict[str, FusedSplit] = plan_fused_splits(
         checkpoint.entries, family, profile.loader_for(family.name), checkpoint.config

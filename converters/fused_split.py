@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from dspark.schema.engines.base import FamilyLoader, FusedParameter
-from dspark.schema.errors import UsageError
+from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules.config import integer_fields
+from dspark.schema.rules.inventory import fused_collision_findings
 from dspark.schema.rules.values import engine_view
 
 
@@ -94,6 +95,37 @@ def plan_fused_splits(
             view, _ = engine_view(config, loader, integer_fields(family), "config.json")
         splits[entry.stored_name] = _split(entry, fused, family, view, config)
     return splits
+
+
+def refuse_fused_beside_parts(
+    entries: list[TensorEntry], family: DraftFamily, loader: FamilyLoader | None, config: Mapping[str, Any]
+) -> None:
+    """Raise `CheckpointError` (INV008) for a pre-fused tensor the loader
+    takes shipped beside its parts: the engine serves whichever it reads
+    last, and which of the two the draft was trained as cannot be told from
+    the files, so convert writes neither rather than both."""
+    if loader is None or not any(f.fused_accepted for f in loader.fused):
+        return
+    view, _ = engine_view(config, loader, integer_fields(family), "config.json")
+    shipped: dict[str, TensorEntry] = {}
+    for entry in entries:
+        shipped.setdefault(entry.served_name, entry)
+    collisions = fused_collision_findings(loader, family.resolve_dims(view), shipped)
+    if not collisions:
+        return
+    first = collisions[0]
+    listed = "; ".join(f.message.split(": it writes", 1)[0] for f in collisions[:5])
+    more = f" (and {len(collisions) - 5} more)" if len(collisions) > 5 else ""
+    raise CheckpointError(
+        f"{listed}{more}: the engine would serve whichever it reads last, so convert writes neither. "
+        "Nothing was written.",
+        code="INV008",
+        path=first.file,
+        tensor=first.tensor,
+        detail={"findings": [f.to_dict() for f in collisions]},
+        hint="Remove either the parts or the pre-fused tensor from the input (the one the draft was not "
+        "trained as); `dspark check` on the input says which one each engine would serve.",
+    )
 
 
 def _split(

@@ -78,7 +78,8 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("TGT001", E, "target config is unreadable or lacks a needed field"),
     ("TGT002", E, "target_hidden_size differs from the target's hidden_size"),
     ("TGT003", W, "target_num_hidden_layers differs from the target's layer count (the engine never compares them)"),
-    ("TGT004", E, "vocab_size differs from the target's vocab_size (a warning when the draft's is smaller)"),
+    ("TGT004", E, "vocab_size differs from the target's vocab_size (a warning when the draft's is smaller, or larger "
+               "with a d2t that keeps every proposal inside the target's)"),
     ("TGT005", E, "a tap is outside the target's layers"),
     ("TGT006", E, "the target's model never captures the hidden states the draft reads"),
     ("TGT007", E, "the target's model class cannot host the draft's drafter"),
@@ -102,6 +103,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("INV005", I, "tensor skipped by the serving loader"),
     ("INV006", E, "two stored tensors map to the same served name"),
     ("INV007", W, "weights stored in float32 (twice the bytes of bf16)"),
+    ("INV008", E, "a pre-fused tensor shipped beside its parts: the engine serves whichever it reads last"),
     # files: safetensors headers and sharded indexes
     ("STF001", E, "safetensors file is corrupt or malformed"),
     ("IDX001", E, "sharded index is not valid"),

@@ -18,6 +18,7 @@ from dspark.schema.rules.resolve import ResolvedDraft, resolve_family
 from dspark.schema.rules.stream import stream_findings
 from dspark.schema.rules.target import TargetFacts, declared_width_on_target, target_findings
 from dspark.schema.rules.values import engine_view
+from dspark.schema.rules.vocab import TokenMapValues
 
 
 @dataclass
@@ -50,13 +51,18 @@ def check_contract(
     environ: Mapping[str, str] | None = None,
     engine: EngineProfile = DEFAULT_ENGINE,
     training_output: bool = False,
+    token_map: TokenMapValues | None = None,
+    payloads_read: bool = False,
 ) -> ContractResult:
     """Every config and inventory rule of the draft contract, as `engine`
     loads the draft. `family` is None when dspark knows no family the
     config could describe (the caller says so; no rule ran).
     `training_output`: the checkpoint is in a layout the engine cannot open
     (a DCP run, a .pt), so training-only entries convert leaves behind are
-    notes, not tensors without a destination."""
+    notes, not tensors without a destination. `token_map(count)` gives the
+    first values of the shipped d2t (the caller reads them; rules call it
+    only where their verdict depends on them: TGT004 always, VOC003 when
+    `payloads_read`)."""
     environ = {} if environ is None else environ
     resolved = ResolvedDraft(engine=engine.spec, target_checked=target is not None)
     resolution = resolve_family(config, engine, config_file)
@@ -93,12 +99,13 @@ def check_contract(
     findings += text_config_findings(engine, view, config_file)
     findings += stream_findings(view, resolved, config_file, environ, target, engine=engine, loader=loader)
     if target is not None:
-        findings += target_findings(view, target, family, loader, frozenset(e.served_name for e in entries))
+        findings += target_findings(view, target, family, loader, frozenset(e.served_name for e in entries),
+                                    token_map=token_map)
         findings = [declared_width_on_target(unread_taps_on(target, finding, config_file), target, view)
                     for finding in findings]
     inventory, expected = inventory_findings(
         family, loader, engine, view, entries, resolved, features, config_file,
-        training_output=training_output,
+        training_output=training_output, token_map=token_map if payloads_read else None,
     )
     findings += inventory
     return ContractResult(findings, resolved, family, expected, loader, view)

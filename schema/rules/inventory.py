@@ -19,7 +19,7 @@ from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules.common import shape_text
 from dspark.schema.rules.features import feature_findings, feature_tensor_names
 from dspark.schema.rules.resolve import ResolvedDraft
-from dspark.schema.rules.vocab import VOCAB_ROLES, vocab_findings
+from dspark.schema.rules.vocab import VOCAB_ROLES, TokenMapValues, vocab_findings
 
 _UNEXPECTED = {
     "rejects": "has no destination in a {family} draft; the serving loader rejects the draft",
@@ -46,8 +46,10 @@ def inventory_findings(
     config_file: str,
     *,
     training_output: bool = False,
+    token_map: TokenMapValues | None = None,
 ) -> tuple[list[Finding], dict[str, ExpectedTensor]]:
-    """Compare what is shipped with what the config implies."""
+    """Compare what is shipped with what the config implies. `token_map`
+    hands over d2t's values where the caller reads payloads (rules/vocab.py)."""
     findings: list[Finding] = []
     dims = family.resolve_dims(config)
     expected_all, unresolved = family.expected_tensors(dims, None)
@@ -83,7 +85,7 @@ def inventory_findings(
     feature_names = feature_tensor_names(family, shipped, expected_all)
     # The draft's own head and its token map: whether they are served at
     # all depends on the vocabulary fields (rules/vocab.py).
-    findings += vocab_findings(family, loader, config, shipped, expected_all, config_file)
+    findings += vocab_findings(family, loader, config, shipped, expected_all, config_file, token_map)
     vocab_names = {n for n, e in expected_all.items() if e.role in VOCAB_ROLES}
     resolved.fc_norm_shipped = sum(1 for n in feature_names if n.startswith("fc_norm."))
     for feature in family.declared_features:
@@ -92,6 +94,7 @@ def inventory_findings(
         )
 
     fused_groups = _fused_groups(loader, dims)
+    findings += fused_collision_findings(loader, dims, shipped)
     covered: set[str] = set()
     for name, entry in shipped.items():
         if name in feature_names or name in vocab_names:
@@ -258,6 +261,100 @@ def _fused_groups(loader: FamilyLoader | None, dims: Mapping[str, int]) -> dict[
             parts = [p.replace("{n}", str(n)) for p in fused.parts]
             groups[name] = (parts, fused.fused_accepted, fused.when_pre_fused)
     return groups
+
+
+# The order TokenSpeed's default loader reads a draft's tensors in, which
+# decides what a parameter written twice holds: it globs `*.safetensors`
+# without sorting (the order the file system lists the folder; an index only
+# drops files it does not name) and reads the files one after the other,
+# each with safetensors' `load_file` (model_loader/loader.py@f4d8ec6e:288-311,
+# model_loader/weight_utils.py@f4d8ec6e:569-580; the same at 4b9766f6), with
+# the default load format (`--load-format instanttensor` reads its own way).
+# `load_file` yields a file's tensors in name order in older safetensors
+# releases (`for k in f.keys()`, sorted) and in storage order since
+# safetensors/safetensors#571 (`get_tensors`, by offset; 0.8 here); the
+# engine pins no version. Each stacked part's loader writes
+# its own rows and the pre-fused tensor's writes them all, so every part's
+# rows hold whichever of the two was read last.
+READ_ORDER_SOURCE = ("model_loader/loader.py@f4d8ec6e:288-311; model_loader/weight_utils.py@f4d8ec6e:569-580; "
+                     "safetensors load_file: name order, storage order since safetensors#571")
+
+
+def fused_collision_findings(loader: FamilyLoader | None, dims: Mapping[str, int],
+                             shipped: Mapping[str, TensorEntry]) -> list[Finding]:
+    """INV008: a pre-fused tensor the loader takes, shipped beside one or
+    more of the parts it also stacks into that parameter. The loader writes
+    the parameter from each (its load_weights routes the parts to their row
+    blocks and the fused name to the whole parameter), so each part's rows
+    are served from whichever it read last: named where the read order is
+    fixed, "depends on file order" where it is not. A loader that does not
+    take the pre-fused name (`fused_accepted` False) never writes it; that
+    tensor is INV002 as on its own."""
+    findings: list[Finding] = []
+    if loader is None:
+        return findings
+    for fused in loader.fused:
+        if not fused.fused_accepted:
+            continue
+        for n, name in enumerate(_layer_names(fused.fused, dims)):
+            whole = shipped.get(name)
+            if whole is None:
+                continue
+            parts = [shipped[p] for p in (q.replace("{n}", str(n)) for q in fused.parts) if p in shipped]
+            if parts:
+                findings.append(_collision(whole, parts, fused.source.cite()))
+    return findings
+
+
+def _collision(whole: TensorEntry, parts: list[TensorEntry], loader_source: str) -> Finding:
+    verdicts = []
+    for part in parts:
+        last, why = read_last(whole, part)
+        short = part.served_name.rsplit(".", 2)[-2]
+        if last is None:
+            verdicts.append(f"{short}'s rows: depends on file order ({why})")
+        else:
+            verdicts.append(f"{short}'s rows: the value from {last.file} ({printable_name(last.stored_name)}, "
+                            f"read last) is served")
+    listed = ", ".join(f"{p.file}: {printable_name(p.stored_name)}" for p in parts)
+    return Finding(
+        "INV008",
+        f"{whole.file}: {printable_name(whole.stored_name)} is shipped pre-fused beside {listed}, which the "
+        f"engine stacks into the same parameter {printable_name(whole.served_name)}: it writes the parameter "
+        f"from each and the last one read wins ({loader_source}); " + "; ".join(verdicts) + ". Ship either "
+        "the parts or the pre-fused tensor, not both.",
+        file=whole.file,
+        tensor=whole.served_name,
+        detail={
+            "fused": {"stored_name": whole.stored_name, "file": whole.file},
+            "parts": [{"name": p.served_name, "stored_name": p.stored_name, "file": p.file,
+                       "served_from": _served_from(whole, p)} for p in parts],
+            "source": f"{loader_source}; {READ_ORDER_SOURCE}",
+        },
+    )
+
+
+def read_last(first: TensorEntry, second: TensorEntry) -> tuple[TensorEntry | None, str]:
+    """Which of two tensors TokenSpeed's loader reads last (READ_ORDER_SOURCE),
+    or None and why it cannot be told: in two files, the file system's
+    listing decides; in one, name order and storage order must agree (the
+    safetensors version decides otherwise)."""
+    if first.file != second.file:
+        return None, (f"{first.file} and {second.file} are read in the order the file system lists them, "
+                      "which the loader does not sort")
+    by_name = max(first, second, key=lambda e: e.stored_name)
+    if first.byte_range is None or second.byte_range is None:
+        return None, f"the order within {first.file} is not known from its header"
+    by_offset = max(first, second, key=lambda e: e.byte_range[0])
+    if by_name is not by_offset:
+        return None, (f"in {first.file} name order and storage order differ, and safetensors' load_file reads "
+                      "in name order in older releases and in storage order in newer ones")
+    return by_name, ""
+
+
+def _served_from(whole: TensorEntry, part: TensorEntry) -> str | None:
+    last, _ = read_last(whole, part)
+    return None if last is None else ("fused" if last is whole else "part")
 
 
 def _partial_fused_notes(loader, dims, shipped) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from dspark.schema.families import ExpectedTensor
 from dspark.schema.findings import Finding
@@ -18,9 +18,14 @@ MATRIX_ROLES = ("matrix", "context_proj")
 def payload_findings(
     scanned: Iterable[tuple[TensorEntry, PayloadStats]],
     expected: Mapping[str, ExpectedTensor],
+    *,
+    values_judged: Collection[str] = (),
 ) -> list[Finding]:
     """Findings from payload statistics. The caller streams the payloads and
-    hands over (entry, stats) pairs; roles come from the expected inventory."""
+    hands over (entry, stats) pairs; roles come from the expected inventory.
+    `values_judged`: served names of token maps whose values the contract
+    rules judged on the entries the engine reads (rules/vocab.py); the
+    whole-table range here is their fallback."""
     findings: list[Finding] = []
     for entry, stats in scanned:
         name = entry.served_name
@@ -57,7 +62,7 @@ def payload_findings(
                 detail={"shape": list(entry.shape)},
             ))
         below = want.values_below if want else None
-        if below is not None and stats.index_offset_min is not None and (
+        if below is not None and name not in values_judged and stats.index_offset_min is not None and (
             stats.index_offset_min < 0 or stats.index_offset_max >= below
         ):
             findings.append(Finding(

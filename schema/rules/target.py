@@ -10,6 +10,7 @@ from dspark.schema.families import DraftFamily
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.rules.common import bounded_taps, is_int
+from dspark.schema.rules.vocab import TokenMapValues, larger_vocab_through_d2t
 
 # The Kimi-K3 target's config classes: their `attn_res_block_size` defaults
 # to 12 when absent, and only the K3 model implements the AttnRes capture
@@ -145,14 +146,26 @@ def _target_embedding_refused(config: Mapping[str, Any], family: DraftFamily, dr
     return True
 
 
+def _shares_padded_vocab(config: Mapping[str, Any], family: DraftFamily, draft_vocab: int,
+                         target_vocab: int) -> bool:
+    """An EAGLE-3 draft that takes the target's embedding and head whole:
+    both vocabularies pad to the same rows (see _EMBEDDING_SHARING_FAMILIES)."""
+    return (family.name in _EMBEDDING_SHARING_FAMILIES and _padded_vocab(draft_vocab) == _padded_vocab(target_vocab)
+            and not ("target_hidden_size" in config and config["target_hidden_size"] != config.get("hidden_size")))
+
+
 def target_findings(
     config: Mapping[str, Any],
     target: TargetFacts,
     family: DraftFamily,
     loader: FamilyLoader | None,
     shipped: frozenset[str] | None = None,
+    *,
+    token_map: TokenMapValues | None = None,
 ) -> list[Finding]:
-    """`shipped`: the served names of the tensors the checkpoint holds."""
+    """`shipped`: the served names of the tensors the checkpoint holds;
+    `token_map(count)`: the first values of its d2t, read by the caller
+    (called only for a draft vocabulary larger than the target's)."""
     findings: list[Finding] = []
     checks = (
         ("TGT002", family.target_width_field, target.hidden_size, "hidden_size"),
@@ -190,6 +203,19 @@ def target_findings(
                        f"{_padded_vocab(draft_value)}: it refuses the draft at load")
                 ending = ("Train or export the draft with the target's vocab_size"
                           + (", or ship the draft's own embed_tokens.weight." if family.name == "eagle3_mla" else "."))
+            elif code == "TGT004" and draft_value > target_value and _shares_padded_vocab(
+                    config, family, draft_value, target_value):
+                severity, why, ending, extra = larger_vocab_through_d2t(
+                    config, family, target_value, _padded_vocab(target_value), shipped, token_map, why, ending)
+                findings.append(Finding(
+                    code,
+                    f"draft {draft_field} = {draft_value} but the target ({target.source}) has "
+                    f"{target_field} = {target_value}: {why}. {ending}",
+                    file=target.source,
+                    detail={"draft": draft_value, "target": target_value, "field": draft_field, **extra},
+                    severity=severity,
+                ))
+                continue
             elif code == "TGT004" and draft_value < target_value:
                 # Every draft id is a target id: the engine loads and serves
                 # it (padded vocabularies differ across sizes of one

@@ -15,7 +15,7 @@ execution/drafter/eagle.py@f4d8ec6e:103-108, 162-164).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from dspark.schema.dtypes import is_floating
 from dspark.schema.engines import FamilyLoader
@@ -28,6 +28,45 @@ from dspark.schema.rules.common import is_int, shape_text
 VOCAB_ROLES = ("lm_head", "token_map")
 
 _INTEGER_DTYPES = ("I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64")
+
+# The token map's values, handed over by the caller (this floor opens no
+# file): `values(count)` gives the first `count` entries of the shipped
+# table (fewer when it is shorter), or None when they cannot be read.
+TokenMapValues = Callable[[int], "Sequence[int] | None"]
+
+# Which entries of d2t the engine ever reads: `hot_token_id = d2t + arange`
+# is indexed by the argmax of the draft's head (models/llama_eagle3.py@
+# f4d8ec6e:691-695; models/deepseek_v3.py@f4d8ec6e:2358-2362;
+# execution/drafter/eagle.py@f4d8ec6e:162-164, 373-375, 447-448), whose
+# logits are cut to the draft's vocab_size, never fewer than its rows
+# (layers/logits_processor.py@f4d8ec6e:653): the first head-rows entries.
+# Past them a table is never looked up, whatever it holds.
+HOT_MAP_SOURCE = ("models/llama_eagle3.py@f4d8ec6e:691-695; models/deepseek_v3.py@f4d8ec6e:2358-2362; "
+                  "execution/drafter/eagle.py@f4d8ec6e:162-164, 373-375, 447-448")
+
+
+def head_rows(family: DraftFamily, config: Mapping[str, Any]) -> int | None:
+    """The rows of the draft's head, which is how many d2t entries the
+    engine can look up (the token map's expected length)."""
+    expected, _ = family.expected_tensors(family.resolve_dims(config))
+    table = next((e for e in expected.values() if e.role == "token_map"), None)
+    return table.shape[0] if table is not None else None
+
+
+def hot_targets(values: Sequence[int] | None, rows: int) -> tuple[int, int] | None:
+    """The least and greatest target id `i + d2t[i]` over the entries the
+    head can index (i < rows); None when there are none or fewer than
+    rows (a short table: VOC002)."""
+    if values is None or rows <= 0 or len(values) < rows:
+        return None
+    low = high = int(values[0])
+    for i in range(rows):
+        target = int(values[i]) + i
+        if target < low:
+            low = target
+        elif target > high:
+            high = target
+    return low, high
 
 
 def own_head_served(loader: FamilyLoader | None, config: Mapping[str, Any], head_shipped: bool) -> bool:
@@ -54,6 +93,45 @@ def _shares_nothing(config: Mapping[str, Any]) -> bool:
     return "target_hidden_size" in config and config["target_hidden_size"] != config.get("hidden_size")
 
 
+def larger_vocab_through_d2t(config: Mapping[str, Any], family: DraftFamily, target_vocab: int, padded: int,
+                              shipped: frozenset[str] | None, token_map: TokenMapValues | None,
+                              why: str, ending: str) -> tuple[Severity | None, str, str, dict]:
+    """TGT004 (rules/target.py) for an EAGLE-3 draft whose vocab_size
+    exceeds the target's within the same `padded` rows: (severity, why,
+    ending, detail), severity None for the code's own (an error). Its
+    vocab_size then only sizes tables the target's fill (its embedding and
+    head are attached whole) and cuts the logits no shorter than the head's
+    rows (layers/logits_processor.py@
+    f4d8ec6e:653); what it proposes is `i + d2t[i]` for a head row i
+    (HOT_MAP_SOURCE). A shipped d2t that sends every head row below the
+    target's vocabulary is served as trained (a warning); one that sends a
+    row past it, or no d2t (the row index itself is proposed), stays an
+    error. The verdict is in the table's values: they are read for it."""
+    rows = head_rows(family, config)
+    table = next((rule.name for rule in family.tensors if rule.role == "token_map"), None)
+    if rows is None or table is None or shipped is None or table not in shipped:
+        return None, why + (f"; no {table} is shipped, so the head's row indices are proposed as token ids"
+                            if table is not None and shipped is not None and rows is not None else ""), ending, {}
+    span = hot_targets(token_map(rows) if token_map is not None else None, rows)
+    if span is None:
+        return None, (f"{why}; its {table} could not be read to tell where it sends the head's {rows} rows "
+                      "(not an integer table of at least that length, or past the size dspark reads "
+                      "header-only)"), ending, {"d2t_read": False}
+    low, high = span
+    detail = {"d2t_read": True, "d2t_min": low, "d2t_max": high, "head_rows": rows, "source": HOT_MAP_SOURCE}
+    if low >= 0 and high < target_vocab:
+        return Severity.WARNING, (
+            f"the engine never compares them; both pad to {padded} rows, so the target's embedding and head "
+            f"fit, and the draft's {table} sends each of its {rows} head rows to a target id from {low} to "
+            f"{high} (i + {table}[i]), inside the target's vocabulary: every proposal is a target token and "
+            "the draft is served as trained"), (
+            f"Set vocab_size to {target_vocab} so loaders that compare them agree."), detail
+    return None, (
+        f"the engine never compares them, and the draft's {table} sends its head rows to target ids from {low} "
+        f"to {high} (i + {table}[i]), outside the target's [0, {target_vocab}): those proposals are tokens the "
+        "target does not have"), ending, detail
+
+
 def vocab_findings(
     family: DraftFamily,
     loader: FamilyLoader | None,
@@ -61,7 +139,11 @@ def vocab_findings(
     shipped: Mapping[str, TensorEntry],
     expected_all: Mapping[str, ExpectedTensor],
     config_file: str,
+    token_map: TokenMapValues | None = None,
 ) -> list[Finding]:
+    """`token_map`, when given, hands over the shipped d2t's values: the
+    caller reads every payload anyway (--deep, convert), and VOC003 is
+    judged here on the entries the head can index."""
     findings: list[Finding] = []
     head = next((e for e in expected_all.values() if e.role == "lm_head"), None)
     table = next((e for e in expected_all.values() if e.role == "token_map"), None)
@@ -69,6 +151,7 @@ def vocab_findings(
         findings += _head_findings(head, loader, config, shipped, config_file)
     if table is not None:
         findings += _table_findings(table, config, shipped, config_file)
+        findings += _table_value_findings(table, shipped, token_map)
     embedding = expected_all.get(EMBEDDING_NAME)
     if embedding is not None and _shares_nothing(config) and embedding.name not in shipped:
         declared = config.get("target_hidden_size")
@@ -237,3 +320,28 @@ def _table_findings(table, config, shipped, config_file) -> list[Finding]:
             severity=Severity.WARNING,
         ))
     return findings
+
+
+def _table_value_findings(table: ExpectedTensor, shipped: Mapping[str, TensorEntry],
+                          token_map: TokenMapValues | None) -> list[Finding]:
+    """VOC003 on the d2t entries the engine can look up (HOT_MAP_SOURCE):
+    a table that sends an unused entry past the vocabulary serves as
+    trained."""
+    entry = shipped.get(table.name)
+    rows, below = table.shape[0], table.values_below
+    if entry is None or token_map is None or below is None or entry.dtype not in _INTEGER_DTYPES:
+        return []
+    span = hot_targets(token_map(rows), rows)
+    if span is None or (span[0] >= 0 and span[1] < below):
+        return []
+    low, high = span
+    return [Finding(
+        "VOC003",
+        f"{entry.file}: {table.name} sends the head's {rows} draft tokens to target ids from {low} to {high} "
+        f"(i + {table.name}[i]), outside [0, vocab_size = {below}); the engine never checks it and feeds those "
+        "ids to the embedding and the target. The table was built for another vocabulary or is not "
+        "offset-encoded (target id = i + d2t[i]).",
+        file=entry.file,
+        tensor=table.name,
+        detail={"min": low, "max": high, "vocab_size": below, "entries_read": rows, "source": HOT_MAP_SOURCE},
+    )]
