@@ -13,6 +13,14 @@ checks it second). `FORCE_COLOR=0` is read as Node's tools read it, colour
 level 0: off; nobody writes 0 to mean "on". Colour never changes the
 layout: output that is not a terminal gets every path in full, however
 narrow the CI log.
+
+Width. On a terminal, finding messages are wrapped to its width (the
+`COLUMNS` variable when set, else the terminal's own), at spaces only: a
+path or tensor name is never broken, and a word longer than the line stays
+whole. Off a terminal a finding stays one line, whatever its length, so
+that `grep CODE` and a CI log search find each finding whole; pages laid
+out as blocks (`dspark families`, `dspark explain`) keep their lines within
+`COLUMNS`, or 100 columns when no width is known.
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ import functools
 import json
 import math
 import os
+import shutil
 import sys
+import textwrap
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,6 +41,14 @@ Segment = tuple[str | None, str]
 # Width rich lays out a page in when stdout is not a terminal: wide enough
 # that no path or tensor name is ever cut to `…` in a CI log.
 UNBOUNDED_WIDTH = 100_000
+
+
+# The width of block pages off a terminal, when COLUMNS does not say.
+FALLBACK_WIDTH = 100
+# Below this a wrapped line holds too little to read: wrap at this instead.
+NARROWEST = 40
+# Stands in for a space inside a name while a line is wrapped.
+_NO_BREAK = "\u00a0"
 
 
 def _isatty(stream) -> bool:
@@ -53,6 +71,45 @@ def colour_wanted(stream=None) -> bool:
 def is_interactive(stream=None) -> bool:
     """A person at a terminal: progress bars and the terminal's width."""
     return _isatty(sys.stdout if stream is None else stream)
+
+
+def wrap_width() -> int | None:
+    """The width finding messages wrap at: the terminal's, or None (one
+    line per finding) off a terminal."""
+    if not is_interactive():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return max(int(columns), NARROWEST)
+    return max(shutil.get_terminal_size((FALLBACK_WIDTH, 24)).columns, NARROWEST)
+
+
+def page_width() -> int:
+    """The width block pages keep within: the terminal's, else `COLUMNS`,
+    else `FALLBACK_WIDTH`."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return max(int(columns), NARROWEST)
+    if is_interactive():
+        return max(shutil.get_terminal_size((FALLBACK_WIDTH, 24)).columns, NARROWEST)
+    return FALLBACK_WIDTH
+
+
+def wrap(text: str, width: int | None, *, first: str = "", indent: str = "", keep: tuple[str | None, ...] = ()) -> list[str]:
+    """`text` after `first`, in lines of at most `width` columns, broken at
+    spaces only; later lines start with `indent`. The strings in `keep`
+    (paths, tensor names) are never broken, spaces and all. `width` None:
+    one line."""
+    if width is None:
+        return [first + text]
+    kept = [k for k in keep if k and " " in k]
+    for name in kept:
+        text = text.replace(name, name.replace(" ", _NO_BREAK))
+    lines = textwrap.wrap(
+        text, width=width, initial_indent=first, subsequent_indent=indent,
+        break_long_words=False, break_on_hyphens=False, drop_whitespace=True,
+    ) or [first]
+    return [line.replace(_NO_BREAK, " ") for line in lines]
 
 
 @functools.lru_cache(maxsize=None)

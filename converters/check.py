@@ -31,7 +31,7 @@ from dspark.converters.token_map import TokenMapReader
 from dspark.schema.engines import EngineProfile, engine_by_spec
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
-from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, group_findings
+from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, report_findings
 from dspark.schema.rules import ResolvedDraft, check_contract, layout_findings, payload_findings
 from dspark.schema.inventory import PayloadStats, printable_name
 
@@ -408,7 +408,7 @@ def _report(
         files=list(per_file.values()),
         skipped=skipped,
         # one finding per code past a few dozen: the report stays readable whatever the input
-        findings=group_findings(findings),
+        findings=report_findings(findings),
         deep=deep,
         scanned_bytes=scanned,
         target=target.source if target else None,

@@ -36,7 +36,7 @@ from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES, nbytes_of
 from dspark.schema.engines import engine_by_spec
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import DraftFamily
-from dspark.schema.findings import Finding, Severity, group_findings
+from dspark.schema.findings import Finding, Severity, report_findings
 from dspark.schema.inventory import TensorEntry, has_control_characters, printable_name
 from dspark.schema.normalise import normalise_config
 from dspark.schema.rules import check_contract
@@ -328,7 +328,7 @@ def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | 
     contract_findings = [_named_by_its_source(f, planned_by_name) for f in contract_findings]
     source_notes = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is not Severity.ERROR]
     split_notes = [split.note() for split in splits.values()]
-    findings = group_findings(source_notes + split_notes + contract_findings)
+    findings = report_findings(source_notes + split_notes + contract_findings)
 
     return ConvertPlan(
         source=str(src),

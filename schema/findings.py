@@ -192,6 +192,35 @@ def count_by_severity(findings) -> dict[str, int]:
     return counts
 
 
+# Report order: root causes first. A config value the engine misreads
+# (`"hidden_size": true`, ENG003) explains the shape errors that follow from
+# it (INV003), so a reader meets the cause before its consequences. Stages
+# by the code's three letters; a code not listed sorts last. Within a stage
+# the order the rules found things in is kept.
+REPORT_STAGES: tuple[tuple[str, ...], ...] = (
+    ("SRC", "SRV"),                 # what was read, and whether the engine can open it at all
+    ("CFG", "OVR", "ENG", "ROP", "SWA"),  # the config and how the engine reads it
+    ("STR", "TGT", "TAP"),          # the stream and the target
+    ("STF", "IDX"),                 # files: a corrupt or missing shard explains missing tensors
+    ("FCN", "FEA", "CTX", "LMH", "VOC"),  # declared features against what is shipped
+    ("INV",),                       # the tensor inventory the config implies
+    ("PAY", "MAN", "CNV"),          # payload values, the manifest, convert's casts
+    ("SMK", "RUN"),                 # the smoke run, the serving kernels installed
+)
+_STAGE = {prefix: rank for rank, prefixes in enumerate(REPORT_STAGES) for prefix in prefixes}
+
+
+def report_order(findings: list[Finding]) -> list[Finding]:
+    """`findings` with root causes first (`REPORT_STAGES`), stable within a stage."""
+    return sorted(findings, key=lambda f: _STAGE.get(f.code[:3], len(REPORT_STAGES)))
+
+
+def report_findings(findings: list[Finding]) -> list[Finding]:
+    """The findings a report carries: in report order, crowded codes grouped.
+    Every report builder calls this, so the order is decided once."""
+    return group_findings(report_order(findings))
+
+
 # More findings of one code than this become one finding: a checkpoint with
 # 100,000 stray tensors gets a report a person can read and a CI log can
 # hold, not 100,000 lines that all say the same thing.

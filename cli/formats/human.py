@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dspark.cli.formats import JudgedFinding, Report
-from dspark.cli.terminal import Segment, escape, human_bytes, stdout, write_lines
+from dspark.cli.terminal import Segment, escape, human_bytes, stdout, wrap, wrap_width, write_lines
 from dspark.schema.findings import Finding, Severity, count_by_severity
 from dspark.schema.inventory import printable_name
 
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from dspark.converters.check import CheckReport
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
-SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+# `error   INV003 `: the severity, padded, and the code before a message.
+_LEAD = 15
 
 
 def write(report: Report, stream=None) -> None:
@@ -43,31 +44,49 @@ def finding_line(finding: Finding) -> str:
     return f"[{style}]{finding.severity.value:<7}[/] [bold]{finding.code}[/] {escape(printable_name(finding.message))}"
 
 
-def finding_segments(finding: Finding, waived: str | None = None) -> list[Segment]:
-    segments: list[Segment] = [
-        (SEVERITY_STYLE[finding.severity], f"{finding.severity.value:<7}"),
-        (None, " "),
-        ("bold", finding.code),
-        (None, " " + printable_name(finding.message)),
-    ]
+def finding_segments(finding: Finding, waived: str | None = None) -> list[list[Segment]]:
+    """A finding as lines: one off a terminal, wrapped to its width on one
+    (cli/terminal.py), never breaking the finding's file or tensor name."""
+    text = printable_name(finding.message)
     if waived is not None:
-        segments.append(("cyan", f"  [waived: {printable_name(waived)}]"))
-    return segments
+        text += f"  [waived: {printable_name(waived)}]"
+    keep = tuple(printable_name(name) for name in (finding.file, finding.tensor) if name)
+    wrapped = wrap(text, wrap_width(), first=" " * _LEAD, indent=" " * _LEAD, keep=keep)
+    lines: list[list[Segment]] = []
+    for number, line in enumerate(wrapped):
+        if number == 0:
+            segments: list[Segment] = [
+                (SEVERITY_STYLE[finding.severity], f"{finding.severity.value:<7}"),
+                (None, " "),
+                ("bold", finding.code),
+                (None, line[_LEAD - 1:]),
+            ]
+        else:
+            segments = [(None, line)]
+        lines.append(segments)
+    if waived is not None:
+        # the waiver's note in its colour, wherever the wrap left it
+        last = lines[-1]
+        note = f"  [waived: {printable_name(waived)}]"
+        style, tail = last[-1]
+        if tail.endswith(note):
+            last[-1:] = [(style, tail[: -len(note)]), ("cyan", note)]
+    return lines
 
 
 def findings_lines(findings: list[Finding], *, show_info: bool = True) -> list[list[Segment]]:
+    """Findings in the order the report holds them: root causes first
+    (schema/findings.py, `report_order`), so no sorting here."""
     return [
-        finding_segments(finding)
-        for finding in sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
+        line
+        for finding in findings
         if show_info or finding.severity is not Severity.INFO
+        for line in finding_segments(finding)
     ]
 
 
 def judged_lines(findings: list[JudgedFinding]) -> list[list[Segment]]:
-    return [
-        finding_segments(j.finding, j.waived)
-        for j in sorted(findings, key=lambda j: (SEVERITY_ORDER[j.finding.severity], j.waived is not None))
-    ]
+    return [line for j in findings for line in finding_segments(j.finding, j.waived)]
 
 
 def render_findings(findings: list[Finding], *, show_info: bool = True) -> None:

@@ -77,3 +77,35 @@ def dspark_process() -> Callable[..., Run]:
         return Run(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
 
     return run
+
+
+@pytest.fixture
+def dspark_tty() -> Callable[..., Run]:
+    """`dspark_tty("check", path, columns=80)` -> Run, from a child process
+    whose stdout and stderr are a real terminal (a pseudo-terminal) of
+    `columns` columns; stdout holds both streams."""
+    import pty
+
+    def run(*args, columns: int = 80, env: dict[str, str] | None = None) -> Run:
+        environment = {k: v for k, v in os.environ.items() if k not in ("DSPARK_DEBUG", "FORCE_COLOR")}
+        environment.update({"COLUMNS": str(columns), "NO_COLOR": "1"}, **(env or {}))
+        leader, follower = pty.openpty()
+        child = subprocess.Popen(
+            [sys.executable, "-c", "from dspark.cli.main import main; main()", *map(str, args)],
+            stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=environment,
+        )
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(leader)
+        code = child.wait(timeout=120)
+        return Run(code, b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n"), "")
+
+    return run
