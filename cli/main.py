@@ -13,6 +13,7 @@ from dspark.cli.convert import convert
 from dspark.cli.doctor import doctor
 from dspark.cli.errors import EXIT_OK, report_error
 from dspark.cli.settings import output_settings, requested_output
+from dspark.cli.explain import explain
 from dspark.cli.families import families
 from dspark.cli.gate import gate
 from dspark.cli.inspect_cmd import inspect
@@ -33,6 +34,7 @@ app.command()(inspect)
 app.command()(convert)
 app.command()(smoke)
 app.command()(families)
+app.command()(explain)
 app.command()(gate)
 app.command()(doctor)
 
@@ -86,7 +88,7 @@ def version() -> None:
 
 
 COMPLETE_VARIABLE = "_DSPARK_COMPLETE"
-COMMANDS = ("check", "inspect", "convert", "smoke", "families", "gate", "doctor", "version")
+COMMANDS = ("check", "inspect", "convert", "smoke", "families", "explain", "gate", "doctor", "version")
 
 
 def run(args: Sequence[str]) -> int:

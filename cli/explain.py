@@ -1,0 +1,66 @@
+"""`dspark explain [CODE]`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from dspark.cli.options import DataFormat, QuietOption
+from dspark.cli.terminal import page_width, wrap
+from dspark.schema.engines import PROFILES
+from dspark.schema.errors import UsageError
+from dspark.schema.explanations import explain as explanation, similar_codes
+from dspark.schema.findings import FINDING_CODES
+
+
+def _known(code: str) -> str:
+    wanted = code.strip().upper()
+    if wanted in FINDING_CODES:
+        return wanted
+    close = similar_codes(code)
+    raise UsageError(
+        f"{code!r} is not a dspark finding code." + (f" Did you mean {', '.join(close)}?" if close else ""),
+        hint="Run 'dspark explain' for the list of codes.",
+    )
+
+
+def _page(entry: dict, width: int) -> list[str]:
+    lines = [f"{entry['code']} ({entry['severity']}): {entry['title']}", ""]
+    for label, text in (("why", entry["why"]), ("what to do", entry["action"])):
+        lines += wrap(text, width, first=f"{label + ':':<12}", indent=" " * 12)
+    if entry["sources"]:
+        lines += ["", "the rule's source (engine code):"]
+        for source in entry["sources"]:
+            where = f"{', '.join(source['engines'])}" + (f", {source['family']}" if source["family"] else "")
+            lines += wrap(f"{source['fact']} ({where})", width, first="  ", indent="    ")
+            lines.append(f"    {source['source']}")
+    else:
+        lines += ["", "the rule's source: dspark's own check (no engine fact)"]
+    lines += ["", f"documented in {entry['documentation']}"]
+    return lines
+
+
+def explain(
+    code: Annotated[Optional[str], typer.Argument(metavar="[CODE]", help="A finding code, e.g. INV003; none: list every code.", show_default=False)] = None,
+    output: Annotated[DataFormat, typer.Option("--format", help="human: a page to read; json: the same as data.")] = DataFormat.human,
+    quiet: QuietOption = False,
+) -> None:
+    """Say what a finding code means, why the engine cares, what to do, and where its rule was read."""
+    if code is None:
+        entries = [explanation(c, PROFILES) for c in FINDING_CODES]
+        if output is DataFormat.json:
+            typer.echo(json.dumps(entries, indent=2))
+        elif not quiet:
+            width = page_width()
+            for entry in entries:
+                for line in wrap(entry["title"], width, first=f"{entry['code']}  {entry['severity']:<8}",
+                                 indent=" " * 16):
+                    typer.echo(line)
+        return
+    entry = explanation(_known(code), PROFILES)
+    if output is DataFormat.json:
+        typer.echo(json.dumps(entry, indent=2))
+    elif not quiet:
+        typer.echo("\n".join(_page(entry, page_width())))
