@@ -15,6 +15,7 @@ import pytest
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
 from dspark.cli.formats.github import escape_data, escape_property
+from dspark.schema.explanations import EXPLANATIONS
 from dspark.schema.findings import FINDING_CODES
 
 SARIF_SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "sarif-schema-2.1.0-subset.json").read_text())
@@ -45,6 +46,8 @@ def test_sarif_names_rule_file_and_tensor(dspark, tiny_draft):
     assert rule["id"] == "INV002"
     assert rule["shortDescription"]["text"] == FINDING_CODES["INV002"].title
     assert FINDING_CODES["INV002"].title in rule["help"]["text"]
+    assert rule["helpUri"] == "docs/codes.md#INV002"
+    assert EXPLANATIONS["INV002"].action in rule["help"]["text"] and "dspark explain INV002" in rule["help"]["markdown"]
     assert result["level"] == "error" and result["properties"]["fails"] is True
     (location,) = result["locations"]
     assert location["physicalLocation"]["artifactLocation"] == {"uri": "draft/model.safetensors", "uriBaseId": "%SRCROOT%"}
