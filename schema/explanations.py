@@ -31,6 +31,35 @@ def code_page(code: str) -> str:
     return f"{CODES_PAGE}#{code}"
 
 
+# A code's group is its three letters: what each group is about, in the
+# vocabulary's order (docs/codes.md has one section per group).
+GROUPS: dict[str, str] = {
+    "CFG": "config.json",
+    "FCN": "fc_norm",
+    "CTX": "the context projection",
+    "FEA": "norm_before_fc (EAGLE-3 on Llama)",
+    "TAP": "EAGLE-3 taps",
+    "LMH": "the draft's own head",
+    "VOC": "the draft-to-target token map (d2t)",
+    "STR": "aux_hidden_stream",
+    "TGT": "the target (--target)",
+    "SRV": "whether the engine can open the folder",
+    "ENG": "how the engine reads the draft",
+    "OVR": "dflash_config overrides",
+    "ROP": "RoPE",
+    "SWA": "sliding-window attention",
+    "INV": "the tensor inventory",
+    "STF": "safetensors files",
+    "IDX": "sharded indexes",
+    "PAY": "payload values (--deep)",
+    "MAN": "dspark-manifest.json",
+    "CNV": "dspark convert's casts",
+    "SRC": "training outputs read by dspark convert",
+    "SMK": "dspark smoke",
+    "RUN": "the serving kernels installed (check --runtime)",
+}
+
+
 @dataclass(frozen=True)
 class Explanation:
     why: str

@@ -27,3 +27,9 @@ def test_every_engine_fact_a_code_names_is_found_on_some_engine():
 def test_similar_codes():
     assert similar_codes("inv03")[0] == "INV003"
     assert similar_codes("zzzzzz") == []
+
+
+def test_every_code_belongs_to_a_named_group():
+    from dspark.schema.explanations import GROUPS
+
+    assert {code[:3] for code in FINDING_CODES} == set(GROUPS)
