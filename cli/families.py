@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from dspark.cli.options import DataFormat, QuietOption
+from dspark.cli.terminal import page_width, wrap
 from dspark.schema.engines import PROFILES
 from dspark.schema.families import FAMILIES
 
@@ -53,25 +54,39 @@ def families(
         return
     if quiet:
         return  # nothing to judge, so nothing to say
+    typer.echo("\n".join(page_lines(rows, page_width())))
+
+
+def page_lines(rows: list[dict], width: int) -> list[str]:
+    """One block per family and engine revision, within `width` columns:
+    each rule on its own lines, the engine code it was read from indented
+    below it (a citation is never broken inside its path)."""
+    lines: list[str] = []
+
+    def rule(text: str, source: str | None = None) -> None:
+        lines.extend(wrap(text, width, first="  ", indent="    "))
+        if source:
+            lines.extend(wrap(source, width, first="    ", indent="      "))
+
     for row in rows:
-        typer.echo(f"{row['family']} on {row['engine']} ({row['model_class']})")
-        typer.echo(f"  model_type: {', '.join(row['model_types'])}")
-        typer.echo(f"  a tensor without a destination: {row['unexpected_tensor']}; "
-                   f"a destination left empty: {row['missing_tensor']}")
+        lines.extend(wrap(f"{row['family']} on {row['engine']} ({row['model_class']})", width, indent="  "))
+        rule(f"model_type: {', '.join(row['model_types'])}")
+        rule(f"a tensor without a destination: {row['unexpected_tensor']}; "
+             f"a destination left empty: {row['missing_tensor']}")
         for name, feature in row["features"].items():
-            state = "honoured" if feature["honoured"] else "NOT honoured"
-            typer.echo(f"  {name}: {state}  [{feature['source']}]")
+            rule(f"{name}: {'honoured' if feature['honoured'] else 'NOT honoured'}", feature["source"])
         if row["stream"] is not None:
             fixed = row["stream"]["fixed"]
-            typer.echo(f"  aux_hidden_stream: {'only ' + fixed if fixed else 'as declared'}  [{row['stream']['source']}]")
+            rule(f"aux_hidden_stream: {'only ' + fixed if fixed else 'as declared'}", row["stream"]["source"])
         for fused in row["fused"]:
-            typer.echo(f"  {fused['parameter']} <- {' + '.join(fused['parts'])}"
-                       f"{' (or pre-fused)' if fused['pre_fused_accepted'] else ''}  [{fused['source']}]")
+            rule(f"{fused['parameter']} <- {' + '.join(fused['parts'])}"
+                 f"{' (or pre-fused)' if fused['pre_fused_accepted'] else ''}", fused["source"])
             if fused["pre_fused"]:
-                typer.echo(f"    pre-fused: {fused['pre_fused']}")
+                lines.extend(wrap(f"pre-fused: {fused['pre_fused']}", width, first="    ", indent="      "))
         for skip in row["skipped"]:
-            typer.echo(f"  skipped: /{skip['pattern']}/  [{skip['source']}]")
-        typer.echo(f"  taps accepted by the target: [{row['taps'][0]}, {row['taps'][1]}]")
+            rule(f"skipped: /{skip['pattern']}/", skip["source"])
+        rule(f"taps accepted by the target: [{row['taps'][0]}, {row['taps'][1]}]")
         for key, source in row["sources"].items():
-            typer.echo(f"  {key}: {source}")
-        typer.echo("")
+            rule(f"{key}:", source)
+        lines.append("")
+    return lines

@@ -1,6 +1,6 @@
 """Findings: what a check found, as data.
 
-A finding has a stable `code` (documented in the README and never reused for
+A finding has a stable `code` (documented in docs/codes.md and never reused for
 another meaning), a severity, a message that names the file and tensor and
 says what to do, and a machine-readable `detail`. Library code returns
 findings; only the CLI turns them into an exit code.
@@ -32,7 +32,7 @@ def _codes(*rows: tuple[str, Severity, str]) -> dict[str, FindingCode]:
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
-# The vocabulary. Order is the README's order; codes are stable.
+# The vocabulary. Order is docs/codes.md's order; codes are stable.
 FINDING_CODES: dict[str, FindingCode] = _codes(
     # config.json
     ("CFG001", E, "config.json is missing beside the weights"),

@@ -83,7 +83,7 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
 
     def fail(key: str, problem: str) -> PolicyError:
         return PolicyError(f"{where}: {key}: {problem}", path=source,
-                           hint="The policy keys are documented in the README (section dspark gate).")
+                           hint="The policy keys are documented in the README (section In CI, the gate's policy).")
 
     unknown = [key for key in table if key not in POLICY_KEYS]
     if unknown:
@@ -151,7 +151,7 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
 
 def _known_code(code: Any, key: str, fail) -> None:
     if not isinstance(code, str) or code not in FINDING_CODES:
-        raise fail(key, f"{code!r} is not a finding code (see the README's finding-codes table).")
+        raise fail(key, f"{code!r} is not a finding code (see docs/codes.md, or run 'dspark explain').")
 
 
 def judge(findings: Iterable[Finding], policy: Policy) -> list[JudgedFinding]:

@@ -26,3 +26,19 @@ def test_families_reads_as_a_page(dspark):
     run = dspark("families")
     assert run.exit_code == 0
     assert "fc_norm: NOT honoured" in run.stdout and "k3_dspark on tokenspeed@pr1031" in run.stdout
+
+
+def test_families_fits_an_80_column_terminal(dspark_tty):
+    run = dspark_tty("families", columns=80)
+    assert run.exit_code == 0
+    lines = run.stdout.splitlines()
+    assert "fc_norm: NOT honoured" in run.stdout and len(lines) > 100
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    # a citation is never broken inside its path
+    assert "    python/tokenspeed/runtime/models/kimi_k3_dspark.py@4b9766f6:482-553" in lines
+
+
+def test_families_off_a_terminal_keeps_within_100_columns(dspark_process):
+    run = dspark_process("families", env={"COLUMNS": ""})
+    assert run.exit_code == 0
+    assert max(len(line) for line in run.stdout.splitlines()) <= 100
