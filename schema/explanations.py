@@ -14,7 +14,6 @@ a code's text belongs beside the others of its group.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -371,10 +370,18 @@ class RuleSource:
     engines: tuple[str, ...]
     family: str | None  # None: engine-wide (architectures, quantization, ...)
     fact: str
-    source: str  # Source.cite(): path@commit:lines
+    cited: Source
+    repository: str
+
+    @property
+    def source(self) -> str:
+        """`path@commit:lines`, as every citation dspark prints (Source.cite)."""
+        return self.cited.cite()
 
     def to_dict(self) -> dict:
-        return {"engines": list(self.engines), "family": self.family, "fact": self.fact, "source": self.source}
+        return {"engines": list(self.engines), "family": self.family, "fact": self.fact, "source": self.source,
+                "repository": self.repository, "path": self.cited.path, "lines": self.cited.lines,
+                "commit": self.cited.commit}
 
 
 def _fact_sources(engine: EngineProfile, code: str, fact: str) -> list[tuple[str | None, str, Source]]:
@@ -410,14 +417,15 @@ def rule_sources(code: str, engines: Iterable[EngineProfile]) -> list[RuleSource
     """Where `code`'s rule was read, on every engine given: one entry per
     (family, fact, citation), naming the engines that share it."""
     explanation = EXPLANATIONS[code]
-    by_key: dict[tuple[str | None, str, str], list[str]] = {}
+    by_key: dict[tuple[str | None, str, Source, str], list[str]] = {}
     for engine in engines:
         for fact in explanation.engine_facts:
             for family, label, source in _fact_sources(engine, code, fact):
-                key = (family, label, source.cite())
+                key = (family, label, source, engine.repository)
                 if engine.spec not in by_key.setdefault(key, []):
                     by_key[key].append(engine.spec)
-    return [RuleSource(tuple(specs), family, label, cite) for (family, label, cite), specs in by_key.items()]
+    return [RuleSource(tuple(specs), family, label, source, repository)
+            for (family, label, source, repository), specs in by_key.items()]
 
 
 def explain(code: str, engines: Iterable[EngineProfile]) -> dict:
@@ -440,6 +448,8 @@ def explain(code: str, engines: Iterable[EngineProfile]) -> dict:
 
 def similar_codes(text: str, limit: int = 3) -> list[str]:
     """Known codes close to `text` (a typo, another case, a missing digit)."""
+    import difflib  # only when a code is mistyped: not on every run's start-up
+
     wanted = text.strip().upper()
     close = difflib.get_close_matches(wanted, FINDING_CODES, n=limit, cutoff=0.5)
     if not close and len(wanted) >= 3:

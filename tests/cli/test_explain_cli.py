@@ -55,3 +55,10 @@ def test_an_unknown_code_under_json_is_one_error_document(dspark):
     assert run.exit_code == 2
     document = run.json()
     assert document["exit_code"] == 2 and "not a dspark finding code" in document["error"]["message"]
+
+
+def test_a_source_in_json_names_repository_path_lines_and_commit(dspark):
+    (source,) = [s for s in dspark("explain", "CTX001", "--format", "json").json()["sources"]
+                 if s["family"] == "k3_dspark" or s["family"] == "dflash_gqa"][:1]
+    assert source["repository"] == "lightseekorg/tokenspeed"
+    assert source["path"].startswith("python/tokenspeed/") and source["lines"] and len(source["commit"]) >= 8
