@@ -38,28 +38,26 @@ def write(report: Report, stream=None) -> None:
 # pieces every page uses
 
 
-def finding_line(finding: Finding) -> str:
-    """A finding as rich markup."""
-    style = SEVERITY_STYLE[finding.severity]
-    return f"[{style}]{finding.severity.value:<7}[/] [bold]{finding.code}[/] {escape(printable_name(finding.message))}"
-
-
-def finding_segments(finding: Finding, waived: str | None = None) -> list[list[Segment]]:
+def finding_segments(finding: Finding, waived: str | None = None, *, margin: int = 0) -> list[list[Segment]]:
     """A finding as lines: one off a terminal, wrapped to its width on one
-    (cli/terminal.py), never breaking the finding's file or tensor name."""
+    (cli/terminal.py), never breaking the finding's file or tensor name;
+    `margin` spaces before each line."""
     text = printable_name(finding.message)
     if waived is not None:
         text += f"  [waived: {printable_name(waived)}]"
     keep = tuple(printable_name(name) for name in (finding.file, finding.tensor) if name)
-    wrapped = wrap(text, wrap_width(), first=" " * _LEAD, indent=" " * _LEAD, keep=keep)
+    width = wrap_width()
+    lead = " " * (margin + _LEAD)
+    wrapped = wrap(text, width, first=lead, indent=lead, keep=keep)
     lines: list[list[Segment]] = []
     for number, line in enumerate(wrapped):
         if number == 0:
             segments: list[Segment] = [
+                (None, " " * margin),
                 (SEVERITY_STYLE[finding.severity], f"{finding.severity.value:<7}"),
                 (None, " "),
                 ("bold", finding.code),
-                (None, line[_LEAD - 1:]),
+                (None, line[margin + _LEAD - 1:]),
             ]
         else:
             segments = [(None, line)]
@@ -74,14 +72,14 @@ def finding_segments(finding: Finding, waived: str | None = None) -> list[list[S
     return lines
 
 
-def findings_lines(findings: list[Finding], *, show_info: bool = True) -> list[list[Segment]]:
+def findings_lines(findings: list[Finding], *, show_info: bool = True, margin: int = 0) -> list[list[Segment]]:
     """Findings in the order the report holds them: root causes first
     (schema/findings.py, `report_order`), so no sorting here."""
     return [
         line
         for finding in findings
         if show_info or finding.severity is not Severity.INFO
-        for line in finding_segments(finding)
+        for line in finding_segments(finding, margin=margin)
     ]
 
 
@@ -280,9 +278,7 @@ def convert_page(report: Report) -> None:
     for line in lines:
         stdout.print(f"  {escape(line)}")
     notes = [f for f in plan.findings if f.code.startswith("SRC")] + done.warnings
-    for finding in notes:
-        if finding.severity is not Severity.ERROR:
-            stdout.print("  " + finding_line(finding))
+    write_lines(findings_lines([f for f in notes if f.severity is not Severity.ERROR], margin=2))
 
 
 # --------------------------------------------------------------------------
