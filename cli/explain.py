@@ -27,7 +27,11 @@ def _known(code: str) -> str:
 
 
 def _page(entry: dict, width: int) -> list[str]:
-    lines = [f"{entry['code']} ({entry['severity']}): {entry['title']}", ""]
+    lines = [f"{entry['code']} ({entry['severity']}): {entry['title']}"]
+    if entry["severity_by_engine"]:
+        lines += wrap("; ".join(f"{spec}: {level}" for spec, level in entry["severity_by_engine"].items()), width,
+                      first="severity on ", indent="  ")
+    lines.append("")
     for label, text in (("why", entry["why"]), ("what to do", entry["action"])):
         lines += wrap(text, width, first=f"{label + ':':<12}", indent=" " * 12)
     if entry["sources"]:

@@ -433,9 +433,12 @@ def explain(code: str, engines: Iterable[EngineProfile]) -> dict:
     --format json` prints)."""
     spec: FindingCode = FINDING_CODES[code]
     explanation = EXPLANATIONS[code]
+    engines = tuple(engines)
     return {
         "code": code,
         "severity": spec.severity.value,
+        # where an engine's loader makes the problem harmless (or worse)
+        "severity_by_engine": {e.spec: e.severity_overrides[code] for e in engines if code in e.severity_overrides},
         "title": spec.title,
         "group": code[:3],
         "why": explanation.why,
