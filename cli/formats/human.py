@@ -322,12 +322,16 @@ def _table(rows: list[tuple[str, str, str]], header: tuple[str, str, str]) -> li
     """Three columns as plain segments: no width limit, nothing cut."""
     widths = [max(len(printable_name(row[i])) for row in [header, *rows]) for i in range(2)]
     lines = [[("dim", f"{header[0]:<{widths[0]}}  {header[1]:<{widths[1]}}  {header[2]}")]]
+    # On a terminal the detail wraps under its own column (cli/terminal.py).
+    offset = widths[0] + widths[1] + 4
     for name, status, detail in rows:
+        first, *more = wrap(printable_name(detail), wrap_width(), first=" " * offset, indent=" " * offset)
         lines.append([
             (None, f"{printable_name(name):<{widths[0]}}  "),
             (STATUS_STYLE.get(status), f"{status:<{widths[1]}}"),
-            (None, f"  {printable_name(detail)}"),
+            (None, "  " + first[offset:]),
         ])
+        lines += [[(None, line)] for line in more]
     return lines
 
 

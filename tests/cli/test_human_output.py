@@ -40,3 +40,13 @@ def test_off_a_terminal_a_finding_stays_one_line(dspark, tiny_draft):
     run = dspark("check", _hidden_size_true(tiny_draft))
     eng = [line for line in run.stdout.splitlines() if "ENG003" in line]
     assert len(eng) == 1 and eng[0].endswith("so other loaders agree.")
+
+
+def test_a_status_table_wraps_its_detail_under_its_column(dspark_tty):
+    run = dspark_tty("doctor", columns=72)
+    lines = run.stdout.splitlines()
+    assert all(len(line) <= 72 for line in lines if " " in line.strip()), run.stdout
+    column = lines[0].index("detail")
+    # a continuation line starts at the detail column
+    continued = [line for line in lines[1:] if line[:column].strip() == "" and line.strip()]
+    assert continued and all(line[column] != " " for line in continued), run.stdout
