@@ -86,8 +86,8 @@ def codes_page(engines: tuple[EngineProfile, ...] = PROFILES) -> str:
             if sources:
                 lines += ["", "The rule's source in the engine's code:", ""]
                 for source in sources:
-                    family = f" `{source.family}`" if source.family else ""
-                    lines.append(f"- {_engines(source.engines)}{family}, {source.fact}: `{source.source}`")
+                    family = f"`{source.family}` on " if source.family else ""
+                    lines.append(f"- {family}{_engines(source.engines)}, `{source.fact}`: `{source.source}`")
             else:
                 lines += ["", "The rule's source: dspark's own check (no engine fact)."]
     lines += ["", END, ""]
@@ -171,7 +171,8 @@ def family_block(family: DraftFamily) -> str:
         f"{', '.join(f'`{a}`' for a in family.architectures)}"
         + (f" (also the trainer's {', '.join(f'`{a}`' for a in family.legacy_architectures)}, which convert renames)"
            if family.legacy_architectures else "")
-        + f", then `model_type` {', '.join(f'`{t}`' for t in family.model_types)}. "
+        + (f", then `model_type` {', '.join(f'`{t}`' for t in family.model_types)}" if family.model_types else "")
+        + ". "
         f"Config schema (JSON Schema draft 2020-12): [`schema/families/{family.schema_file}`]"
         f"(../../schema/families/{family.schema_file}). Declared features judged against what is shipped: "
         f"{', '.join(f'`{f}`' for f in family.declared_features) or 'none'}.",
@@ -209,6 +210,11 @@ def family_page(family: DraftFamily, current: str | None) -> str:
     return head + block + tail
 
 
+def _recognised(family: DraftFamily) -> str:
+    text = ", ".join(f"`{a}`" for a in family.architectures)
+    return text + (" / " + ", ".join(f"`{t}`" for t in family.model_types) if family.model_types else "")
+
+
 def families_index() -> str:
     lines = ["# Draft families and engines", "", BEGIN, "",
              "A verdict is always for a (family, engine revision) pair: the family says what a trainer writes, "
@@ -216,8 +222,7 @@ def families_index() -> str:
              "`--engine NAME[@REV]` picks the profile (default: the first below).", "",
              *_table(("family", "what", "recognised by", "engines"),
                      ((f"[`{f.name}`]({f.name}.md)", f.description,
-                       ", ".join(f"`{a}`" for a in f.architectures) + " / "
-                       + ", ".join(f"`{t}`" for t in f.model_types),
+                       _recognised(f),
                        _engines(p.spec for p in PROFILES if p.loader_for(f.name)))
                       for f in FAMILIES)),
              "", *_table(("engine", "commit", "repository", "what it models"),
