@@ -129,7 +129,9 @@ _MISSING = {"rejects": "the load fails", "uninitialised": "served with whatever 
 
 def _engine_section(specs: list[str], facts: dict) -> list[str]:
     repositories = sorted({p.repository for p in PROFILES if p.spec in specs})
-    commits = sorted(set(re.findall(r"@([0-9a-f]{8}):", json.dumps(facts))))
+    # the commits (or versions) the citations name; the profiles' own when none do
+    commits = sorted(set(re.findall(r"@([^:@\s\"`]+):", json.dumps(facts)))) or \
+        sorted({p.commit for p in PROFILES if p.spec in specs})
     lines = ["", f"### {_engines(specs)}: `{facts['model_class']}`", "",
              f"Read from {', '.join(repositories)} at {', '.join(f'`{c}`' for c in commits)}.", "",
              f"- `model_type`s its config loader parses: {', '.join(f'`{t}`' for t in facts['model_types'])}",
