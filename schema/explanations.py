@@ -212,7 +212,8 @@ EXPLANATIONS: dict[str, Explanation] = {
     "TGT003": _x("The engine never compares the layer counts, but a different count means the draft was trained "
                  "for another target.",
                  "Check the draft was trained for this target; fix target_num_hidden_layers."),
-    "TGT004": _x("The draft proposes token ids; a larger vocabulary proposes ids the target lacks.",
+    "TGT004": _x("The draft proposes token ids; a larger vocabulary proposes ids the target lacks, unless a d2t "
+                 "keeps every proposal inside the target's vocabulary.",
                  "Serve the draft on the target whose tokenizer it was trained with.", "embedding"),
     "TGT005": _x("The target's capture setter refuses ids outside its range at startup.",
                  "Use tap ids inside the target's capture range (the message gives it).", "taps vs target"),
@@ -274,6 +275,9 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "Nothing; drop them to save bytes (dspark convert does).", "skips"),
     "INV006": _x("Two stored names land on one parameter; the one read last wins.",
                  "Keep one copy of the tensor.", "load_weights"),
+    "INV008": _x("The loader writes a fused parameter from the pre-fused tensor and from each part it finds: every "
+                 "part's rows hold whichever tensor it read last, which may depend on file order.",
+                 "Ship either the pre-fused tensor or its parts, not both.", "fused", "load_weights"),
     "INV007": _x("float32 weights cost twice the bytes of bfloat16 and may be cast at load.",
                  "Convert with --dtype bfloat16 if the draft is served in bfloat16."),
     # files
