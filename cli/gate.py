@@ -32,11 +32,22 @@ def gate(
                       "[tool.dspark], found from the working directory upward)."),
     ] = None,
     engine: EngineOption = None,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Require a dspark-manifest.json and check the hashes against it "
+                           "(MAN005 without one). Without --verify the hashes are checked only when there is one.")
+    ] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Every warning fails the gate too (unless the policy waives it).")] = False,
     output: FormatOption = OutputFormat.human,
     output_file: OutputFileOption = None,
     quiet: QuietOption = False,
 ) -> None:
-    """The pre-deploy gate: deep check, manifest, smoke on a GPU; one summary, one exit code."""
+    """The pre-deploy gate: deep check, manifest, smoke on a GPU; one summary, one exit code.
+
+    By default: every value is read and judged (check --deep); the hashes are
+    checked when the folder has a dspark-manifest.json (--verify: it must);
+    smoke runs when torch and a GPU are here (skipped otherwise); errors fail,
+    warnings do not (--strict, or the policy's fail_on_warnings: they do).
+    """
     settings = configure_output("gate", output.value, output_file, quiet, reads=(
         RunInput("DRAFT", draft), RunInput("--target", target), RunInput("--policy", policy)))
     from dspark.converters.gate import run_gate
@@ -46,7 +57,7 @@ def gate(
     runner, reason = _smoke_runner()
     with progress_bar(settings.format == "human" and not quiet, "checking") as progress:
         report = run_gate(draft, target=target, policy=rules, engine=engine, smoke=runner,
-                          no_smoke_reason=reason, progress=progress)
+                          no_smoke_reason=reason, verify=verify, strict=strict, progress=progress)
     code = decide(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
     emit(Report(command="gate", exit_code=code, document=report.to_dict(), findings=report.judged,
                 subject=report.checkpoint, data=report))

@@ -4,19 +4,20 @@ Steps, each a row of the summary:
 
 1. check: the served verdict, reading every value (`check --deep`);
 2. manifest: the payload hashes against `dspark-manifest.json` (`check
-   --verify`), from the same read, when the folder has a manifest;
+   --verify`), from the same read, when the folder has a manifest; with
+   `verify`, a folder without one fails (MAN005);
 3. smoke: the context projection on a GPU, when the caller hands a smoke
    runner (a GPU is there and torch is installed); skipped with a note
    otherwise, or failed when the policy requires it.
 
 The policy (schema/policy.py) decides what fails: errors, the warnings it
-names, and nothing it waives. The smoke runs through a callable the caller
+names (`strict`: every warning), and nothing it waives. The smoke runs through a callable the caller
 hands in, so that this floor never imports the kernels.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -86,20 +87,26 @@ def run_gate(
     engine: str | None = None,
     smoke: SmokeRunner | None = None,
     no_smoke_reason: str = "no smoke runner",
+    verify: bool = False,
+    strict: bool = False,
     progress=None,
 ) -> GateReport:
     """Gate `checkpoint` for deploy under `policy`. `engine` (a flag)
     wins over the policy's. `smoke`, when given, runs the smoke test;
-    `no_smoke_reason` says why it is not (no GPU, no torch)."""
+    `no_smoke_reason` says why it is not (no GPU, no torch). `verify`
+    requires a manifest (MAN005 without one); `strict` fails every
+    warning the policy does not waive."""
     if policy.require_target and target is None:
         raise UsageError(
             f"{policy.source}: require_target = true, and no --target was given.",
             hint="Pass the target model's folder or config.json with --target.",
         )
+    if strict:
+        policy = replace(policy, fail_on_warnings=True)
     engine = engine or policy.engine
     has_manifest = (Path(checkpoint) / MANIFEST_NAME).is_file()
     check = check_checkpoint(
-        checkpoint, target=target, deep=True, verify_hashes=has_manifest, engine=engine, progress=progress,
+        checkpoint, target=target, deep=True, verify_hashes=has_manifest or verify, engine=engine, progress=progress,
     )
     findings = list(check.findings)
     check_judged = judge(findings, policy)
@@ -108,7 +115,7 @@ def run_gate(
               f"served verdict on {check.engine}, every value read ({check.scanned_bytes:,} bytes)"),
     ]
     manifest = [j for j in check_judged if j.finding.code.startswith("MAN")]
-    if has_manifest:
+    if has_manifest or verify:
         steps.append(_step("manifest", manifest, f"payload hashes against {MANIFEST_NAME}"))
     else:
         steps.append(GateStep("manifest", SKIPPED, f"no {MANIFEST_NAME} in the folder (dspark convert writes one)"))

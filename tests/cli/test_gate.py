@@ -182,3 +182,30 @@ def test_a_required_smoke_without_a_gpu_fails_the_gate(tiny_draft):
     report = run_gate(tiny_draft(), policy=parse_policy({"smoke": {"required": True}}, "dspark.toml"),
                       no_smoke_reason="not run: no GPU here")
     assert not report.passed and report.steps[2].status == "failed"
+
+
+def test_verify_makes_the_manifest_a_requirement(dspark, tiny_draft, tmp_path):
+    draft = tiny_draft()
+    document = dspark("gate", draft, "--verify", "--format", "json").json()
+    assert document["passed"] is False and document["exit_code"] == EXIT_CHECK_FAILED
+    assert document["steps"][1]["status"] == "failed" and "MAN005" in document["steps"][1]["detail"]
+    out = tmp_path / "served"
+    assert dspark("convert", draft, out, "-q").exit_code == EXIT_OK
+    document = dspark("gate", out, "--verify", "--format", "json").json()
+    assert document["passed"] is True and document["steps"][1]["status"] == "passed"
+
+
+def test_strict_fails_the_gate_on_a_warning_the_policy_does_not_waive(dspark, tiny_draft, tmp_path):
+    draft = tiny_draft(dtype="float32")  # INV007: a warning
+    assert dspark("gate", draft).exit_code == EXIT_OK
+    run = dspark("gate", draft, "--strict")
+    assert run.exit_code == EXIT_CHECK_FAILED and "INV007" in run.stdout
+    write(tmp_path / "dspark.toml", '[waive]\nINV007 = "fp32 is what this draft serves in"\n')
+    assert dspark("gate", draft, "--strict").exit_code == EXIT_OK
+
+
+def test_the_gate_help_says_what_it_does_by_default(dspark):
+    run = dspark("gate", "--help")
+    text = " ".join(run.stdout.split())
+    for said in ("By default", "check --deep", "--verify", "--strict", "errors fail"):
+        assert said in text
