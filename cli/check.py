@@ -59,6 +59,9 @@ def check(
     """Check a draft checkpoint against the serving contract (headers only unless --deep)."""
     settings = configure_output("check", output.value, output_file, quiet, reads=(
         RunInput("CKPT", checkpoint), RunInput("--target", target), RunInput("--config", config)))
+    from dspark.converters.policy import settings_engine
+
+    engine = settings_engine(engine)  # --engine, else the project settings' engine
     with progress_bar(deep and settings.format == "human" and not quiet, "scanning") as progress:
         report = check_checkpoint(
             checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress,

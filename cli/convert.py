@@ -55,6 +55,9 @@ def convert(
     settings = configure_output("convert", output.value, output_file, quiet,
                                 reads=(RunInput("SRC", src), RunInput("--config", config)), writes_into=dst)
     from dspark.converters.convert import ConvertOptions, convert_checkpoint, plan_conversion
+    from dspark.converters.policy import settings_engine
+
+    engine = settings_engine(engine)  # --engine, else the project settings' engine
 
     options = ConvertOptions.from_flags(
         dtype=dtype.value, max_shard_size=max_shard_size, keep_skipped=keep_skipped, config_path=config, force=force,

@@ -31,6 +31,9 @@ def inspect(
     """Show what a checkpoint holds: family, taps, fc_norm, stream, tensors, shards."""
     configure_output("inspect", output.value, output_file, quiet,
                      reads=(RunInput("CKPT", checkpoint), RunInput("--config", config)))
+    from dspark.converters.policy import settings_engine
+
+    engine = settings_engine(engine)  # --engine, else the project settings' engine
     report = inspect_checkpoint(checkpoint, config_path=config, engine=engine)
     # The page is for reading, but its exit code is check's verdict: a
     # script that runs `dspark inspect` must not take a failing draft for a

@@ -96,6 +96,8 @@ EngineOption = Annotated[
         "--engine",
         metavar="NAME[@REV]",
         help="The serving engine whose loader is the contract: tokenspeed (= tokenspeed@current), "
-        "tokenspeed@pr1031, tokenspeed@main. See `dspark families`.",
+        "tokenspeed@pr1031, tokenspeed@main. See `dspark families`. Default: the `engine` of the project "
+        "settings (dspark.toml, or [tool.dspark] in pyproject.toml, found from the working directory upward), "
+        "else tokenspeed.",
     ),
 ]

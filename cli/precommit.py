@@ -1,9 +1,12 @@
 """The pre-commit hook: `dspark check` on every draft folder a commit touches.
 
 pre-commit passes the changed files that match the hook's `files` pattern;
-their folders that hold a `config.json` are the drafts to check, each once,
-with the hook's `args` (dspark check options) before them. The exit code is
-the worst of the checks.
+their folders are the drafts to check, each once, with the hook's `args`
+(dspark check options) before them: a folder with a `config.json`, and a
+folder where a weight, index or manifest file changed even without one (a
+draft that lost its config fails CFG001 rather than being passed over).
+A changed `config.json` alone, in a folder with no weights, is some other
+project's config and is left alone. The exit code is the worst of the checks.
 
     python -m dspark.cli.precommit [CHECK OPTIONS] FILE...
 """
@@ -35,12 +38,23 @@ def split_arguments(args: Sequence[str]) -> tuple[list[str], list[Path]]:
     return options, files
 
 
+# Files that make their folder a checkpoint, config or not.
+WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.pt", "*.bin", ".metadata", "*.distcp",
+                   "dspark-manifest.json")
+
+
+def is_weight_file(path: Path) -> bool:
+    return any(path.match(pattern) for pattern in WEIGHT_PATTERNS)
+
+
 def draft_folders(files: Sequence[Path]) -> list[Path]:
-    """The folders of `files` that are drafts (a `config.json` beside the weights), in order, once each."""
+    """The folders of `files` to check, in order, once each: those with a
+    `config.json`, and those of a changed weight, index or manifest file."""
     folders = []
     for file in files:
         folder = file if file.is_dir() else file.parent
-        if (folder / "config.json").is_file() and folder not in folders:
+        draft = (folder / "config.json").is_file() or (not file.is_dir() and is_weight_file(file))
+        if draft and folder not in folders:
             folders.append(folder)
     return folders
 

@@ -1,9 +1,13 @@
 """Reading a gate policy from its file (the policy itself is schema/policy.py).
 
+The same file holds the project's settings for every command: its `engine`
+is the engine `check`, `inspect`, `convert` and `gate` judge for when no
+`--engine` is given (`settings_engine`).
+
 Found as tools like ruff find theirs: from the working directory upward,
 the first folder with a `dspark.toml` (its keys at the top level) or a
 `pyproject.toml` with a `[tool.dspark]` table; `--policy FILE` names one
-directly. tomllib is imported only here, when a gate runs.
+directly. tomllib is imported only here, when a file is found.
 """
 
 from __future__ import annotations
@@ -86,3 +90,14 @@ def load_policy(path: Path | str | None = None, *, start: Path | None = None) ->
                          hint="Put the policy under [tool.dspark], or in a dspark.toml.")
     source = f"{path} [tool.dspark]" if path.name == PYPROJECT else str(path)
     return parse_policy(table, source)
+
+
+def settings_engine(flag: str | None, *, start: Path | None = None) -> str | None:
+    """The engine a command judges for: its `--engine` flag, else the
+    project settings' `engine` (the policy file found from `start`, default
+    the working directory, upward), else None (dspark's default). A
+    settings file that cannot be read is an error, as for the gate: a
+    misspelt engine must not silently judge for another."""
+    if flag:
+        return flag
+    return load_policy(start=start).engine
