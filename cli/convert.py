@@ -33,7 +33,7 @@ def convert(
         Path,
         typer.Argument(metavar="SRC", help="HF safetensors folder or file, DCP folder (iter_N/, its model/, or the run), or .pt state dict.", show_default=False, parser=local_path),
     ],
-    dst: Annotated[Path, typer.Argument(metavar="DST", help="Output folder (must not exist unless --force).", show_default=False, parser=local_path)],
+    dst: Annotated[Path, typer.Argument(metavar="DST", help="Output folder: a new or an empty one (an existing one only with --force).", show_default=False, parser=local_path)],
     dtype: Annotated[
         DtypeChoice, typer.Option("--dtype", help="Cast floating-point weights (round to nearest even), or keep them.")
     ] = DtypeChoice.keep,
@@ -46,7 +46,7 @@ def convert(
     config: ConfigOption = None,
     engine: EngineOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing DST, once the new one is complete.")] = False,
-    plan_only: Annotated[bool, typer.Option("--plan", help="Print the renames, drops, casts and shards; write nothing.")] = False,
+    plan_only: Annotated[bool, typer.Option("--plan", help="Print the renames, drops, casts and shards; write nothing (so no --force needed).")] = False,
     output: FormatOption = OutputFormat.human,
     output_file: OutputFileOption = None,
     quiet: QuietOption = False,
@@ -64,7 +64,7 @@ def convert(
         engine=engine,
     )
     if plan_only:
-        plan = plan_conversion(src, dst, options)
+        plan = plan_conversion(src, dst, options, writing=False)
         code = decide(EXIT_CHECK_FAILED if plan.errors else EXIT_OK)
         emit(Report(
             command="convert", kind="plan", exit_code=code, document={"plan": True, **plan.to_dict()},

@@ -154,6 +154,7 @@ def _execute(plan: ConvertPlan, progress: ProgressStart | None) -> ConvertReport
         lambda folder: _write_and_verify(plan, folder, progress),
         replace=plan.options.force,
         before_replace=refuse_to_replace_others_work,
+        last=(MANIFEST_NAME,),
     )
     return ConvertReport(plan, files, verification, time.perf_counter() - started)
 

@@ -250,15 +250,19 @@ class ConvertPlan:
 
 
 
-def plan_conversion(src: Path | str, dst: Path | str, options: ConvertOptions | None = None) -> ConvertPlan:
+def plan_conversion(
+    src: Path | str, dst: Path | str, options: ConvertOptions | None = None, *, writing: bool = True
+) -> ConvertPlan:
     """Read the source's headers and decide every rename, drop, cast and
     shard. Raises `UsageError` for impossible paths and `CheckpointError`
     for a source that cannot be converted; returns the plan, whose
-    `findings` say whether the output would pass `dspark check`."""
+    `findings` say whether the output would pass `dspark check`.
+    `writing=False`: the plan is only shown (`--plan`), so an existing
+    destination needs no --force."""
     options = options or ConvertOptions()
     src, dst = Path(src), Path(dst)
     fmt = detect_format(src)
-    replaces = check_paths(src, dst, force=options.force)
+    replaces = check_paths(src, dst, force=options.force, writing=writing)
     checkpoint = open_checkpoint(src, config_path=_config_for(src, fmt, options.config_path))
     # Converting reads every payload: copies of a tensor stored twice that
     # were too large to compare header-only are compared before judging.

@@ -1,10 +1,11 @@
 """Where `dspark convert` may write: never into its input, never over
-its input, and with `--force` only over a folder it wrote itself (or an
-empty one). Checked when the plan is made and again just before the move.
+its input, into a new or an empty folder, and with `--force` over a folder
+it wrote itself. Checked when the plan is made and again just before the move.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from dspark.converters.layouts.hf import MANIFEST_NAME
@@ -13,9 +14,19 @@ from dspark.schema.errors import UsageError
 from dspark.schema.inventory import printable_name
 
 
-def check_paths(src: Path, dst: Path, *, force: bool) -> bool:
+def is_empty_folder(path: Path) -> bool:
+    """A real folder (not a link to one) with nothing in it."""
+    try:
+        return path.is_dir() and not path.is_symlink() and next(os.scandir(path), None) is None
+    except OSError:
+        return False
+
+
+def check_paths(src: Path, dst: Path, *, force: bool, writing: bool = True) -> bool:
     """Refuse destinations that would clobber the input or an existing
-    folder; returns whether an existing destination will be replaced."""
+    folder; returns whether an existing destination will be replaced (an
+    empty folder is written into, not replaced). `writing=False` (a plan,
+    which writes nothing) does not need --force for an existing one."""
     source = src.resolve()
     target = dst.resolve()
     shown_src, shown_dst = printable_name(str(src)), printable_name(str(dst))
@@ -30,14 +41,17 @@ def check_paths(src: Path, dst: Path, *, force: bool) -> bool:
             hint="Choose a destination that does not contain the source.",
         )
     exists = dst.exists() or dst.is_symlink()
-    if exists and not force:
+    if exists and is_empty_folder(dst):
+        return False
+    if exists and not force and writing:
         raise UsageError(
-            f"{shown_dst} already exists.",
-            hint="Pass --force to replace it (it is replaced only once the new one is complete), or pick another path.",
+            f"{shown_dst} already exists and is not empty.",
+            hint="Pass --force to replace it (it is replaced only once the new one is complete), or pick another "
+            "path (a new or an empty folder needs no --force).",
         )
     if exists and not dst.is_dir():
         raise UsageError(f"{shown_dst} exists and is not a folder; refusing to replace it.", hint="Pick another destination.")
-    if exists:
+    if exists and force:
         refuse_to_replace_others_work(dst)
     if dst.parent.exists() and not dst.parent.is_dir():
         raise UsageError(f"{printable_name(str(dst.parent))} is not a folder.", hint="Pick another destination.")

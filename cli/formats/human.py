@@ -8,6 +8,7 @@ nothing and one that failed prints its verdict line only.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dspark.cli.formats import JudgedFinding, Report
@@ -219,7 +220,10 @@ def _dtype_text(plan) -> str:
 
 def plan_page(report: Report) -> None:
     plan = report.data
-    where = "replaces the existing folder" if plan.replaces_existing else "new folder"
+    if plan.replaces_existing:
+        where = "replaces the existing folder" if plan.options.force else "exists: convert needs --force to replace it"
+    else:
+        where = "empty folder, written into" if Path(plan.destination).is_dir() else "new folder"
     rows = [
         ("source", f"{plan.source} ({plan.source_format}, {plan.family})"),
         ("destination", f"{plan.destination} ({where})"),

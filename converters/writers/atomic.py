@@ -1,8 +1,13 @@
 """Writing a folder so that it is either absent or complete.
 
 `write_atomically(destination, fill)` has `fill` write into a temporary
-folder beside the destination, then renames it into place; an error,
-SIGINT or SIGTERM removes the temporary folder instead. Files are written
+folder beside the destination, then renames it into place (over an empty
+folder too: rename takes the place of one); an error, SIGINT or SIGTERM
+removes the temporary folder instead. An empty folder that cannot be
+renamed over (a mount point, or one whose parent is not writable) is
+written in place: the temporary folder is made inside it and its files are
+moved up, the manifest last. A destination that another run filled while
+this one was writing is left as it is (`DestinationTaken`). Files are written
 exclusively and fsynced (`write_json`, `write_all`), and so is the folder.
 `clean_stale_temporaries` removes what a killed run (SIGKILL, power loss)
 left behind. Nothing here knows what is written.
@@ -10,6 +15,7 @@ left behind. Nothing here knows what is written.
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import json
@@ -36,24 +42,32 @@ def write_atomically(
     *,
     replace: bool,
     before_replace: Callable[[Path], None] | None = None,
+    last: tuple[str, ...] = (),
 ) -> Result:
     """Run `fill(temporary_folder)`, then move the folder to `destination`
     (replacing an existing one only with `replace`, and after
-    `before_replace(destination)` has not raised). Returns what `fill`
-    returned."""
+    `before_replace(destination)` has not raised; written in place, the
+    files named in `last` are moved last). Returns what `fill` returned."""
     destination = Path(os.path.abspath(destination))
     parent = destination.parent
     parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_temporaries(destination)
-    temporary = parent / f"{sibling_stem(destination)}{TEMP_MARK}{os.getpid()}"
+    in_place = writes_in_place(destination)
+    clean_stale_temporaries(destination, inside=in_place)
+    temporary = (destination if in_place else parent) / f"{sibling_stem(destination)}{TEMP_MARK}{os.getpid()}"
     if temporary.exists():
         shutil.rmtree(temporary)
+
+    def move() -> None:
+        if in_place:
+            move_up_into(temporary, destination, last)
+        else:
+            move_into_place(temporary, destination, replace=replace, before_replace=before_replace)
 
     with InterruptGuard() as guard:
         try:
             temporary.mkdir()
             result = fill(temporary)
-            guard.commit(lambda: move_into_place(temporary, destination, replace=replace, before_replace=before_replace))
+            guard.commit(move)
         except BaseException:
             guard.disarm()
             shutil.rmtree(temporary, ignore_errors=True)
@@ -91,14 +105,71 @@ def fsync_dir(folder: Path) -> None:
         os.close(descriptor)
 
 
+class DestinationTaken(UsageError):
+    """The destination was filled while this run wrote its own output."""
+
+    def __init__(self, destination: Path) -> None:
+        super().__init__(
+            f"{destination} appeared while converting: another convert (or another program) finished writing "
+            "it first. It was left as it is, and this run's output was discarded.",
+            path=str(destination),
+            hint="Check what is in that folder now; pass --force to replace it with this conversion, or pick "
+            "another destination.",
+        )
+
+
+# What rename(2) says when the destination is a folder that is not empty, or no folder.
+TAKEN_ERRNOS = {errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR}
+
+
+def writes_in_place(destination: Path) -> bool:
+    """An existing empty folder that cannot be renamed over: a mount point
+    (rename cannot cross into it, nor remove it), or one in a folder this
+    process may not write (no temporary folder can sit beside it)."""
+    if destination.is_symlink() or not destination.is_dir():
+        return False
+    try:
+        if next(os.scandir(destination), None) is not None:
+            return False
+    except OSError:
+        return False
+    return os.path.ismount(destination) or not os.access(destination.parent, os.W_OK)
+
+
+def move_up_into(temporary: Path, destination: Path, last: tuple[str, ...] = ()) -> None:
+    """Move the files of `temporary` (inside `destination`) up into
+    `destination`, the names in `last` last (a reader that finds the
+    manifest finds every file it lists); on an error the ones moved go back.
+    Refused when anything else appeared there."""
+    if any(entry != temporary.name for entry in os.listdir(destination)):
+        raise DestinationTaken(destination)
+    moved: list[str] = []
+    try:
+        for name in sorted(os.listdir(temporary), key=lambda name: name in last):
+            os.rename(temporary / name, destination / name)
+            moved.append(name)
+    except BaseException:
+        for name in moved:
+            os.rename(destination / name, temporary / name)
+        raise
+    os.rmdir(temporary)
+    fsync_dir(destination)
+
+
 def move_into_place(
     temporary: Path, destination: Path, *, replace: bool, before_replace: Callable[[Path], None] | None = None
 ) -> None:
-    exists = destination.exists() or destination.is_symlink()
-    if exists and not replace:
-        raise UsageError(f"{destination} appeared while converting; not replacing it.", hint="Pass --force to replace it.")
-    if not exists:
+    # One rename, whatever is there: it takes the place of nothing or of an
+    # empty folder, and fails on anything else. A check first would leave a
+    # moment in which a racing convert could finish between it and the rename.
+    try:
         os.rename(temporary, destination)
+    except OSError as error:
+        if error.errno not in TAKEN_ERRNOS:
+            raise
+        if not replace:
+            raise DestinationTaken(destination) from None
+    else:
         fsync_dir(destination.parent)
         return
     if destination.is_dir() and not destination.is_symlink() and before_replace is not None:
@@ -152,14 +223,16 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_temporaries(destination: Path) -> list[Path]:
+def clean_stale_temporaries(destination: Path, *, inside: bool = False) -> list[Path]:
     """Remove what a killed convert (SIGKILL, power loss) left beside
-    `destination`: its temporary folder, and a previous destination it had
-    moved aside (put back if the destination is missing)."""
+    `destination` (`inside` it, for one written in place): its temporary
+    folder, and a previous destination it had moved aside (put back if the
+    destination is missing)."""
     removed: list[Path] = []
     pattern = glob.escape(sibling_stem(destination))
+    folder = destination if inside else destination.parent
     for mark in (TEMP_MARK, OLD_MARK):
-        for leftover in sorted(destination.parent.glob(f"{pattern}{mark}*")):
+        for leftover in sorted(folder.glob(f"{pattern}{mark}*")):
             pid_text = leftover.name.rsplit(mark, 1)[-1]
             if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
                 continue

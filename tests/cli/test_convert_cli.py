@@ -107,6 +107,7 @@ def test_a_failing_draft_exits_1_and_writes_nothing(tmp_path: Path) -> None:
 )
 def test_usage_errors_exit_2(source: Path, tmp_path: Path, case: str, args_for, fragment: str) -> None:
     (tmp_path / "existing").mkdir()
+    (tmp_path / "existing" / "notes.txt").write_text("an empty folder is written into; this one is not empty")
     result = dspark("convert", *args_for(source, tmp_path))
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert fragment in result.stderr and "Traceback" not in result.stderr
