@@ -17,6 +17,7 @@ from dspark.cli.options import (
     QuietOption,
     TargetOption,
     local_path,
+    named_path,
 )
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
@@ -29,7 +30,7 @@ def gate(
     policy: Annotated[
         Optional[Path],
         typer.Option("--policy", metavar="FILE", help="The policy file (default: dspark.toml or pyproject.toml "
-                      "[tool.dspark], found from the working directory upward)."),
+                      "[tool.dspark], found from the working directory upward).", parser=named_path),
     ] = None,
     engine: EngineOption = None,
     verify: Annotated[

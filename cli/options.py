@@ -24,12 +24,26 @@ class DataFormat(str, enum.Enum):
     json = "json"
 
 
+def named(value: str) -> str:
+    """A path argument as given; an empty one is refused here, before
+    `Path("")` would become the working directory and be judged instead."""
+    if value == "":
+        raise typer.BadParameter("an empty path names nothing (it is not the working directory); pass a path, "
+                                 "`.` for the working directory.")
+    return value
+
+
+def named_path(value: str) -> Path:
+    return Path(named(value))
+
+
 def local_path(value: str) -> Path:
     """A local path argument; a URL is refused here, before `Path` would
     collapse its `//` (`s3://b/d` -> `s3:/b/d`) into a confusing
     "no such file"."""
     from dspark.converters.sources import is_url
 
+    named(value)
     if is_url(value):
         raise typer.BadParameter(
             f"{value}: this command reads a local checkpoint; only `dspark check` and `dspark inspect` read "
@@ -53,6 +67,7 @@ CheckpointOrUrlArg = Annotated[
         help="Checkpoint folder, .safetensors file, DCP folder or .pt file; or a remote safetensors folder: "
         "hf://ORG/REPO[@REV], https://…/folder/, s3://bucket/folder (any fsspec URL).",
         show_default=False,
+        parser=named,
     ),
 ]
 TargetOption = Annotated[
@@ -62,6 +77,7 @@ TargetOption = Annotated[
         metavar="PATH|URL",
         help="Target model folder or its config.json, local or remote (hf://ORG/REPO[@REV], https://…, "
         "s3://…): check what it can honour.",
+        parser=named,
     ),
 ]
 FormatOption = Annotated[
@@ -88,7 +104,7 @@ QuietOption = Annotated[
 ]
 ConfigOption = Annotated[
     Optional[Path],
-    typer.Option("--config", help="The draft's config.json, when it is not beside the weights."),
+    typer.Option("--config", help="The draft's config.json, when it is not beside the weights.", parser=named_path),
 ]
 EngineOption = Annotated[
     Optional[str],

@@ -18,6 +18,7 @@ from dspark.cli.options import (
     OutputFileOption,
     OutputFormat,
     QuietOption,
+    named_path,
 )
 from dspark.cli.output import configure_output, emit
 from dspark.converters.writers.overwrite_guard import RunInput
@@ -41,7 +42,8 @@ def smoke(
     ] = None,
     taps: Annotated[
         Optional[Path],
-        typer.Option("--taps", help="Captured taps: safetensors with tap.{i} [T, th] per tap, or one [T, S*th] tensor."),
+        typer.Option("--taps", help="Captured taps: safetensors with tap.{i} [T, th] per tap, or one [T, S*th] tensor.",
+                     parser=named_path),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic taps.")] = 0,
     config: ConfigOption = None,

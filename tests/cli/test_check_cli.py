@@ -317,3 +317,16 @@ def test_usage_errors_escape_control_characters_in_paths(dspark_process, tmp_pat
     run = dspark_process("check", hostile)
     assert run.exit_code == 2
     assert "\x1b" not in run.stderr and "x\\x1b[2Jy" in run.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["check", ""], ["inspect", ""], ["gate", ""], ["smoke", ""], ["convert", "", "out"], ["convert", ".", ""],
+    ["check", ".", "--target", ""], ["check", ".", "--config", ""], ["gate", ".", "--policy", ""],
+    ["smoke", ".", "--taps", ""],
+], ids=lambda args: " ".join(repr(a) if not a else a for a in args))
+def test_an_empty_path_is_a_usage_error_not_the_working_directory(dspark, tiny_draft, monkeypatch, args):
+    # the working directory is a good draft: an empty path must not judge it
+    monkeypatch.chdir(tiny_draft())
+    run = dspark(*args)
+    assert run.exit_code == EXIT_USAGE, run.stdout + run.stderr
+    assert "empty path" in run.stderr and "Traceback" not in run.stderr
