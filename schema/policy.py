@@ -83,11 +83,11 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
 
     def fail(key: str, problem: str) -> PolicyError:
         return PolicyError(f"{where}: {key}: {problem}", path=source,
-                           hint="The policy keys are documented in the README (section In CI, the gate's policy).")
+                           hint="The policy keys are documented in README.md#in-ci (the gate's policy).")
 
     unknown = [key for key in table if key not in POLICY_KEYS]
     if unknown:
-        raise fail(unknown[0], f"unknown policy key. Known: {', '.join(POLICY_KEYS)}.")
+        raise fail(unknown[0], f"unknown policy key{_did_you_mean(unknown[0], POLICY_KEYS)}. Known: {', '.join(POLICY_KEYS)}.")
 
     engine = table.get("engine")
     if engine is not None:
@@ -127,7 +127,8 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
         raise fail("smoke", "must be a table (tolerance, tokens, required).")
     unknown = [key for key in smoke_table if key not in SMOKE_KEYS]
     if unknown:
-        raise fail(f"smoke.{unknown[0]}", f"unknown policy key. Known: {', '.join(SMOKE_KEYS)}.")
+        raise fail(f"smoke.{unknown[0]}",
+                   f"unknown policy key{_did_you_mean(unknown[0], SMOKE_KEYS)}. Known: {', '.join(SMOKE_KEYS)}.")
     tolerance = smoke_table.get("tolerance")
     if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
                                   or not math.isfinite(tolerance) or tolerance <= 0):
@@ -149,9 +150,18 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
     )
 
 
+def _did_you_mean(given: Any, known: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the nearest known spelling, or nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(str(given), list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _known_code(code: Any, key: str, fail) -> None:
     if not isinstance(code, str) or code not in FINDING_CODES:
-        raise fail(key, f"{code!r} is not a finding code (see docs/codes.md, or run 'dspark explain').")
+        raise fail(key, f"{code!r} is not a finding code{_did_you_mean(code, FINDING_CODES)} (see docs/codes.md, "
+                        "or run 'dspark explain').")
 
 
 def judge(findings: Iterable[Finding], policy: Policy) -> list[JudgedFinding]:

@@ -209,3 +209,15 @@ def test_the_gate_help_says_what_it_does_by_default(dspark):
     text = " ".join(run.stdout.split())
     for said in ("By default", "check --deep", "--verify", "--strict", "errors fail"):
         assert said in text
+
+
+@pytest.mark.parametrize("text,suggested", [
+    ("fail_on_warning = true\n", "did you mean 'fail_on_warnings'?"),
+    ("[smoke]\ntoken = 8\n", "did you mean 'tokens'?"),
+    ('[waive]\nINV07 = "fp32 on purpose"\n', "did you mean 'INV007'?"),
+], ids=["key", "smoke-key", "code"])
+def test_a_misspelt_policy_key_or_code_gets_a_did_you_mean(dspark, tiny_draft, tmp_path, text, suggested):
+    write(tmp_path / "dspark.toml", text)
+    run = dspark("gate", tiny_draft())
+    assert run.exit_code == EXIT_USAGE and suggested in run.stderr
+    assert "README.md#" in run.stderr  # a section that exists (tests/test_doc_anchors.py)
