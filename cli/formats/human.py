@@ -200,8 +200,14 @@ def inspect_page(report: Report) -> None:
 
     counts = count_by_severity(check.findings)
     if counts["error"] or counts["warning"]:
+        # the codes, so that a failing inspect says what fails without another run
+        codes = {severity: ", ".join(sorted({f.code for f in check.findings if f.severity is severity}))
+                 for severity in (Severity.ERROR, Severity.WARNING)}
+        said = [f"{counts[key]} {key}(s) ({codes[severity]})" for key, severity in
+                (("error", Severity.ERROR), ("warning", Severity.WARNING)) if counts[key]]
+        verdict = "[bold red]FAIL[/] " if counts["error"] else ""
         stdout.print(
-            f"\n[yellow]{counts['error']} error(s), {counts['warning']} warning(s):[/] "
+            f"\n{verdict}[yellow]{'; '.join(said)}:[/] "
             f"run [bold]dspark check {_shown(check.checkpoint)}[/] for the findings."
         )
     else:

@@ -60,7 +60,7 @@ def test_the_page_of_a_float32_draft_without_fc_norm(dspark, tiny_draft):
     assert " F32   │ 93.06 KiB" in lines
     assert "skipped by the serving loader" not in lines
     # a warning (all float32) is pointed at, not listed
-    assert lines[-1] == "0 error(s), 1 warning(s): run dspark check draft for the findings."
+    assert lines[-1] == "1 warning(s) (INV007): run dspark check draft for the findings."
 
 
 def test_inspect_reads_a_broken_draft_and_points_to_check(dspark, tiny_draft):
@@ -70,7 +70,8 @@ def test_inspect_reads_a_broken_draft_and_points_to_check(dspark, tiny_draft):
     assert run.exit_code == EXIT_CHECK_FAILED
     text = page(run)
     assert "          fc_norm  off (5 weights shipped)" in text
-    assert text.endswith("1 error(s), 0 warning(s): run dspark check draft for the findings.\n")
+    # the failing codes are named on the page itself
+    assert text.endswith("FAIL 1 error(s) (FCN002): run dspark check draft for the findings.\n")
 
 
 def test_inspect_json_is_the_check_report(dspark, tiny_draft):
