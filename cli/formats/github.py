@@ -59,10 +59,14 @@ def write(report: Report, stream) -> None:
         text = error.message + (f" {error.hint}" if error.hint else "")
         lines.append(command("error", text, file=artifact_path(None, error.file), title=f"dspark {report.command or ''}".strip()))
     lines += [line for line in (annotation(report, j) for j in report.findings) if line is not None]
-    counts = count_by_severity(j.finding for j in report.findings)
+    # as on the human page: a waived finding is counted as waived, and a gate failed by a step says which
+    counts = count_by_severity(j.finding for j in report.findings if j.waived is None)
+    waived = sum(1 for j in report.findings if j.waived is not None)
+    failed_steps = [step.name for step in getattr(report.data, "steps", ()) if step.status == "failed"]
     verdict = "PASS" if report.passed else "FAIL"
     lines.append(
         f"dspark {report.command or ''}: {verdict} ({counts['error']} error(s), {counts['warning']} warning(s), "
-        f"{counts['info']} note(s); exit {report.exit_code})"
+        f"{counts['info']} note(s)" + (f", {waived} waived" if waived else "")
+        + (f"; failed step(s): {', '.join(failed_steps)}" if failed_steps else "") + f"; exit {report.exit_code})"
     )
     stream.write("".join(line + "\n" for line in lines))

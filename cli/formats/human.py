@@ -94,20 +94,25 @@ def render_findings(findings: list[Finding], *, show_info: bool = True) -> None:
 
 def verdict_segments(report: Report) -> list[Segment]:
     """`PASS`/`FAIL` with the counts and, when it failed, the codes that failed it."""
-    findings = [j.finding for j in report.findings]
+    # a waived finding is counted as waived, not as the error it was: "PASS 1 error(s)" reads as a contradiction
+    findings = [j.finding for j in report.findings if j.waived is None]
     counts = count_by_severity(findings)
     failing = sorted({j.finding.code for j in report.findings if j.fails})
     waived = sum(1 for j in report.findings if j.waived is not None)
     text = f"  {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
     if waived:
         text += f", {waived} waived"
+    failed_steps = [step for step in getattr(report.data, "steps", ()) if step.status == "failed"]
+    if not report.passed and not failing and failed_steps:
+        # failed by a step, not a finding (a smoke the policy requires and no GPU): the reason, not "0 error(s)"
+        reasons = "; ".join(f"{step.name} failed: {step.detail}" for step in failed_steps)
+        text = f"  {reasons}.{text}"
     if report.quiet:
         # the one line a quiet run prints: it says what failed and where
         if failing:
             text += f"; failed by {', '.join(failing)}"
-        failed_steps = [step.name for step in getattr(report.data, "steps", ()) if step.status == "failed"]
         if failed_steps:
-            text += f"; failed step(s): {', '.join(failed_steps)}"
+            text += f"; failed step(s): {', '.join(step.name for step in failed_steps)}"
         if report.subject:
             text += f"  ({printable_name(report.subject)})"
     return [("bold green" if report.passed else "bold red", "PASS" if report.passed else "FAIL"), (None, text)]

@@ -221,3 +221,23 @@ def test_a_misspelt_policy_key_or_code_gets_a_did_you_mean(dspark, tiny_draft, t
     run = dspark("gate", tiny_draft())
     assert run.exit_code == EXIT_USAGE and suggested in run.stderr
     assert "README.md#" in run.stderr  # a section that exists (tests/test_doc_anchors.py)
+
+
+def test_a_gate_failed_only_by_smoke_says_why_not_zero_errors(dspark_process, tiny_draft, tmp_path):
+    write(tmp_path / "dspark.toml", "[smoke]\nrequired = true\n")
+    # no GPU visible to the run: the smoke the policy requires cannot run
+    run = dspark_process("gate", tiny_draft(), env={"CUDA_VISIBLE_DEVICES": ""}, cwd=tmp_path)
+    assert run.exit_code == EXIT_CHECK_FAILED, run.stdout + run.stderr
+    verdict = run.stdout.splitlines()[-1]
+    assert verdict.startswith("FAIL  smoke failed: not run:") and "(the policy requires it)" in verdict
+    github = dspark_process("gate", tiny_draft(name="d2"), "--format", "github", env={"CUDA_VISIBLE_DEVICES": ""}, cwd=tmp_path)
+    assert "FAIL" in github.stdout and "failed step(s): smoke" in github.stdout.splitlines()[-1]
+
+
+def test_a_waived_error_is_counted_as_waived_not_as_an_error(dspark, tiny_draft, tmp_path):
+    draft = tiny_draft(defect="fc-norm-declared-not-shipped")
+    write(tmp_path / "dspark.toml", '[waive]\nFCN001 = "served without fc_norm until INFRA-7"\n')
+    verdict = dspark("gate", draft).stdout.splitlines()[-1]
+    assert verdict.startswith("PASS  0 error(s)") and verdict.endswith("1 waived")
+    github = dspark("gate", draft, "--format", "github").stdout.splitlines()[-1]
+    assert "PASS (0 error(s)" in github and "1 waived" in github
