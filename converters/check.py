@@ -93,7 +93,8 @@ class CheckReport:
         return {
             "checkpoint": self.checkpoint,
             "engine": self.engine,
-            "verdict": self.verdict,
+            # which of the two verdicts decided `passed` (report_format 1 called it "verdict")
+            "judged_as": self.verdict,
             "verdicts": self.verdicts(strict),
             "format": self.format,
             "family": self.family,

@@ -37,7 +37,7 @@ FORMAT_BY_SUFFIX = {".json": "json", ".sarif": "sarif", ".xml": "junit"}
 
 # The version of the JSON report's shape (schema/report.schema.json). Keys
 # may be added within a version; one removed or changed in meaning bumps it.
-REPORT_FORMAT = 1
+REPORT_FORMAT = 2
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def test_ctrl_c_during_check_deep_says_interrupted(tmp_path, output):
     assert err == "error: interrupted\n"
     if output == "json":
         document = json.loads(out)
-        assert document.pop("dspark_version") and document.pop("report_format") == 1
+        assert document.pop("dspark_version") and document.pop("report_format") == 2
         assert document == {
             "command": "check", "passed": False, "exit_code": EXIT_INTERRUPTED, "findings": [],
             "error": {"type": "Interrupted", "message": "interrupted", "hint": None, "file": None, "tensor": None, "code": None},

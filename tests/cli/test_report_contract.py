@@ -44,6 +44,16 @@ def test_check_and_inspect_reports(dspark, tiny_draft, command, defect, exit_cod
     assert document["command"] == command and document["engine"] == "tokenspeed@current"
 
 
+def test_which_verdict_judged_is_named_judged_as(dspark, tiny_draft):
+    # report_format 2: the key was "verdict", which read like a result ("served")
+    draft = tiny_draft()
+    for args, judged_as in (((), "served"), (("--contents",), "contents")):
+        document = assert_valid(dspark("check", draft, *args, "--format", "json").json())
+        assert document["judged_as"] == judged_as and "verdict" not in document
+    assert SCHEMA["$defs"]["check_body"]["properties"]["judged_as"] == {"enum": ["served", "contents"]}
+    assert "verdict" not in SCHEMA["$defs"]["check_body"]["properties"] and REPORT_FORMAT == 2
+
+
 def test_check_deep_strict_runtime_report(dspark, tiny_draft):
     run = dspark("check", tiny_draft(), "--deep", "--strict", "--runtime", "--format", "json")
     assert_valid(run.json())
