@@ -190,11 +190,17 @@ def check_checkpoint(
             payloads_read=values_read,
         )
         if contract.family is None:
+            unnamed = not checkpoint.config.get("architectures")
             raise UnsupportedFamilyError(
                 f"{checkpoint.config_display}: model_type {checkpoint.config.get('model_type')!r} / "
                 f"architectures {checkpoint.config.get('architectures')!r}: family not supported. "
                 f"Known: {known_families_text()}.",
                 path=checkpoint.config_display,
+                # The engine picks the model class from `architectures`; only
+                # the K3 DSpark config class fills it in when it is missing.
+                hint="Name the draft's class in config.json, e.g. \"architectures\": [\"DFlashDraftModel\"]: the "
+                "engine loads the class it names, and only a k3_dspark config gets one when it is missing."
+                if unnamed else None,
             )
         findings += layout_findings(
             layout, contract.family, contract.loader, profile,

@@ -330,3 +330,29 @@ def test_an_empty_path_is_a_usage_error_not_the_working_directory(dspark, tiny_d
     run = dspark(*args)
     assert run.exit_code == EXIT_USAGE, run.stdout + run.stderr
     assert "empty path" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("architectures", [None, [], "absent"], ids=["null", "empty", "absent"])
+def test_a_k3_config_without_architectures_is_served_as_the_engine_fills_it(dspark, tiny_draft, architectures):
+    # configs/kimi_k3_dspark_config.py:121-126@4b9766f6 fills ["K3DSparkModel"] when absent, [] or null
+    draft = tiny_draft()
+    config = json.loads((draft / "config.json").read_text())
+    config.pop("architectures", None)
+    if architectures != "absent":
+        config["architectures"] = architectures
+    (draft / "config.json").write_text(json.dumps(config))
+    run = dspark("check", draft, "--strict")
+    assert run.exit_code == EXIT_OK, run.stdout + run.stderr
+
+
+def test_another_family_without_architectures_is_told_to_name_its_class(dspark, tmp_path):
+    pytest.importorskip("torch")
+    draft = tmp_path / "gqa"
+    subprocess.run([sys.executable, "-m", "dspark.examples.fabricate", str(draft), "--family", "dflash_gqa"],
+                   check=True, capture_output=True)
+    assert dspark("check", draft).exit_code == EXIT_OK
+    config = json.loads((draft / "config.json").read_text())
+    config["architectures"] = []
+    (draft / "config.json").write_text(json.dumps(config))
+    run = dspark("check", draft)
+    assert run.exit_code == EXIT_USAGE and '"architectures": ["DFlashDraftModel"]' in run.stderr
