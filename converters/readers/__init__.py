@@ -126,16 +126,59 @@ def reader_for(path: Path) -> ReaderSpec:
             f"{printable_name(str(path))}: neither a file nor a folder (a device, pipe or socket).",
             hint=_CHECKPOINT_KINDS,
         )
-    spec = next((s for s in READERS if s.claims_folder(path)), None)
+    spec = _claiming(path)
     if spec is None:
+        below = checkpoints_below(path)
+        shown = ", ".join(printable_name(str(folder)) for folder in below[:SHOWN_BELOW])
+        if len(below) > SHOWN_BELOW:
+            shown += f" and {len(below) - SHOWN_BELOW} more"
         raise UsageError(
             f"{printable_name(str(path))}: not a checkpoint folder: no *.safetensors, {SAFETENSORS_INDEX}, DCP "
             ".metadata, training run (checkpoints/iter_N/), SpecForge checkpoint "
             "({run_id}-step{N}/training_state.pt), speculators epochs (N/model.safetensors), *.bin files or "
-            "single .pt file in it.",
-            hint="Pass the folder that holds the draft's weights and config.json.",
+            "single .pt file in it." + (f" Checkpoints below it: {shown}." if below else ""),
+            hint="Pass one of the checkpoint folders below it." if below
+            else "Pass the folder that holds the draft's weights and config.json.",
         )
     return spec
+
+
+def _claiming(path: Path) -> ReaderSpec | None:
+    return next((s for s in READERS if s.claims_folder(path)), None)
+
+
+# A folder that is no checkpoint is searched this deep, and no wider, for
+# checkpoints to name (a parent of drafts passed by mistake); a home folder
+# or a dataset must not be walked.
+DEPTH_BELOW = 2
+FOLDERS_LOOKED_AT = 200
+SHOWN_BELOW = 5
+
+
+def checkpoints_below(path: Path) -> list[Path]:
+    """Checkpoint folders one or two levels below `path`, in name order,
+    looking at no more than FOLDERS_LOOKED_AT folders."""
+    found: list[Path] = []
+    level = [path]
+    budget = FOLDERS_LOOKED_AT
+    for _ in range(DEPTH_BELOW):
+        deeper = []
+        for folder in level:
+            try:
+                children = sorted(c for c in folder.iterdir() if c.is_dir() and not c.name.startswith("."))
+            except OSError:
+                continue
+            for child in children:
+                if budget == 0:
+                    return found
+                budget -= 1
+                try:
+                    claimed = _claiming(child) is not None
+                except OSError:
+                    claimed = False
+                (found if claimed else deeper).append(child)
+        level = deeper
+    return found
 
 
 def detect_format(path: Path) -> str:

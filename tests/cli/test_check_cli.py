@@ -356,3 +356,25 @@ def test_another_family_without_architectures_is_told_to_name_its_class(dspark, 
     (draft / "config.json").write_text(json.dumps(config))
     run = dspark("check", draft)
     assert run.exit_code == EXIT_USAGE and '"architectures": ["DFlashDraftModel"]' in run.stderr
+
+
+def test_a_folder_of_drafts_names_the_drafts_below_it(dspark, tiny_draft, tmp_path):
+    tiny_draft("runs/a")
+    tiny_draft("runs/team/b")
+    tiny_draft("runs/x/y/too-deep")
+    run = dspark("check", tmp_path / "runs")
+    assert run.exit_code == EXIT_USAGE
+    assert f"Checkpoints below it: {tmp_path / 'runs' / 'a'}, {tmp_path / 'runs' / 'team' / 'b'}." in run.stderr
+    assert "too-deep" not in run.stderr and "Pass one of the checkpoint folders below it" in run.stderr
+
+
+def test_the_search_below_is_bounded(tmp_path, monkeypatch):
+    from dspark.converters import readers
+
+    for index in range(5):
+        (tmp_path / f"empty{index}").mkdir()
+    (tmp_path / "zz").mkdir()
+    (tmp_path / "zz" / "model.safetensors").write_bytes(b"")
+    assert readers.checkpoints_below(tmp_path) == [tmp_path / "zz"]
+    monkeypatch.setattr(readers, "FOLDERS_LOOKED_AT", 5)
+    assert readers.checkpoints_below(tmp_path) == []  # the five empty folders use up the search
