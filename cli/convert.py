@@ -72,7 +72,7 @@ def convert(
         ))
         raise typer.Exit(code)
 
-    with progress_bar(not quiet and settings.format == "human", "converting") as progress:
+    with progress_bar(not quiet and settings.format == "human", "converting", lines_off_terminal=True) as progress:
         report = convert_checkpoint(src, dst, options, progress=progress)
     # convert raises rather than return a failed report: written and verified is exit 0
     code = decide(EXIT_OK)

@@ -188,19 +188,47 @@ def human_bytes(count: int) -> str:
 
 # Payloads under this size stream faster than a bar can draw.
 PROGRESS_MIN_BYTES = 256 * 1024 * 1024
+# Off a terminal (a CI log, a batch job), one line on stderr per this many bytes.
+PROGRESS_LINE_BYTES = 1024**3
+
+
+def progress_lines(label: str, total: int, stream=None):
+    """A progress callable that writes one line per PROGRESS_LINE_BYTES
+    done, and one at the end, on stderr: what a log can show of a bar,
+    so that a long run off a terminal is seen to be moving."""
+    done = 0
+    step = PROGRESS_LINE_BYTES
+    next_line = min(step, total)
+
+    def advance(count: int) -> None:
+        nonlocal done, next_line
+        done += count
+        if done < next_line:
+            return
+        shown = min(done, total)
+        out = sys.stderr if stream is None else stream
+        out.write(f"{label}: {human_bytes(shown)} of {human_bytes(total)} ({100 * shown // max(total, 1)}%)\n")
+        out.flush()
+        # the next whole step, or the end; past the end, nothing more
+        next_line = min((done // step + 1) * step, total) if done < total else math.inf
+
+    return advance
 
 
 @contextmanager
-def progress_bar(wanted: bool, label: str):
+def progress_bar(wanted: bool, label: str, *, lines_off_terminal: bool = False):
     """A `progress` callable for the library (called once with the total
     bytes, it returns a callable told each chunk's size) that draws a bar on
-    a terminal once the payload is large enough. The bar is gone when the
-    block ends, whether the work finished, stopped short or failed."""
+    a terminal once the payload is large enough, or, off a terminal and with
+    `lines_off_terminal`, writes progress lines on stderr. The bar is gone
+    when the block ends, whether the work finished, stopped short or failed."""
     bars = []
 
     def start(total: int):
-        if total < PROGRESS_MIN_BYTES or not is_interactive():
+        if total < PROGRESS_MIN_BYTES:
             return None
+        if not is_interactive():
+            return progress_lines(label, total) if lines_off_terminal else None
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
         bar = Progress(

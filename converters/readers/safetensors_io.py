@@ -116,7 +116,7 @@ def _header_length(prefix: bytes, file_bytes: int, corrupt) -> int:
         raise corrupt("truncated", f"file is {file_bytes} bytes, too short for a header length")
     (header_len,) = struct.unpack("<Q", prefix)
     if header_len > MAX_HEADER_BYTES:
-        raise corrupt("header_too_large", f"header length {header_len:,} exceeds the 100 MB limit")
+        raise corrupt("header_too_large", f"header length {header_len:,} exceeds the 100 MiB limit")
     if HEADER_LENGTH_BYTES + header_len > file_bytes:
         raise corrupt(
             "header_out_of_file",

@@ -250,3 +250,11 @@ def test_a_file_truncated_after_its_header_was_read_is_pay003(tmp_path):
     with pytest.raises(CheckpointError) as caught:
         list(iter_range_chunks(path, tensor.start, tensor.end, 64))
     assert caught.value.code == "PAY003"
+
+
+def test_the_header_limit_is_told_in_binary_units(tmp_path):
+    path = write_real(tmp_path / "m.safetensors")
+    CORRUPTIONS["header_too_large"](path)
+    with pytest.raises(CheckpointError) as refused:
+        read_header(path)
+    assert MAX_HEADER_BYTES == 100 * 2**20 and "100 MiB limit" in refused.value.message
