@@ -156,22 +156,41 @@ def move_up_into(temporary: Path, destination: Path, last: tuple[str, ...] = ())
     fsync_dir(destination)
 
 
+def _rename_into_place(temporary: Path, destination: Path) -> bool:
+    """Rename `temporary` to `destination` where nothing or an empty folder
+    is; False when something else is there (another run's output, a file)."""
+    try:
+        os.rename(temporary, destination)
+        return True
+    except OSError as error:
+        if error.errno not in TAKEN_ERRNOS:
+            raise
+    # Where rename(2) will not take the place of an empty folder (Windows):
+    # remove it, which succeeds only while it is empty, and rename again.
+    try:
+        os.rmdir(destination)
+    except OSError:
+        return False
+    try:
+        os.rename(temporary, destination)
+    except OSError as error:
+        if error.errno not in TAKEN_ERRNOS:
+            raise
+        return False
+    return True
+
+
 def move_into_place(
     temporary: Path, destination: Path, *, replace: bool, before_replace: Callable[[Path], None] | None = None
 ) -> None:
     # One rename, whatever is there: it takes the place of nothing or of an
     # empty folder, and fails on anything else. A check first would leave a
     # moment in which a racing convert could finish between it and the rename.
-    try:
-        os.rename(temporary, destination)
-    except OSError as error:
-        if error.errno not in TAKEN_ERRNOS:
-            raise
-        if not replace:
-            raise DestinationTaken(destination) from None
-    else:
+    if _rename_into_place(temporary, destination):
         fsync_dir(destination.parent)
         return
+    if not replace:
+        raise DestinationTaken(destination)
     if destination.is_dir() and not destination.is_symlink() and before_replace is not None:
         # Again, now: files may have been put there while writing.
         before_replace(destination)
