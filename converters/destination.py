@@ -45,7 +45,7 @@ def check_paths(src: Path, dst: Path, *, force: bool, writing: bool = True) -> b
         return False
     if exists and not force and writing:
         raise UsageError(
-            f"{shown_dst} already exists and is not empty.",
+            f"{shown_dst} already exists and is not an empty folder.",
             hint="Pass --force to replace it (it is replaced only once the new one is complete), or pick another "
             "path (a new or an empty folder needs no --force).",
         )

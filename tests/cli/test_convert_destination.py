@@ -43,7 +43,7 @@ def test_an_empty_folder_is_written_without_force(source: Path, tmp_path: Path) 
 def test_a_folder_with_anything_in_it_still_needs_force(source: Path, tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / ".keep").write_text("")
-    with pytest.raises(UsageError, match="not empty") as refused:
+    with pytest.raises(UsageError, match="not an empty folder") as refused:
         convert_checkpoint(source, tmp_path / "out")
     assert "--force" in refused.value.hint and written(tmp_path / "out") == {".keep"}
 
