@@ -96,6 +96,7 @@ OutputFileOption = Annotated[
         help="Write the machine report (--format, or by suffix: .json, .sarif, .xml) to FILE; "
         "the terminal keeps the human one (with --format github: the annotations, and the file's "
         "format comes from its suffix).",
+        parser=named_path,
     ),
 ]
 QuietOption = Annotated[

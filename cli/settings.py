@@ -54,7 +54,7 @@ def requested_output(args: Sequence[str], commands: Sequence[str] = ()) -> Outpu
     from dspark.cli.formats import FORMAT_BY_SUFFIX
 
     output_format = requested_format(args)
-    file = _option_value(args, "--output")
+    file = _option_value(args, "--output") or None  # an empty one is a usage error, told on the terminal
     if file is not None and output_format == "human":
         output_format = FORMAT_BY_SUFFIX.get(Path(file).suffix.lower(), "json")
     command = next((arg for arg in args if arg in commands), None)

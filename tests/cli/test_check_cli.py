@@ -322,7 +322,7 @@ def test_usage_errors_escape_control_characters_in_paths(dspark_process, tmp_pat
 @pytest.mark.parametrize("args", [
     ["check", ""], ["inspect", ""], ["gate", ""], ["smoke", ""], ["convert", "", "out"], ["convert", ".", ""],
     ["check", ".", "--target", ""], ["check", ".", "--config", ""], ["gate", ".", "--policy", ""],
-    ["smoke", ".", "--taps", ""],
+    ["smoke", ".", "--taps", ""], ["check", ".", "--output", ""], ["convert", ".", "out", "--output", ""],
 ], ids=lambda args: " ".join(repr(a) if not a else a for a in args))
 def test_an_empty_path_is_a_usage_error_not_the_working_directory(dspark, tiny_draft, monkeypatch, args):
     # the working directory is a good draft: an empty path must not judge it
