@@ -91,6 +91,10 @@ class StreamResolution:
     # (None: it honours the declaration).
     fixed_stream: str | None
     source: Source
+    # An environment variable the drafter reads first: when set (non-empty)
+    # its value, stripped and lower-cased, is the stream served, whatever the
+    # checkpoint declares. None: the engine reads no variable.
+    env_override: str | None = None
 
 
 @dataclass(frozen=True)

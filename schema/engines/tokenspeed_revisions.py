@@ -1,7 +1,166 @@
-"""The TokenSpeed commits dspark's rules were read (and run) at."""
+"""The TokenSpeed commits dspark's rules were read (and run) at, and how an
+installed TokenSpeed says which of them it is.
+
+All three revisions install as `tokenspeed` 0.1.0 (python/pyproject.toml:27
+at each), so the version cannot tell them apart: the code does. Each
+`Fingerprint` is one fact of the engine's own files, with the value it has at
+each known revision and where it was read. `converters/engine_install.py`
+reads the installed files (never imports them) and matches the facts here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from dspark.schema.engines.base import Source
 
 REPOSITORY = "lightseekorg/tokenspeed"
 # main, for the GQA DFlash/DSpark and EAGLE-3 drafts
 MAIN = "f4d8ec6e"
+# the head of PR 1016, the first serving change for Kimi-K3 DSpark drafts
+# (fc_norm through tokenspeed_kernel, the stream overridable by environment)
+PR1016 = "5f1e48b5"
 # the head of PR 1031, the serving change for Kimi-K3 DSpark drafts
 PR1031 = "4b9766f6"
+
+# Paths inside the installed `tokenspeed` package (the repository's python/tokenspeed/).
+K3_MODEL_FILE = "runtime/models/kimi_k3_dspark.py"
+DRAFTER_FILE = "runtime/execution/drafter/dflash.py"
+LOCAL_KERNEL_FILE = "runtime/layers/segmented_rmsnorm.py"
+REGISTRY_FILE = "runtime/models/registry.py"
+REPO_PREFIX = "python/tokenspeed/"
+
+STREAM_ENV_VAR = "TOKENSPEED_DFLASH_AUX_STREAM"
+KERNEL_FUNCTION = "segmented_rmsnorm"
+# The kernel package the 1016 K3 model imports from, and its module.
+KERNEL_PACKAGE = "tokenspeed_kernel"
+KERNEL_WHEEL_MODULE = "tokenspeed_kernel.ops.layernorm.triton"
+LOCAL_KERNEL_MODULE = "tokenspeed.runtime.layers.segmented_rmsnorm"
+
+
+def _at(path: str, lines: str, commit: str) -> Source:
+    return Source(REPO_PREFIX + path, lines, commit)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """One fact read from an installed engine's files.
+
+    `name` is what `converters/engine_install.py` reads (one reader per
+    name); `values` is the fact at each known revision; `sources` where it
+    was read there. None as a value: the fact is absent (no such import, no
+    such definition)."""
+
+    name: str
+    file: str
+    what: str
+    values: Mapping[str, object]
+    sources: Mapping[str, Source]
+
+    def cite(self, revision: str) -> str:
+        return self.sources[revision].cite()
+
+
+# Where the K3 DSpark model's module-top `segmented_rmsnorm` comes from.
+KERNEL_IMPORT = Fingerprint(
+    name="kernel_import",
+    file=K3_MODEL_FILE,
+    what=f"the module its K3 DSpark model imports {KERNEL_FUNCTION} from",
+    values={"main": None, "pr1016": KERNEL_WHEEL_MODULE, "pr1031": LOCAL_KERNEL_MODULE},
+    sources={
+        "main": _at(K3_MODEL_FILE, "37-66 (no such import)", MAIN),
+        "pr1016": _at(K3_MODEL_FILE, "43", PR1016),
+        "pr1031": _at(K3_MODEL_FILE, "59", PR1031),
+    },
+)
+
+# `self.fc_norm = ...` in K3DSparkModel.__init__: the per-tap norms are built.
+FC_NORM_BUILT = Fingerprint(
+    name="fc_norm_built",
+    file=K3_MODEL_FILE,
+    what="whether its K3 DSpark model builds fc_norm",
+    values={"main": False, "pr1016": True, "pr1031": True},
+    sources={
+        "main": _at(K3_MODEL_FILE, "289-345 (no fc_norm)", MAIN),
+        "pr1016": _at(K3_MODEL_FILE, "312-322", PR1016),
+        "pr1031": _at(K3_MODEL_FILE, "319-329", PR1031),
+    },
+)
+
+# `_resolve_aux_hidden_stream` in the drafter: the draft picks the stream
+# (prefix or attn_res); without it the target captures the prefix stream only.
+STREAM_RESOLVER = Fingerprint(
+    name="stream_resolver",
+    file=DRAFTER_FILE,
+    what="whether its drafter resolves aux_hidden_stream (prefix or attn_res)",
+    values={"main": False, "pr1016": True, "pr1031": True},
+    sources={
+        "main": _at(DRAFTER_FILE, "227-250 (wire_target: prefix capture only)", MAIN),
+        "pr1016": _at(DRAFTER_FILE, "56-65, 264-277", PR1016),
+        "pr1031": _at(DRAFTER_FILE, "52-58, 258-271", PR1031),
+    },
+)
+
+# The drafter reads TOKENSPEED_DFLASH_AUX_STREAM, which wins over the checkpoint.
+STREAM_ENV_READ = Fingerprint(
+    name="stream_env_read",
+    file=DRAFTER_FILE,
+    what=f"whether its drafter reads {STREAM_ENV_VAR}",
+    values={"main": False, "pr1016": True, "pr1031": False},
+    sources={
+        "main": _at(DRAFTER_FILE, "(not read)", MAIN),
+        "pr1016": _at(DRAFTER_FILE, "53, 58-60", PR1016),
+        "pr1031": _at(DRAFTER_FILE, "52-58 (not read)", PR1031),
+    },
+)
+
+FINGERPRINTS: tuple[Fingerprint, ...] = (KERNEL_IMPORT, FC_NORM_BUILT, STREAM_RESOLVER, STREAM_ENV_READ)
+# Known revisions, newest first: a tie in likeness goes to the earlier entry.
+REVISIONS: tuple[str, ...] = ("pr1031", "pr1016", "main")
+COMMITS: Mapping[str, str] = {"main": MAIN, "pr1016": PR1016, "pr1031": PR1031}
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """How the engine calls its segmented RMSNorm, read from the function's
+    definition at the revision: the taps as ``[..., S, th]`` (contiguous),
+    the stacked fc_norm weights ``[S, th]``, eps as a float, optional `out`."""
+
+    module: str
+    parameters: tuple[str, ...]
+    segments_axis: bool  # x carries the segment axis: [..., S, th], not [..., S*th]
+    needs_cuda: bool  # the function refuses tensors that are not on a GPU
+    source: Source
+    # What must be installed beside the engine for the import to succeed.
+    package: str | None = None
+
+
+KERNEL_CALLS: Mapping[str, KernelCall] = {
+    "pr1016": KernelCall(
+        module=KERNEL_WHEEL_MODULE,
+        parameters=("x", "weight", "eps", "out"),
+        segments_axis=True,
+        needs_cuda=False,
+        source=Source("tokenspeed-kernel/python/tokenspeed_kernel/ops/layernorm/triton.py", "160-211", PR1016),
+        package=KERNEL_PACKAGE,
+    ),
+    "pr1031": KernelCall(
+        module=LOCAL_KERNEL_MODULE,
+        parameters=("x", "weight", "eps", "out"),
+        segments_axis=True,
+        needs_cuda=True,
+        source=_at(LOCAL_KERNEL_FILE, "35-76", PR1031),
+    ),
+}
+# The K3 model calls it with the taps unflattened to [..., S, th].
+KERNEL_CALL_SITES: Mapping[str, Source] = {
+    "pr1016": _at(K3_MODEL_FILE, "367-373", PR1016),
+    "pr1031": _at(K3_MODEL_FILE, "369-375", PR1031),
+}
+
+# The engine imports every module of tokenspeed.runtime.models when it
+# starts and stops on the first that fails to import, whatever model it
+# serves: a K3 DSpark model whose module-top import fails keeps the whole
+# engine from starting.
+MODEL_IMPORT_SOURCE = _at(REGISTRY_FILE, "90-101, 123", PR1016)

@@ -59,6 +59,8 @@ def stream_findings(
             detail={"feature": "aux_hidden_stream", "declared": stream, "served": fixed, "engine": engine.spec},
         ))
 
+    served, source = _env_override(findings, support, environ, stream, served, source, engine)
+
     for variable in engine.ignored_env_vars:
         value = environ.get(variable)
         if value:
@@ -98,3 +100,34 @@ def stream_findings(
                 detail={"stream": served, "attn_res_block_size": target.attn_res_block_size},
             ))
     return findings
+
+
+def _env_override(findings, support, environ, declared, served, source, engine):
+    """An engine whose drafter reads a variable first (pull request 1016):
+    `override.strip().lower()` wins when set, and the target refuses any
+    value but prefix and attn_res at startup
+    (execution/drafter/dflash.py@5f1e48b5:56-65; models/kimi_k3.py@5f1e48b5:1986-1999)."""
+    variable = support.env_override if support is not None else None
+    value = environ.get(variable) if variable else None
+    if not value:
+        return served, source
+    chosen = value.strip().lower()
+    if chosen not in STREAMS:
+        findings.append(Finding(
+            "STR003",
+            f"{variable}={value!r} is set and {engine.spec} serves the stream it names over the checkpoint's; "
+            f"{chosen!r} is not 'prefix' or 'attn_res', so the engine refuses to start. Unset it, or set "
+            "prefix or attn_res.",
+            detail={"env": variable, "value": value, "engine": engine.spec},
+        ))
+        return None, f"{variable} (environment)"
+    if declared is not None and chosen != declared:
+        findings.append(Finding(
+            "STR007",
+            f"{variable}={value!r} is set and {engine.spec} reads it before the checkpoint: the draft, trained "
+            f"on the {declared} stream ({source}), would be served the {chosen} stream without a word. Unset "
+            f"{variable} for this deploy, or set it to {declared}.",
+            detail={"env": variable, "value": value, "declared": declared, "served": chosen, "engine": engine.spec},
+        ))
+    return chosen, f"{variable}={value!r} (environment, read before the checkpoint)"
+
