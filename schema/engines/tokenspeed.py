@@ -1,7 +1,7 @@
 """TokenSpeed (lightseekorg/tokenspeed): what its loaders do with each draft
 family, read from its code.
 
-Two revisions are modelled:
+Three revisions are modelled:
 
 * `main` at f4d8ec6e: the GQA DFlash/DSpark drafts (`models/dflash.py`,
   `models/dspark.py`) and, for K3 DSpark, the loader before the serving
@@ -9,6 +9,11 @@ Two revisions are modelled:
 * `pr1031` at 4b9766f6, the head of pull request 1031 ("serve DSpark drafts:
   fc_norm + AttnRes tap"): the K3 DSpark loader with fc_norm and
   aux_hidden_stream; the other families as on main.
+* `pr1016` at 5f1e48b5, the head of pull request 1016, the first version of
+  that change: the same K3 DSpark loader, but its drafter lets
+  TOKENSPEED_DFLASH_AUX_STREAM override the checkpoint's stream, and its model
+  imports the segmented RMSNorm from the `tokenspeed_kernel` wheel at module
+  top (what that needs installed is judged by `check --runtime`).
 
 `current` is what a deploy gate should assume today: the K3 DSpark serving
 change for `k3_dspark`, main for every other family.
@@ -22,6 +27,8 @@ revision constants and citations would be spelled in several places.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dspark.schema.engines.base import (
     ArchitectureResolution,
     EngineProfile,
@@ -34,7 +41,7 @@ from dspark.schema.engines.base import (
 )
 
 from dspark.schema.engines.tokenspeed_limits import GQA_LIMITS, K3_LIMITS, LLAMA_EAGLE3_LIMITS, MLA_LIMITS
-from dspark.schema.engines.tokenspeed_revisions import MAIN, PR1031, REPOSITORY
+from dspark.schema.engines.tokenspeed_revisions import MAIN, PR1016, PR1031, REPOSITORY, STREAM_ENV_VAR
 
 _RT = "python/tokenspeed/runtime/"
 K3_MODEL = _RT + "models/kimi_k3_dspark.py"
@@ -560,4 +567,31 @@ MAIN_PROFILE = EngineProfile(
     **_COMMON,
 )
 
-PROFILES = (CURRENT, PR_1031, MAIN_PROFILE)
+def _k3_loader_pr1016() -> FamilyLoader:
+    """PR 1016's K3 DSpark loader: PR 1031's (load_weights, the config and
+    fc_norm are the same code: `git diff 5f1e48b5 4b9766f6` over
+    models/kimi_k3_dspark.py and configs/kimi_k3_dspark_config.py changes
+    only the kernel's import, comments and an idle-rank return), with the
+    drafter reading the stream from the environment first."""
+    loader = _k3_loader(serving_change=True)
+    return dataclasses.replace(
+        loader,
+        features={"fc_norm": FeatureSupport(supported=True, source=Source(K3_MODEL, "312-322", PR1016))},
+        stream=dataclasses.replace(loader.stream, env_override=STREAM_ENV_VAR,
+                                   source=Source(DFLASH_DRAFTER, "53-65, 264-277", PR1016)),
+        sources={**loader.sources, "load_weights": Source(K3_MODEL, "471-543", PR1016),
+                 "target classes": Source(DFLASH_DRAFTER, "242-264 (wire_target)", PR1016)},
+    )
+
+
+PR_1016 = EngineProfile(
+    name="tokenspeed",
+    revision="pr1016",
+    commit=PR1016,
+    description="TokenSpeed pull request 1016 head (K3 DSpark: fc_norm via tokenspeed_kernel; the stream "
+    "overridable by TOKENSPEED_DFLASH_AUX_STREAM)",
+    loaders={"k3_dspark": _k3_loader_pr1016(), "dflash_gqa": GQA_LOADER, **_EAGLE3_LOADERS},
+    **{**_COMMON, "ignored_env_vars": ()},
+)
+
+PROFILES = (CURRENT, PR_1031, PR_1016, MAIN_PROFILE)
