@@ -12,6 +12,7 @@ from dspark.cli.options import (
     CheckpointOrUrlArg,
     ConfigOption,
     EngineOption,
+    EnginePathOption,
     FormatOption,
     OutputFileOption,
     OutputFormat,
@@ -22,6 +23,7 @@ from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
 from dspark.converters.check import CheckReport, check_checkpoint
 from dspark.converters.writers.overwrite_guard import RunInput
+from dspark.schema.errors import UsageError
 
 
 def check(
@@ -48,10 +50,11 @@ def check(
         bool,
         typer.Option(
             "--runtime",
-            help="Also judge the serving kernels installed here: a draft with fc_norm needs "
-            "segmented_rmsnorm in the installed serving kernel package (RUN001).",
+            help="Judge the draft with the serving engine installed here: its revision is read from its files "
+            "(RUN003) and judges as --engine would; an engine that cannot import its kernel fails (RUN001).",
         ),
     ] = False,
+    engine_path: EnginePathOption = None,
     output: FormatOption = OutputFormat.human,
     output_file: OutputFileOption = None,
     quiet: QuietOption = False,
@@ -59,18 +62,23 @@ def check(
     """Check a draft checkpoint against the serving contract (headers only unless --deep)."""
     settings = configure_output("check", output.value, output_file, quiet, reads=(
         RunInput("CKPT", checkpoint), RunInput("--target", target), RunInput("--config", config)))
+    if engine_path is not None and not runtime:
+        raise UsageError("--engine-path names where the serving engine is installed; it needs --runtime.",
+                         hint=f"Run `dspark check {checkpoint} --runtime --engine-path {engine_path}`.")
     from dspark.converters.policy import settings_engine
 
+    named_by = "--engine" if engine else "the project settings' engine"
     engine = settings_engine(engine)  # --engine, else the project settings' engine
     with progress_bar(deep and settings.format == "human" and not quiet, "scanning") as progress:
-        report = check_checkpoint(
-            checkpoint, target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress,
-            engine=engine, verdict="contents" if contents else "served",
-        )
-    if runtime:
-        from dspark.converters.runtime import with_runtime_findings
+        options = dict(target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress,
+                       verdict="contents" if contents else "served")
+        if runtime:
+            from dspark.converters.runtime import check_with_runtime
 
-        report = with_runtime_findings(report)
+            report = check_with_runtime(checkpoint, engine=engine, engine_path=engine_path, named_by=named_by,
+                                            **options)
+        else:
+            report = check_checkpoint(checkpoint, engine=engine, **options)
     code = decide(EXIT_OK if report.passed(strict) else EXIT_CHECK_FAILED)
     emit(check_report("check", report, code, strict=strict))
     raise typer.Exit(code)

@@ -9,19 +9,22 @@ import typer
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
 from dspark.cli.formats import Report
-from dspark.cli.options import FormatOption, OutputFileOption, OutputFormat, QuietOption
+from dspark.cli.options import EnginePathOption, FormatOption, OutputFileOption, OutputFormat, QuietOption
 from dspark.cli.output import configure_output, emit
 
 
 def doctor(
+    engine_path: EnginePathOption = None,
     output: FormatOption = OutputFormat.human,
     output_file: OutputFileOption = None,
     quiet: QuietOption = False,
 ) -> None:
-    """Say what is installed here: versions, the GPU, whether the Triton kernel compiles and matches, serving kernels."""
+    """Say what is installed here: versions, the GPU, whether the Triton kernel compiles and matches, the serving engine and its kernel."""
     configure_output("doctor", output.value, output_file, quiet)
-    from dspark.converters.doctor import NOT_RUN, DoctorReport, DoctorRow, environment_rows, serving_kernels_row
+    from dspark.converters.doctor import NOT_RUN, DoctorReport, DoctorRow, environment_rows, serving_engine_rows
+    from dspark.converters.runtime import probe_runtime
 
+    runtime = probe_runtime(engine_path)
     rows = environment_rows()
     try:
         import torch
@@ -30,15 +33,17 @@ def doctor(
     if torch is None:
         rows.append(DoctorRow("gpu", NOT_RUN, "not probed: torch is not installed"))
         rows.append(DoctorRow("triton kernel", NOT_RUN, "not run: torch is not installed"))
+        rows += serving_engine_rows(runtime)
+        rows.append(DoctorRow("engine kernel", NOT_RUN, "not run: torch is not installed"))
     else:
         if not torch.cuda.is_available() and _installed("triton"):
             # Without a GPU the kernel can only run in Triton's interpreter,
             # which Triton reads when the kernel module is imported.
             os.environ.setdefault("TRITON_INTERPRET", "1")
         from dspark.kernels.selftest import gpu_row, kernel_row
+        from dspark.kernels.smoke_engine import engine_kernel_row
 
-        rows += [gpu_row(), kernel_row()]
-    rows.append(serving_kernels_row())
+        rows += [gpu_row(), kernel_row(), *serving_engine_rows(runtime), engine_kernel_row(runtime)]
     report = DoctorReport(rows)
     code = decide(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
     emit(Report(command="doctor", exit_code=code, document=report.to_dict(), data=report))

@@ -113,8 +113,18 @@ EngineOption = Annotated[
         "--engine",
         metavar="NAME[@REV]",
         help="The serving engine whose loader is the contract: tokenspeed (= tokenspeed@current), "
-        "tokenspeed@pr1031, tokenspeed@main. See `dspark families`. Default: the `engine` of the project "
-        "settings (dspark.toml, or [tool.dspark] in pyproject.toml, found from the working directory upward), "
+        "tokenspeed@pr1031, tokenspeed@pr1016, tokenspeed@main. See `dspark families`. Default: the `engine` "
+        "of the project settings (dspark.toml, or [tool.dspark] in pyproject.toml, found from the working directory upward), "
         "else tokenspeed.",
+    ),
+]
+EnginePathOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--engine-path",
+        metavar="DIR",
+        help="Where the serving engine is installed (a site-packages folder holding it, or its package "
+        "folder), when it is not on this Python's path; default $DSPARK_ENGINE_PATH. Read, never imported.",
+        parser=named_path,
     ),
 ]

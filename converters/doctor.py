@@ -1,9 +1,10 @@
 """`dspark doctor` as data: what is installed where dspark runs.
 
 Versions are read from the installed packages' metadata, nothing is
-imported for them; the serving kernel package is found and read, not
-imported (converters/runtime.py). The GPU and the kernel self-test need
-torch and live in the kernels floor; the caller adds their rows.
+imported for them; the serving engine is found and its revision read from
+its files, not imported (converters/runtime.py). The GPU and the kernel
+self-tests (dspark's and the engine's) need torch and live in the kernels
+floor; the caller adds their rows.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from dspark.converters.runtime import probe_serving_kernels
+from dspark.converters.runtime import Runtime, describe_kernel, runtime_findings
 
 OK, ABSENT, PROBLEM, NOT_RUN = "ok", "absent", "problem", "not run"
 PACKAGES = ("dspark", "torch", "triton", "safetensors")
@@ -68,10 +69,20 @@ def environment_rows() -> list[DoctorRow]:
     return rows
 
 
-def serving_kernels_row() -> DoctorRow:
-    kernels = probe_serving_kernels()
-    status = OK if kernels.has_segmented_rmsnorm else ABSENT
-    detail = kernels.describe()
-    if not kernels.has_segmented_rmsnorm:
-        detail += ": `dspark check --runtime` fails a draft with fc_norm here (RUN001)"
-    return DoctorRow("serving kernels", status, detail, kernels.to_dict())
+def serving_engine_rows(runtime: Runtime) -> list[DoctorRow]:
+    """The serving engine installed here and the segmented RMSNorm it serves
+    with, as `check --runtime` reads them."""
+    serving = runtime.serving
+    findings = {f.code: f for f in runtime_findings(runtime, family=None)}
+    if serving is None:
+        return [DoctorRow("serving engine", ABSENT, findings["RUN005"].message, runtime.to_dict()),
+                DoctorRow("serving kernels", ABSENT, describe_kernel(runtime))]
+    identity = findings.get("RUN004") or findings["RUN003"]
+    rows = [DoctorRow("serving engine", OK, identity.message, serving.to_dict())]
+    kernel = runtime.kernel
+    if "RUN001" in findings:
+        rows.append(DoctorRow("serving kernels", PROBLEM, findings["RUN001"].message, kernel.to_dict()))
+    else:
+        rows.append(DoctorRow("serving kernels", OK if kernel is not None else ABSENT, describe_kernel(runtime),
+                              kernel.to_dict() if kernel is not None else {}))
+    return rows

@@ -1,108 +1,201 @@
-"""The serving kernels installed where dspark runs (`check --runtime`,
-`dspark doctor`).
+"""The serving engine installed where dspark runs, judged (`check --runtime`,
+`gate` with `runtime = true`, `dspark doctor`).
 
-A draft with `fc_norm` is served right only by an engine whose kernels
-include the segmented RMSNorm; an install without it loads the draft and
-serves it without its norms. The package is found and read, never imported:
-importing a serving kernel package pulls in torch, triton and CUDA.
+`converters/engine_install.py` finds the engine and tells its revision from
+its files; this module judges a draft with that revision's profile, exactly
+as `--engine NAME@REV` would, and adds what the install itself does to it:
+whether the engine's K3 DSpark model can import its segmented RMSNorm. An
+engine whose module-top import fails does not start at all, whatever it is
+asked to serve: it imports every model module when it starts
+(python/tokenspeed/runtime/models/registry.py@5f1e48b5:90-101, 123).
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from dspark.converters.engine_install import (
+    DETECTORS,
+    ENGINE_PATH_ENV,
+    InstalledEngine,
+    KernelInstall,
+    engine_path_from,
+    find_installed_engines,
+)
+from dspark.schema.engines import DEFAULT_ENGINE, engine_by_spec
+from dspark.schema.engines import tokenspeed_revisions as ts
+from dspark.schema.errors import UsageError
 from dspark.schema.findings import Finding
 
-SERVING_KERNEL_PACKAGE = "tokenspeed_kernel"
-# The module of the serving engine's segmented RMSNorm, and its name there.
-SEGMENTED_RMSNORM_MODULE = ("ops", "layernorm", "triton")
-SEGMENTED_RMSNORM = "segmented_rmsnorm"
+_REVISION_NAMES = {
+    "main": f"TokenSpeed main ({ts.MAIN})",
+    "pr1016": f"the head of pull request 1016 ({ts.PR1016})",
+    "pr1031": f"the head of pull request 1031 ({ts.PR1031})",
+}
 
 
 @dataclass(frozen=True)
-class ServingKernels:
-    package: str
-    installed: bool
-    location: str | None = None  # the package folder
-    module: str | None = None  # the layernorm module's file, when it exists
-    has_segmented_rmsnorm: bool = False
+class Runtime:
+    """What is installed here and the profile a draft is judged with."""
+
+    engines: tuple[InstalledEngine, ...]
+    engine_path: str | None = None
 
     @property
-    def module_name(self) -> str:
-        return ".".join((self.package, *SEGMENTED_RMSNORM_MODULE))
+    def serving(self) -> InstalledEngine | None:
+        """The engine judged: the first of the detection table found."""
+        return self.engines[0] if self.engines else None
 
-    def describe(self) -> str:
-        if not self.installed:
-            return f"{self.package} is not installed"
-        if self.module is None:
-            return f"{self.package} at {self.location} has no {self.module_name}"
-        state = "exposes" if self.has_segmented_rmsnorm else "does not expose"
-        return f"{self.module_name} ({self.module}) {state} {SEGMENTED_RMSNORM}"
+    @property
+    def profile(self) -> str:
+        serving = self.serving
+        if serving is None or serving.profile is None:
+            return DEFAULT_ENGINE.spec
+        return serving.profile
 
-    def to_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "module_name": self.module_name}
+    @property
+    def kernel(self) -> KernelInstall | None:
+        return self.serving.kernel if self.serving is not None else None
 
+    @property
+    def starts(self) -> bool:
+        """False when the engine's K3 DSpark model cannot import its kernel."""
+        serving = self.serving
+        return serving is None or serving.kernel is None or serving.kernel.importable
 
-def probe_serving_kernels(package: str = SERVING_KERNEL_PACKAGE) -> ServingKernels:
-    """Find `package` and read (not import) its layernorm module for a
-    top-level `segmented_rmsnorm` (a function, an assignment or an import)."""
-    try:
-        spec = importlib.util.find_spec(package)  # a top-level name: imports nothing
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None:
-        return ServingKernels(package, False)
-    folders = list(spec.submodule_search_locations or [])
-    location = folders[0] if folders else spec.origin
-    for folder in folders:
-        base = Path(folder).joinpath(*SEGMENTED_RMSNORM_MODULE)
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file():
-                return ServingKernels(package, True, str(folder), str(candidate), _defines(candidate, SEGMENTED_RMSNORM))
-    return ServingKernels(package, True, location)
+    def to_dict(self) -> dict[str, Any]:
+        return {"engines": [e.to_dict() for e in self.engines], "profile": self.profile,
+                "engine_path": self.engine_path}
 
 
-def _defines(path: Path, name: str) -> bool:
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return False
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return True
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((alias.asname or alias.name.split(".")[-1]) == name for alias in node.names):
-                return True
-    return False
+def probe_runtime(engine_path: Path | str | None = None, environ=None) -> Runtime:
+    """Find the serving engine installed here (or under `engine_path`, else
+    DSPARK_ENGINE_PATH)."""
+    path = engine_path_from(engine_path, environ)
+    return Runtime(tuple(find_installed_engines(path)), str(path) if path is not None else None)
 
 
-def runtime_findings(fc_norm: bool, kernels: ServingKernels) -> list[Finding]:
-    findings = [Finding(
-        "RUN002",
-        f"serving kernels here: {kernels.describe()}.",
-        detail=kernels.to_dict(),
-    )]
-    if fc_norm and not kernels.has_segmented_rmsnorm:
+def runtime_engine(runtime: Runtime, engine: str | None) -> str:
+    """The profile `check --runtime` judges with. An `--engine` that names
+    another engine than the one installed is a usage error: the two
+    questions have different answers."""
+    profile = runtime.profile
+    if engine and engine_by_spec(engine).spec != engine_by_spec(profile).spec:
+        installed = runtime.serving.describe() if runtime.serving else "no serving engine"
+        raise UsageError(
+            f"--engine {engine} and --runtime disagree: the engine installed here ({installed}) is judged as "
+            f"{profile}.",
+            hint="Drop --engine to judge the installed engine, or drop --runtime to judge the one you name.",
+        )
+    return profile
+
+
+def describe_kernel(runtime: Runtime) -> str:
+    serving = runtime.serving
+    if serving is None:
+        return "no serving engine installed here"
+    kernel = serving.kernel
+    if kernel is None:
+        if serving.distribution == "tokenspeed":
+            return (f"{serving.describe()}: its K3 DSpark model imports no {ts.KERNEL_FUNCTION} "
+                    f"(it builds no fc_norm)")
+        return f"{serving.describe()}: dspark reads no {ts.KERNEL_FUNCTION} for this engine"
+    where = "engine-local, no kernel wheel needed" if kernel.module.startswith(serving.distribution + ".") else (
+        f"from the {kernel.module.split('.')[0]} package")
+    if kernel.importable:
+        return f"{ts.KERNEL_FUNCTION} from {kernel.module} ({kernel.file}; {where}), imported at {kernel.import_site}"
+    return (f"{kernel.import_site} imports {ts.KERNEL_FUNCTION} from {kernel.module} ({where}), and "
+            f"{kernel.why_missing}")
+
+
+def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> list[Finding]:
+    findings: list[Finding] = []
+    serving = runtime.serving
+    if serving is None:
+        looked = ", ".join(d.distribution for d in DETECTORS)
+        where = f" under {runtime.engine_path}" if runtime.engine_path else (
+            f" (looked for {looked} on this Python's path; name a folder with --engine-path or {ENGINE_PATH_ENV})")
+        findings.append(Finding(
+            "RUN005",
+            f"no serving engine is installed here{where}: the draft was judged with the default profile, "
+            f"{DEFAULT_ENGINE.spec}, not with what this machine would run.",
+            detail=runtime.to_dict(),
+        ))
+        return findings
+    for other in runtime.engines[1:]:
+        findings.append(Finding(
+            "RUN003",
+            f"{other.describe()} is installed too; {serving.distribution} comes first and was judged.",
+            detail=other.to_dict(),
+        ))
+    if serving.profile is None:
+        findings.append(Finding(
+            "RUN004",
+            f"{serving.describe()} is installed, but {serving.note}: the draft was judged with the default "
+            f"profile, {DEFAULT_ENGINE.spec}, which is not what this machine would run.",
+            detail=serving.to_dict(),
+        ))
+    elif serving.exact:
+        evidence = "; ".join(f"{e.what}: {_show(e.value)} ({e.where()})" for e in serving.evidence)
+        name = _REVISION_NAMES.get(serving.revision or "", serving.profile)
+        findings.append(Finding(
+            "RUN003",
+            f"{serving.describe()} is {name}, judged as --engine {serving.profile}"
+            + (f". Read from its files: {evidence}." if evidence else "."),
+            detail=serving.to_dict(),
+        ))
+    else:
+        findings.append(Finding(
+            "RUN004",
+            f"{serving.describe()} matches no revision dspark knows; judged as the nearest, --engine "
+            f"{serving.profile}. What differs: {'; '.join(serving.differences)}.",
+            detail=serving.to_dict(),
+        ))
+    findings.append(Finding("RUN002", f"serving kernels here: {describe_kernel(runtime)}.",
+                            detail={"kernel": runtime.kernel.to_dict() if runtime.kernel else None,
+                                    "engine": serving.profile}))
+    if not runtime.starts:
+        kernel = runtime.kernel
+        fix = (f"Install a {ts.KERNEL_PACKAGE} whose {ts.KERNEL_WHEEL_MODULE} defines {ts.KERNEL_FUNCTION} "
+               f"(the one pull request 1016 builds), or an engine with the kernel in its own tree (pull request 1031)"
+               if kernel.module == ts.KERNEL_WHEEL_MODULE else "Reinstall the engine")
         findings.append(Finding(
             "RUN001",
-            f"the draft declares fc_norm, but {kernels.describe()}: the engine installed here would serve it "
-            f"without its per-tap norms. Install a serving kernel package whose {kernels.module_name} "
-            f"provides {SEGMENTED_RMSNORM}, or deploy where one is.",
-            detail=kernels.to_dict(),
+            f"the engine installed here will not start: its K3 DSpark model ({kernel.import_site}) imports "
+            f"{ts.KERNEL_FUNCTION} from {kernel.module} at module top, and {kernel.why_missing}. The engine "
+            f"imports every model module when it starts ({ts.MODEL_IMPORT_SOURCE.cite()}), so it serves no "
+            f"draft at all{', this ' + family + ' draft included' if family else ''}. {fix}.",
+            detail={"kernel": kernel.to_dict(), "engine": serving.profile},
         ))
     return findings
 
 
-def with_runtime_findings(report, kernels: ServingKernels | None = None):
-    """`report` (a CheckReport) with what the installed serving kernels do to it."""
-    kernels = probe_serving_kernels() if kernels is None else kernels
-    extra = runtime_findings(bool(report.resolved.fc_norm), kernels)
+def _show(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def with_runtime_findings(report, runtime: Runtime | None = None):
+    """`report` (a CheckReport, judged with `runtime.profile`) with what the
+    installed engine does to it."""
+    runtime = probe_runtime() if runtime is None else runtime
+    extra = runtime_findings(runtime, family=report.resolved.family)
     return dataclasses.replace(report, findings=[*report.findings, *extra])
+
+
+def check_with_runtime(path, *, engine: str | None = None, engine_path: Path | str | None = None,
+                       runtime: Runtime | None = None, named_by: str = "--engine", **options):
+    """`check_checkpoint` judged by the engine installed here: its
+    revision's profile, then the install's own findings. `engine`, when
+    given (by `named_by`), must be the installed engine's profile."""
+    from dspark.converters.check import check_checkpoint
+
+    runtime = probe_runtime(engine_path) if runtime is None else runtime
+    report = check_checkpoint(path, engine=runtime_engine(runtime, engine, named_by=named_by), **options)
+    return with_runtime_findings(report, runtime)

@@ -147,9 +147,12 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("SMK006", W, "the Triton kernel did not run; the torch reference computed the norm"),
     ("SMK007", I, "GPU timings of the norm and the whole projection"),
     ("SMK008", E, "projection weights or output are all zeros: nothing to compare"),
-    # `check --runtime`: the serving kernels installed where the check runs
-    ("RUN001", E, "fc_norm declared but the installed serving kernels lack segmented_rmsnorm"),
-    ("RUN002", I, "the serving kernel package installed here and what it exposes"),
+    # `check --runtime`: the serving engine installed where the check runs
+    ("RUN001", E, "the engine installed here will not start: its K3 DSpark model cannot import its segmented_rmsnorm"),
+    ("RUN002", I, "the segmented_rmsnorm the installed engine serves with, and where it comes from"),
+    ("RUN003", I, "the serving engine installed here, its revision and the files that say so"),
+    ("RUN004", W, "the installed engine's revision is unknown (judged by the nearest) or not modelled"),
+    ("RUN005", W, "no serving engine installed here: judged with the default profile"),
 )
 
 

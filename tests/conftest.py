@@ -13,7 +13,7 @@ from typing import Callable
 import pytest
 
 # Environment that changes what dspark reports; a test sets what it needs.
-_ISOLATED_VARIABLES = ("TOKENSPEED_DFLASH_AUX_STREAM", "DSPARK_DEBUG")
+_ISOLATED_VARIABLES = ("TOKENSPEED_DFLASH_AUX_STREAM", "DSPARK_DEBUG", "DSPARK_ENGINE_PATH")
 
 
 @pytest.fixture(autouse=True)
@@ -38,3 +38,124 @@ def tiny_draft(tmp_path: Path) -> Callable[..., Path]:
         return write_draft(tmp_path / name, **options)
 
     return make
+
+
+# A segmented RMSNorm with the engine's signature (x [..., S, th], weight
+# [S, th], eps, out=None: tokenspeed_kernel/ops/layernorm/triton.py@5f1e48b5:160-165,
+# tokenspeed/runtime/layers/segmented_rmsnorm.py@4b9766f6:35-40), in torch.
+TORCH_SEGMENTED_RMSNORM = """
+import torch
+
+
+def segmented_rmsnorm(x, weight, eps, out=None):
+    if tuple(x.shape[-2:]) != tuple(weight.shape):
+        raise ValueError(f"weight shape {tuple(weight.shape)} does not match input segments {tuple(x.shape[-2:])}")
+    x32 = x.float()
+    y = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+    if out is None:
+        return y
+    out.copy_(y)
+    return out
+"""
+
+# The lines each revision's files carry that tell them apart (the real
+# engine's lines, cited in schema/engines/tokenspeed_revisions.py); the rest
+# of each file is left out.
+_K3_MODEL = {
+    "main": "from tokenspeed.runtime.layers.layernorm import RMSNorm\n",
+    "pr1016": "from tokenspeed_kernel.ops.layernorm.triton import segmented_rmsnorm\n\n"
+              "from tokenspeed.runtime.layers.layernorm import RMSNorm\n",
+    "pr1031": "from tokenspeed.runtime.layers.layernorm import RMSNorm\n"
+              "from tokenspeed.runtime.layers.segmented_rmsnorm import segmented_rmsnorm\n",
+}
+_K3_MODEL_CLASS = """
+
+class K3DSparkModel(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.context_norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+"""
+_FC_NORM = """        self.fc_norm = (
+            nn.ModuleList([RMSNorm(int(config.target_hidden_size)) for _ in range(5)])
+            if bool(getattr(config, "fc_norm", False))
+            else None
+        )
+"""
+_DRAFTER = {
+    "main": "def wire_target(self, target_model):\n    target_model.set_dflash_layers_to_capture(self.target_layer_ids)\n",
+    "pr1016": 'import os\n\nAUX_HIDDEN_STREAM_ENV = "TOKENSPEED_DFLASH_AUX_STREAM"\n\n\n'
+              "def _resolve_aux_hidden_stream(cfg) -> str:\n"
+              "    override = os.environ.get(AUX_HIDDEN_STREAM_ENV)\n"
+              "    if override:\n        return override.strip().lower()\n"
+              '    return str(getattr(cfg, "aux_hidden_stream", None) or "prefix").lower()\n',
+    "pr1031": "def _resolve_aux_hidden_stream(cfg) -> str:\n"
+              '    return str(getattr(cfg, "aux_hidden_stream", None) or "prefix").lower()\n',
+}
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _dist_info(root: Path, name: str, version: str) -> None:
+    _write(root / f"{name}-{version}.dist-info" / "METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def write_tokenspeed(root: Path, revision: str, *, kernel: str | None = TORCH_SEGMENTED_RMSNORM,
+                     wheel_kernel: bool = True, model_lines: str | None = None, drafter_lines: str | None = None,
+                     version: str = "0.1.0") -> Path:
+    """A TokenSpeed install under `root` (a site-packages folder) whose files
+    carry `revision`'s fingerprints. `kernel` is the segmented RMSNorm's
+    module source (engine-local for pr1031, in tokenspeed_kernel for pr1016;
+    None: the module is not there). `wheel_kernel=False` installs a
+    tokenspeed_kernel whose layernorm module lacks it."""
+    package = root / "tokenspeed"
+    _write(package / "__init__.py", "")
+    model = (model_lines if model_lines is not None else _K3_MODEL[revision])
+    model = "import torch\nfrom torch import nn\n" + model + _K3_MODEL_CLASS
+    if revision != "main":
+        model += _FC_NORM
+    _write(package / "runtime" / "models" / "kimi_k3_dspark.py", model)
+    _write(package / "runtime" / "execution" / "drafter" / "dflash.py",
+           drafter_lines if drafter_lines is not None else _DRAFTER[revision])
+    if revision == "pr1031" and kernel is not None:
+        _write(package / "runtime" / "layers" / "segmented_rmsnorm.py", kernel)
+    if revision == "pr1016":
+        wheel = root / "tokenspeed_kernel"
+        for folder in (wheel, wheel / "ops", wheel / "ops" / "layernorm"):
+            _write(folder / "__init__.py", "")
+        body = "def rmsnorm(x, weight, eps):\n    raise NotImplementedError\n"
+        if kernel is not None and wheel_kernel:
+            body = kernel + "\n\n" + body
+        _write(wheel / "ops" / "layernorm" / "triton.py", body)
+        _dist_info(root, "tokenspeed_kernel", "0.1.3")
+    _dist_info(root, "tokenspeed", version)
+    return root
+
+
+def write_versioned_engine(root: Path, name: str, version: str) -> Path:
+    """An engine told by its version (vLLM, SGLang): its package and its metadata."""
+    _write(root / name / "__init__.py", "")
+    _dist_info(root, name, version)
+    return root
+
+
+@pytest.fixture
+def fabricated_engine(tmp_path: Path) -> Callable[..., Path]:
+    """`fabricated_engine(revision, **options)` writes a TokenSpeed install
+    under a fresh folder of tmp_path (see `write_tokenspeed`) and returns
+    the folder."""
+    count = iter(range(1000))
+
+    def make(revision: str, **options) -> Path:
+        return write_tokenspeed(tmp_path / f"site-{revision}-{next(count)}", revision, **options)
+
+    return make
+
+
+
+@pytest.fixture
+def versioned_engine(tmp_path: Path) -> Callable[[str, str], Path]:
+    """`versioned_engine("vllm", "0.33.0")`: that distribution installed under a fresh folder."""
+    return lambda name, version: write_versioned_engine(tmp_path / f"site-{name}-{version}", name, version)

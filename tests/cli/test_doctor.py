@@ -1,6 +1,6 @@
 """`dspark doctor` and `check --runtime` on this machine, as it is (no
-serving kernel package installed), and with a serving package fabricated
-on the path."""
+serving engine installed), and with TokenSpeed installs fabricated on disk
+(each revision's fingerprinting lines, a segmented RMSNorm written here)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK
-from dspark.converters.runtime import probe_serving_kernels
+from dspark.converters.runtime import probe_runtime
 
 
 def rows(run) -> dict[str, dict]:
@@ -35,8 +35,10 @@ def test_doctor_says_what_is_here(dspark_process):
     for package in ("dspark", "safetensors"):
         assert found[package] == {"name": package, "status": "ok", "detail": version(package)}
     assert found["python"]["status"] == "ok"
-    assert found["serving kernels"]["status"] == "absent"
-    assert found["serving kernels"]["detail"].startswith("tokenspeed_kernel is not installed")
+    assert found["serving engine"]["status"] == "absent"
+    assert found["serving engine"]["detail"].startswith("no serving engine is installed here")
+    assert found["serving kernels"] == {"name": "serving kernels", "status": "absent",
+                                        "detail": "no serving engine installed here"}
     if not _gpu():
         assert found["gpu"] == {"name": "gpu", "status": "absent", "detail": "no GPU (torch sees no CUDA device)"}
     kernel = found["triton kernel"]
@@ -58,7 +60,7 @@ def test_doctor_without_torch_says_so(dspark_process, tmp_path):
     )
     assert done.returncode == EXIT_OK, done.stderr
     assert "not probed: torch is not installed" in done.stdout
-    assert "tokenspeed_kernel is not installed" in done.stdout
+    assert "no serving engine is installed here" in done.stdout
 
 
 def test_doctor_quiet_prints_nothing_when_all_is_well(dspark_process):
@@ -70,44 +72,127 @@ def test_doctor_quiet_prints_nothing_when_all_is_well(dspark_process):
 # check --runtime
 
 
-def serving_package(root: Path, *, with_norm: bool) -> Path:
-    """A serving kernel package as it is installed: importable, never imported."""
-    module = root / "tokenspeed_kernel" / "ops" / "layernorm" / "triton.py"
-    module.parent.mkdir(parents=True)
-    for folder in (root / "tokenspeed_kernel", root / "tokenspeed_kernel" / "ops", module.parent):
-        (folder / "__init__.py").write_text("raise RuntimeError('imported: the probe must only read')\n")
-    body = "def rmsnorm(x, w, eps):\n    return x\n"
-    if with_norm:
-        body += "\n\ndef segmented_rmsnorm(x, w, eps):\n    return x\n"
-    module.write_text(textwrap.dedent(body))
-    return root
+def run_codes(run) -> dict[str, dict]:
+    return {f["code"]: f for f in run.json()["findings"] if f["code"].startswith("RUN")}
 
 
-def test_runtime_fails_an_fc_norm_draft_without_serving_kernels(dspark, tiny_draft):
-    assert not probe_serving_kernels().installed  # this machine, as the tests assume
+def test_runtime_without_an_engine_says_so_and_judges_with_the_default(dspark, tiny_draft):
+    assert probe_runtime().serving is None  # this machine, as the tests assume
     run = dspark("check", tiny_draft(fc_norm=True), "--runtime", "--format", "json")
-    assert run.exit_code == EXIT_CHECK_FAILED
-    codes = {f["code"]: f for f in run.json()["findings"]}
-    assert codes["RUN001"]["severity"] == "error" and "tokenspeed_kernel is not installed" in codes["RUN001"]["message"]
-    assert "RUN002" in codes
-
-
-def test_runtime_passes_a_draft_without_fc_norm(dspark, tiny_draft):
-    run = dspark("check", tiny_draft(fc_norm=False), "--runtime", "--format", "json")
     assert run.exit_code == EXIT_OK
-    assert [f["code"] for f in run.json()["findings"] if f["code"].startswith("RUN")] == ["RUN002"]
+    assert list(run_codes(run)) == ["RUN005"] and run.json()["engine"] == "tokenspeed@current"
+    assert dspark("check", tiny_draft(fc_norm=True), "--runtime", "--strict").exit_code == EXIT_CHECK_FAILED
 
 
-def test_without_runtime_the_installed_kernels_are_not_judged(dspark, tiny_draft):
-    run = dspark("check", tiny_draft(fc_norm=True), "--format", "json")
-    assert run.exit_code == EXIT_OK and not any(f["code"].startswith("RUN") for f in run.json()["findings"])
+def test_without_runtime_the_installed_engine_is_not_judged(dspark, tiny_draft, fabricated_engine):
+    site = fabricated_engine("pr1016", wheel_kernel=False)
+    run = dspark("check", tiny_draft(fc_norm=True), "--format", "json", env={"DSPARK_ENGINE_PATH": str(site)})
+    assert run.exit_code == EXIT_OK and not run_codes(run)
 
 
-@pytest.mark.parametrize("with_norm, exit_code", [(True, EXIT_OK), (False, EXIT_CHECK_FAILED)], ids=["exposed", "lacking"])
-def test_runtime_reads_the_installed_serving_package(dspark_process, tiny_draft, tmp_path, with_norm, exit_code):
-    package = serving_package(tmp_path / "site", with_norm=with_norm)
-    run = dspark_process("check", tiny_draft(fc_norm=True), "--runtime", "--format", "json", env={"PYTHONPATH": str(package)})
-    assert run.exit_code == exit_code, run.stderr
-    (note,) = [f for f in json.loads(run.stdout)["findings"] if f["code"] == "RUN002"]
-    assert note["detail"]["has_segmented_rmsnorm"] is with_norm
+@pytest.mark.parametrize("fc_norm", [True, False], ids=["fc_norm", "prefix-only"])
+def test_pr1016_without_the_wheel_kernel_will_not_start_for_any_draft(dspark, tiny_draft, fabricated_engine, fc_norm):
+    site = fabricated_engine("pr1016", wheel_kernel=False)
+    run = dspark("check", tiny_draft(fc_norm=fc_norm, stream="prefix"), "--runtime", "--engine-path", site,
+                 "--format", "json")
+    assert run.exit_code == EXIT_CHECK_FAILED
+    codes = run_codes(run)
+    assert codes["RUN001"]["severity"] == "error" and "will not start" in codes["RUN001"]["message"]
+    assert "tokenspeed_kernel.ops.layernorm.triton" in codes["RUN001"]["message"]
+    assert "5f1e48b5" in codes["RUN003"]["message"] and run.json()["engine"] == "tokenspeed@pr1016"
+
+
+@pytest.mark.parametrize("revision", ["pr1016", "pr1031", "main"])
+@pytest.mark.parametrize("fc_norm", [True, False], ids=["fc_norm", "prefix-only"])
+def test_runtime_judges_as_the_installed_revisions_profile(dspark, tiny_draft, fabricated_engine, revision, fc_norm):
+    draft = tiny_draft(fc_norm=fc_norm)
+    site = fabricated_engine(revision)
+    run = dspark("check", draft, "--runtime", "--format", "json", env={"DSPARK_ENGINE_PATH": str(site)})
+    named = dspark("check", draft, "--engine", f"tokenspeed@{revision}", "--format", "json")
+    assert run.exit_code == named.exit_code
+    assert run.exit_code == (EXIT_CHECK_FAILED if revision == "main" and fc_norm else EXIT_OK)
+    assert run.json()["engine"] == named.json()["engine"] == f"tokenspeed@{revision}"
+    without_run = [f for f in run.json()["findings"] if not f["code"].startswith("RUN")]
+    assert without_run == named.json()["findings"]
+    codes = run_codes(run)
+    assert set(codes) == {"RUN002", "RUN003"}
+    assert f"--engine tokenspeed@{revision}" in codes["RUN003"]["message"]
+    assert "kimi_k3_dspark.py" in codes["RUN003"]["message"]
+    if revision == "pr1031":
+        assert "engine-local, no kernel wheel needed" in codes["RUN002"]["message"]
+
+
+def test_runtime_pr1016_reads_the_stream_variable(dspark, tiny_draft, fabricated_engine):
+    site = fabricated_engine("pr1016")
+    run = dspark("check", tiny_draft(stream="prefix"), "--runtime", "--format", "json",
+                 env={"DSPARK_ENGINE_PATH": str(site), "TOKENSPEED_DFLASH_AUX_STREAM": "attn_res"})
+    assert run.exit_code == EXIT_CHECK_FAILED
+    assert "STR007" in {f["code"] for f in run.json()["findings"]}
+
+
+def test_runtime_and_an_engine_flag_that_disagree_is_a_usage_error(dspark, tiny_draft, fabricated_engine):
+    site = fabricated_engine("main")
+    run = dspark("check", tiny_draft(), "--runtime", "--engine-path", site, "--engine", "tokenspeed@pr1031")
+    assert run.exit_code == 2 and "disagree" in run.stdout + run.stderr
+
+
+def test_runtime_finds_the_engine_on_the_python_path_without_importing_it(dspark_process, tiny_draft, fabricated_engine):
+    site = fabricated_engine("pr1031")
+    (site / "tokenspeed" / "__init__.py").write_text("raise RuntimeError('imported: the probe must only read')\n")
+    run = dspark_process("check", tiny_draft(fc_norm=True), "--runtime", "--format", "json",
+                         env={"PYTHONPATH": str(site)})
+    assert run.exit_code == EXIT_OK, run.stderr
+    assert json.loads(run.stdout)["engine"] == "tokenspeed@pr1031"
     assert "imported" not in run.stderr
+
+
+# --------------------------------------------------------------------------
+# doctor with an installed engine
+
+
+CUDA_ONLY_KERNEL = '''
+def segmented_rmsnorm(x, weight, eps, out=None):
+    if not x.is_cuda or not weight.is_cuda:
+        raise ValueError("segmented_rmsnorm requires CUDA tensors")
+    raise AssertionError("not reached on the CPU")
+'''
+
+
+@pytest.mark.parametrize("revision", ["pr1016", "pr1031"])
+def test_doctor_runs_the_engines_own_kernel(dspark_process, fabricated_engine, revision):
+    pytest.importorskip("torch")
+    site = fabricated_engine(revision)
+    run = dspark_process("doctor", "--engine-path", site, "--format", "json")
+    assert run.exit_code == EXIT_OK, run.stdout + run.stderr
+    found = rows(run)
+    assert found["serving engine"]["status"] == "ok" and f"tokenspeed@{revision}" in found["serving engine"]["detail"]
+    assert found["serving kernels"]["status"] == "ok"
+    kernel = found["engine kernel"]
+    assert kernel["status"] == "ok" and "matches the reference" in kernel["detail"], kernel
+
+
+def test_doctor_says_why_the_engines_kernel_cannot_run_here(dspark_process, fabricated_engine):
+    pytest.importorskip("torch")
+    if _gpu():
+        pytest.skip("on a GPU the kernel runs")
+    site = fabricated_engine("pr1031", kernel=CUDA_ONLY_KERNEL)
+    run = dspark_process("doctor", "--engine-path", site, "--format", "json")
+    assert run.exit_code == EXIT_OK, run.stdout + run.stderr
+    kernel = rows(run)["engine kernel"]
+    assert kernel["status"] == "not run" and "requires CUDA tensors" in kernel["detail"]
+
+
+def test_doctor_fails_an_engine_that_cannot_import_its_kernel(dspark_process, fabricated_engine):
+    site = fabricated_engine("pr1016", wheel_kernel=False)
+    run = dspark_process("doctor", "--engine-path", site, "--format", "json")
+    assert run.exit_code == EXIT_CHECK_FAILED
+    found = rows(run)
+    assert found["serving kernels"]["status"] == "problem" and "will not start" in found["serving kernels"]["detail"]
+
+
+def test_doctor_on_main_has_no_engine_kernel_to_run(dspark_process, fabricated_engine):
+    run = dspark_process("doctor", "--engine-path", fabricated_engine("main"), "--format", "json")
+    assert run.exit_code == EXIT_OK
+    found = rows(run)
+    assert found["serving kernels"]["status"] == "absent" and "builds no fc_norm" in found["serving kernels"]["detail"]
+    assert found["engine kernel"]["status"] in ("absent", "not run")

@@ -1,0 +1,393 @@
+"""The serving engine installed where dspark runs, and which revision it is.
+
+An engine is found as Python finds it (`importlib.util.find_spec` of its
+top-level package, which imports nothing) or in a folder the caller names
+(`--engine-path`, `DSPARK_ENGINE_PATH`): a site-packages-like folder holding
+the package, or the package folder itself. Its files are read, never
+imported: importing a serving engine pulls in torch, triton and CUDA.
+
+The detection is a table, `DETECTORS`: one row per distribution (the name
+pip installs), in the order they are tried, each saying which package to
+find and how to tell its revision. TokenSpeed installs as 0.1.0 at every
+revision dspark knows, so its code decides: the fingerprints of
+schema/engines/tokenspeed_revisions.py are read from its files. vLLM and
+SGLang are told by their distribution version.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Mapping
+
+from dspark.schema.engines import tokenspeed_revisions as ts
+from dspark.schema.errors import UsageError
+
+ENGINE_PATH_ENV = "DSPARK_ENGINE_PATH"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One fingerprint as read from the installed files."""
+
+    name: str
+    what: str
+    file: str  # the installed file read (absolute), or the path it was looked for at
+    line: int | None  # where the fact sits; None when it is absent
+    value: object
+    # revision -> (value there, where it was read)
+    known: Mapping[str, tuple[object, str]] = field(default_factory=dict)
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.line is not None else f"{self.file} (absent)"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "what": self.what, "file": self.file, "line": self.line, "value": self.value,
+                "known": {rev: {"value": value, "source": source} for rev, (value, source) in self.known.items()}}
+
+
+@dataclass(frozen=True)
+class KernelInstall:
+    """The segmented RMSNorm the installed engine's K3 DSpark model imports."""
+
+    module: str  # the dotted module the model imports it from
+    import_site: str  # file:line of the model's import
+    file: str | None  # the module's installed file; None: not found
+    root: str | None  # the folder to put on sys.path to import `module`
+    defines: bool  # the file defines (or imports) segmented_rmsnorm at top level
+    revision: str | None  # the revision whose call convention applies
+    why_missing: str = ""  # when not `defines`: what is missing, in words
+
+    @property
+    def importable(self) -> bool:
+        return self.defines
+
+    def to_dict(self) -> dict:
+        return {"module": self.module, "import_site": self.import_site, "file": self.file, "root": self.root,
+                "defines_segmented_rmsnorm": self.defines, "revision": self.revision,
+                "why_missing": self.why_missing or None}
+
+
+@dataclass(frozen=True)
+class InstalledEngine:
+    distribution: str
+    version: str | None
+    location: str  # the package folder
+    # The profile it is judged with (`tokenspeed@pr1031`); None: dspark models
+    # no profile for it (the default profile judges instead).
+    profile: str | None
+    revision: str | None = None  # the known revision matched (or the nearest)
+    exact: bool = True  # every fingerprint matched `revision`
+    evidence: tuple[Evidence, ...] = ()
+    differences: tuple[str, ...] = ()  # fingerprints that differ from `revision`, in words
+    note: str = ""  # why there is no profile
+    # The kernel its K3 DSpark model imports; None when it imports none (main).
+    kernel: KernelInstall | None = None
+    # False when the engine imports no segmented RMSNorm at all.
+    has_kernel_import: bool = False
+
+    def describe(self) -> str:
+        version = f" {self.version}" if self.version else " (version unknown)"
+        return f"{self.distribution}{version} at {self.location}"
+
+    def to_dict(self) -> dict:
+        return {
+            "distribution": self.distribution, "version": self.version, "location": self.location,
+            "profile": self.profile, "revision": self.revision, "exact": self.exact,
+            "evidence": [e.to_dict() for e in self.evidence], "differences": list(self.differences),
+            "note": self.note or None, "kernel": self.kernel.to_dict() if self.kernel else None,
+        }
+
+
+@dataclass(frozen=True)
+class EngineDetector:
+    distribution: str  # the name pip installs, as importlib.metadata knows it
+    package: str  # its top-level import name
+    # (package folder, version, root folder or None) -> what it is
+    identify: Callable[[Path, str | None, Path | None], InstalledEngine]
+
+
+# ---------------------------------------------------------------------------
+# reading files
+
+
+def _parse(path: Path) -> ast.Module | None:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def defines(path: Path, name: str) -> int | None:
+    """The line where `path` binds `name` at module level (a def, a class,
+    an assignment or an import), or None."""
+    tree = _parse(path)
+    if tree is None:
+        return None
+    for node in _top_level(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return node.lineno
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return node.lineno
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((alias.asname or alias.name.split(".")[-1]) == name for alias in node.names):
+                return node.lineno
+    return None
+
+
+def _top_level(tree: ast.Module):
+    """Module-level statements, those inside a top-level `try`/`if` too (an
+    import guarded there still runs when the module is imported)."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop(0)
+        yield node
+        if isinstance(node, ast.Try):
+            stack[:0] = [*node.body, *node.orelse, *node.finalbody]
+        elif isinstance(node, ast.If):
+            stack[:0] = [*node.body, *node.orelse]
+
+
+def _import_of(tree: ast.Module | None, name: str) -> tuple[str | None, int | None]:
+    """(module, line) of a module-level `from MODULE import name`."""
+    if tree is None:
+        return None, None
+    for node in _top_level(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if any(alias.name == name for alias in node.names):
+                return node.module, node.lineno
+    return None, None
+
+
+def _attribute_assigned(tree: ast.Module | None, attribute: str) -> int | None:
+    """The first line assigning `self.<attribute>` anywhere in the file."""
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if (isinstance(target, ast.Attribute) and target.attr == attribute
+                        and isinstance(target.value, ast.Name) and target.value.id == "self"):
+                    return node.lineno
+    return None
+
+
+def _function_defined(tree: ast.Module | None, name: str) -> int | None:
+    if tree is None:
+        return None
+    for node in _top_level(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return node.lineno
+    return None
+
+
+def _string_used(tree: ast.Module | None, text: str) -> int | None:
+    if tree is None:
+        return None
+    lines = [node.lineno for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and node.value == text and hasattr(node, "lineno")]
+    return min(lines) if lines else None
+
+
+# ---------------------------------------------------------------------------
+# TokenSpeed
+
+
+def _tokenspeed_facts(package: Path) -> dict[str, tuple[object, int | None, Path]]:
+    """fingerprint name -> (value, line, file) read from the installed files."""
+    model_file = package / ts.K3_MODEL_FILE
+    drafter_file = package / ts.DRAFTER_FILE
+    model, drafter = _parse(model_file), _parse(drafter_file)
+    module, module_line = _import_of(model, ts.KERNEL_FUNCTION)
+    fc_norm_line = _attribute_assigned(model, "fc_norm")
+    resolver_line = _function_defined(drafter, "_resolve_aux_hidden_stream")
+    env_line = _string_used(drafter, ts.STREAM_ENV_VAR)
+    return {
+        "kernel_import": (module, module_line, model_file),
+        "fc_norm_built": (fc_norm_line is not None, fc_norm_line, model_file),
+        "stream_resolver": (resolver_line is not None, resolver_line, drafter_file),
+        "stream_env_read": (env_line is not None, env_line, drafter_file),
+    }
+
+
+def _nearest(observed: Mapping[str, object]) -> tuple[str, list[str]]:
+    """The known revision most fingerprints match (ties: the newer), and
+    the names of those that differ from it."""
+    def differing(revision: str) -> list[str]:
+        return [fp.name for fp in ts.FINGERPRINTS if fp.values[revision] != observed[fp.name]]
+
+    best = min(ts.REVISIONS, key=lambda rev: (len(differing(rev)), ts.REVISIONS.index(rev)))
+    return best, differing(best)
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def identify_tokenspeed(package: Path, version: str | None, root: Path | None) -> InstalledEngine:
+    facts = _tokenspeed_facts(package)
+    evidence = tuple(
+        Evidence(fp.name, fp.what, str(facts[fp.name][2]), facts[fp.name][1], facts[fp.name][0],
+                 {rev: (fp.values[rev], fp.cite(rev)) for rev in ts.REVISIONS})
+        for fp in ts.FINGERPRINTS
+    )
+    observed = {name: value for name, (value, _, _) in facts.items()}
+    revision, differing = _nearest(observed)
+    by_name = {e.name: e for e in evidence}
+    differences = tuple(
+        f"{by_name[name].what}: {_show(observed[name])} here ({by_name[name].where()}), "
+        f"{_show(by_name[name].known[revision][0])} at {revision} ({by_name[name].known[revision][1]})"
+        for name in differing
+    )
+    module, line, model_file = facts["kernel_import"]
+    kernel = None
+    if module is not None:
+        kernel = _kernel_install(str(module), f"{model_file}:{line}", package, root,
+                                 revision if module == _call_module(revision) else _revision_for_module(str(module)))
+    return InstalledEngine(
+        distribution="tokenspeed", version=version, location=str(package), profile=f"tokenspeed@{revision}",
+        revision=revision, exact=not differing, evidence=evidence, differences=differences,
+        kernel=kernel, has_kernel_import=module is not None,
+    )
+
+
+def _call_module(revision: str) -> str | None:
+    call = ts.KERNEL_CALLS.get(revision)
+    return call.module if call else None
+
+
+def _revision_for_module(module: str) -> str | None:
+    return next((rev for rev, call in ts.KERNEL_CALLS.items() if call.module == module), None)
+
+
+def _kernel_install(module: str, import_site: str, engine_package: Path, root: Path | None,
+                    revision: str | None) -> KernelInstall:
+    """Find `module`'s file as Python would import it: inside the engine's
+    own package, or in another installed package (found, not imported)."""
+    head, *rest = module.split(".")
+    if head == engine_package.name:
+        folders = [engine_package]
+    elif root is not None and (root / head).is_dir():
+        folders = [root / head]
+    else:
+        folders = _package_folders(head)
+    if not folders:
+        return KernelInstall(module, import_site, None, None, False, revision,
+                             f"{head} is not installed")
+    for folder in folders:
+        base = folder.joinpath(*rest)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                found = defines(candidate, ts.KERNEL_FUNCTION) is not None
+                return KernelInstall(module, import_site, str(candidate), str(folder.parent), found, revision,
+                                     "" if found else f"{candidate} has no top-level {ts.KERNEL_FUNCTION}")
+    return KernelInstall(module, import_site, None, str(folders[0].parent), False, revision,
+                         f"{head} at {folders[0]} has no {module}")
+
+
+def _package_folders(name: str) -> list[Path]:
+    try:
+        spec = importlib.util.find_spec(name)  # a top-level name: imports nothing
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    folders = [Path(folder) for folder in (spec.submodule_search_locations or [])]
+    if not folders and spec.origin:
+        folders = [Path(spec.origin).parent]
+    return folders
+
+
+# ---------------------------------------------------------------------------
+# engines told by their version
+
+
+def _by_version(distribution: str, versions: Mapping[str, str]) -> Callable[[Path, str | None, Path | None], InstalledEngine]:
+    def identify(package: Path, version: str | None, root: Path | None) -> InstalledEngine:
+        profile = versions.get(version or "")
+        if profile is None:
+            known = ", ".join(f"{distribution}=={v}" for v in versions)
+            return InstalledEngine(distribution, version, str(package), None,
+                                   note=f"dspark models {known} only")
+        from dspark.schema.engines import engine_by_spec
+
+        try:
+            engine_by_spec(profile)
+        except UsageError:
+            return InstalledEngine(distribution, version, str(package), None,
+                                   note=f"dspark has no {profile!r} engine profile in this install")
+        return InstalledEngine(distribution, version, str(package), profile)
+
+    return identify
+
+
+# Tried in this order; the first found is the engine judged.
+DETECTORS: tuple[EngineDetector, ...] = (
+    EngineDetector("tokenspeed", "tokenspeed", identify_tokenspeed),
+    EngineDetector("vllm", "vllm", _by_version("vllm", {"0.33.0": "vllm"})),
+    EngineDetector("sglang", "sglang", _by_version("sglang", {"0.5.23": "sglang"})),
+)
+
+
+# ---------------------------------------------------------------------------
+# finding them
+
+
+def engine_path_from(flag: Path | str | None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The folder named by `--engine-path`, else by DSPARK_ENGINE_PATH; it
+    must exist."""
+    environ = os.environ if environ is None else environ
+    if flag is not None:
+        where, path = "--engine-path", Path(flag)
+    elif environ.get(ENGINE_PATH_ENV):
+        where, path = ENGINE_PATH_ENV, Path(environ[ENGINE_PATH_ENV])
+    else:
+        return None
+    if not path.is_dir():
+        raise UsageError(f"{where} {path}: not a folder.",
+                         hint="Name the site-packages folder the engine is installed in, or its package folder.")
+    return path
+
+
+def _version(distribution: str, root: Path | None) -> str | None:
+    if root is not None:
+        for dist in metadata.distributions(path=[str(root)]):
+            if (dist.metadata.get("Name") or "").lower().replace("_", "-") == distribution:
+                return dist.version
+        return None
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def find_installed_engines(engine_path: Path | None = None) -> list[InstalledEngine]:
+    """Every engine of `DETECTORS` installed here (or in `engine_path`), in
+    the table's order."""
+    found = []
+    for detector in DETECTORS:
+        root = None
+        if engine_path is not None:
+            if (engine_path / detector.package).is_dir():
+                root, folders = engine_path, [engine_path / detector.package]
+            elif engine_path.name == detector.package:
+                root, folders = engine_path.parent, [engine_path]
+            else:
+                continue
+        else:
+            folders = _package_folders(detector.package)
+        if not folders:
+            continue
+        found.append(detector.identify(folders[0], _version(detector.distribution, root), root))
+    return found
