@@ -14,6 +14,7 @@ from dspark.cli.formats import Report, judged
 from dspark.cli.options import (
     CheckpointArg,
     ConfigOption,
+    EnginePathOption,
     FormatOption,
     OutputFileOption,
     OutputFormat,
@@ -22,12 +23,18 @@ from dspark.cli.options import (
 )
 from dspark.cli.output import configure_output, emit
 from dspark.converters.writers.overwrite_guard import RunInput
-from dspark.schema.errors import require_torch
+from dspark.schema.errors import UsageError, require_torch
 
 
 class Device(str, enum.Enum):
     cuda = "cuda"
     cpu = "cpu"
+
+
+class Kernel(str, enum.Enum):
+    dspark = "dspark"
+    engine = "engine"
+    both = "both"
 
 
 def smoke(
@@ -46,14 +53,23 @@ def smoke(
                      parser=named_path),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic taps.")] = 0,
+    kernel: Annotated[
+        Kernel,
+        typer.Option("--kernel", help="Whose segmented RMSNorm is judged: dspark's, the installed serving "
+                     "engine's (run beside dspark's), or both. Exit 2 when the engine's cannot run here."),
+    ] = Kernel.dspark,
+    engine_path: EnginePathOption = None,
     config: ConfigOption = None,
     output: FormatOption = OutputFormat.human,
     output_file: OutputFileOption = None,
     quiet: QuietOption = False,
 ) -> None:
-    """Run the draft's context projection through the fused Triton kernel and compare with fp32."""
+    """Run the draft's context projection through the fused Triton kernel (and the serving engine's) and compare with fp32."""
     configure_output("smoke", output.value, output_file, quiet,
                      reads=(RunInput("CKPT", checkpoint), RunInput("--taps", taps), RunInput("--config", config)))
+    if engine_path is not None and kernel is Kernel.dspark:
+        raise UsageError("--engine-path names where the serving engine is installed; it needs --kernel engine or both.",
+                         hint=f"Run `dspark smoke {checkpoint} --kernel both --engine-path {engine_path}`.")
     torch = require_torch("dspark smoke")
     if device is Device.cpu or (device is None and not torch.cuda.is_available()):
         # Triton reads this when the kernel module is imported: on the CPU the
@@ -68,6 +84,8 @@ def smoke(
         taps_file=taps,
         seed=seed,
         config_path=config,
+        kernel=kernel.value,
+        engine_path=engine_path,
     )
     code = decide(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
     emit(smoke_report(report, code))

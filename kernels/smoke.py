@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from dspark.schema.errors import first_line
+
 from .reference import inverse_rms, segmented_rmsnorm_reference
 from .segmented_rmsnorm import kernel_status, segmented_rmsnorm
 from .testing import ErrorStats, error_stats
@@ -37,6 +39,7 @@ from .testing import ErrorStats, error_stats
 __all__ = [
     "PROJECTION_OVERHEAD_GOAL",
     "REL_RMS_TOLERANCE",
+    "EngineKernelCheck",
     "PathCheck",
     "ProjectionSmokeResult",
     "ProjectionTimings",
@@ -108,6 +111,29 @@ class ProjectionTimings:
 
 
 @dataclasses.dataclass(frozen=True)
+class EngineKernelCheck:
+    """The serving engine's segmented RMSNorm beside dspark's, on the same
+    taps and weights: each one's normalised taps against the fp32 norm,
+    the whole projection through the engine's norm against the fp32
+    projection, and (on CUDA) each norm's median time with a copy of the
+    same bytes as the floor."""
+
+    engine: str
+    ran: bool
+    reason: str | None  # why it did not run (it raised, or was not asked to run)
+    dspark_norm: PathCheck | None = None
+    engine_norm: PathCheck | None = None
+    engine_projection: PathCheck | None = None
+    dspark_ms: float | None = None
+    engine_ms: float | None = None
+    copy_ms: float | None = None
+
+    @property
+    def within_tolerance(self) -> bool:
+        return self.ran and self.engine_norm.within_tolerance and self.engine_projection.within_tolerance
+
+
+@dataclasses.dataclass(frozen=True)
 class ProjectionSmokeResult:
     """What :func:`smoke_projection` found. Findings are data; the caller decides."""
 
@@ -131,6 +157,8 @@ class ProjectionSmokeResult:
     #: the fp32 reference output is all zeros: the weights compute nothing,
     #: so there is nothing to compare the kernel with
     zero_output: bool = False
+    #: the serving engine's kernel beside dspark's, when one was handed in
+    engine: EngineKernelCheck | None = None
 
     @property
     def nonfinite_output(self) -> bool:
@@ -168,13 +196,19 @@ def synthetic_taps(
     Tap ``i`` has RMS ``10 ** (3 * i / (S - 1) - 1)``, 0.1 for the first and
     100 for the last: a residual stream grows with depth, which is exactly what
     the per-tap norms undo.
+
+    Drawn where they are used, in the working dtype: a K3 smoke at T = 8192
+    is 294 M values, 2.35 GB in float64 on the host before the move. The
+    values depend on the seed and the device's generator (a GPU draws other
+    numbers than the CPU for the same seed).
     """
-    gen = torch.Generator().manual_seed(seed)
-    exponents = torch.linspace(-1.0, 2.0, num_segments, dtype=torch.float64) if num_segments > 1 else torch.zeros(1)
-    scales = (10.0 ** exponents).to(torch.float64)
-    x = torch.randn(tokens, num_segments, target_hidden, generator=gen, dtype=torch.float64)
-    x = x * scales[:, None]
-    return x.reshape(tokens, num_segments * target_hidden).to(device=device, dtype=dtype)
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(tokens, num_segments, target_hidden, generator=gen, dtype=dtype, device=device)
+    exponents = [(3.0 * i / (num_segments - 1) - 1.0) if num_segments > 1 else 0.0 for i in range(num_segments)]
+    for i, exponent in enumerate(exponents):
+        x[:, i].mul_(10.0 ** exponent)
+    return x.view(tokens, num_segments * target_hidden)
 
 
 def _fc_norm_weights(weights: Mapping[str, torch.Tensor], num_segments: int, target_hidden: int):
@@ -237,6 +271,8 @@ def smoke_projection(
     cast_order: str = "fp32",
     measure_time: bool = True,
     tolerance: float | None = None,
+    engine_norm: Callable[..., torch.Tensor] | None = None,
+    engine_name: str = "engine",
 ) -> ProjectionSmokeResult:
     """Run a draft's context projection three ways and compare each with fp32.
 
@@ -258,6 +294,11 @@ def smoke_projection(
             whole projection).
         tolerance: the largest relative RMS error a path may show (a gate's
             policy); default :data:`REL_RMS_TOLERANCE` of the working dtype.
+        engine_norm: the serving engine's segmented RMSNorm, adapted to
+            ``(x [T, S*th], weight [S, th], eps, out=None) -> [T, S*th]``
+            (see :mod:`dspark.kernels.smoke_engine`): run beside dspark's on
+            the fc_norm step, for a draft with fc_norm.
+        engine_name: what to call it in the result.
 
     Returns:
         A :class:`ProjectionSmokeResult`; nothing is raised for bad numbers.
@@ -328,6 +369,11 @@ def smoke_projection(
     if measure_time and device.type == "cuda":
         timings = _time_fused_path(x, fc_w, proj_w, ctx_norm_w, rms_norm_eps, cast_order)
 
+    engine = None
+    if engine_norm is not None:
+        engine = _engine_beside(engine_norm, engine_name, x, fc_w, proj_w, ctx_norm_w, rms_norm_eps, cast_order,
+                                normed32, expected, tolerance, measure_time and device.type == "cuda")
+
     return ProjectionSmokeResult(
         tokens=tokens,
         num_segments=num_segments,
@@ -346,6 +392,40 @@ def smoke_projection(
         timings=timings,
         zero_weights=zero_weights,
         zero_output=not bool(expected.any()),
+        engine=engine,
+    )
+
+
+def _engine_beside(engine_norm, name, x, fc_w, proj_w, ctx_norm_w, eps, cast_order, normed32, expected, tolerance,
+                   measure_time) -> EngineKernelCheck:
+    if fc_w is None:
+        return EngineKernelCheck(name, False, "the draft has no fc_norm: the engine runs no segmented RMSNorm for it")
+    try:
+        normed = engine_norm(x, fc_w, eps)
+        if x.device.type == "cuda":
+            torch.cuda.synchronize()
+    except Exception as error:  # noqa: BLE001 - the engine's kernel refusing these tensors is reported, not raised
+        return EngineKernelCheck(name, False, f"it raised {type(error).__name__}: {first_line(error)}")
+    ours = segmented_rmsnorm(x, fc_w, eps, cast_order=cast_order)
+    projection = segmented_rmsnorm(normed @ proj_w.t(), ctx_norm_w, eps, cast_order=cast_order)
+    times = {}
+    if measure_time:
+        ours_out, engine_out, copy_out = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+        times = _time_cuda_ms({
+            "dspark": lambda: segmented_rmsnorm(x, fc_w, eps, out=ours_out, cast_order=cast_order),
+            "engine": lambda: engine_norm(x, fc_w, eps, out=engine_out),
+            "copy": lambda: copy_out.copy_(x),
+        })
+    return EngineKernelCheck(
+        engine=name,
+        ran=True,
+        reason=None,
+        dspark_norm=PathCheck("dspark fc_norm", error_stats(ours, normed32), tolerance),
+        engine_norm=PathCheck(f"{name} fc_norm", error_stats(normed, normed32), tolerance),
+        engine_projection=PathCheck(f"{name} projection", error_stats(projection, expected), tolerance),
+        dspark_ms=times.get("dspark"),
+        engine_ms=times.get("engine"),
+        copy_ms=times.get("copy"),
     )
 
 

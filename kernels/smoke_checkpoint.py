@@ -21,9 +21,15 @@ from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, DeviceUnavailableError, UsageError, first_line
 from dspark.schema.findings import Finding, Severity
 
+from dspark.converters.runtime import Runtime, probe_runtime
+
 from .smoke import PROJECTION_OVERHEAD_GOAL, ProjectionSmokeResult, smoke_projection
+from .smoke_engine import load_engine_kernel
 
 DEFAULT_TOKENS = {"cuda": 8192, "cpu": 8}
+# --kernel: whose segmented RMSNorm is judged. `engine` judges the installed
+# serving engine's (dspark's runs beside it, for comparison); `both` judges both.
+KERNELS = ("dspark", "engine", "both")
 
 
 @dataclasses.dataclass
@@ -35,6 +41,9 @@ class SmokeReport:
     taps_source: str
     result: ProjectionSmokeResult
     findings: list[Finding]
+    kernel: str = "dspark"
+    # the installed engine's kernel as loaded (or why not), when asked for
+    engine_kernel: Any = None
 
     @property
     def passed(self) -> bool:
@@ -80,7 +89,23 @@ class SmokeReport:
             "zero_weights": list(r.zero_weights),
             "zero_output": r.zero_output,
             "timings": timings,
+            "kernel": self.kernel,
+            "engine_kernel": self._engine_dict(path),
             "findings": [f.to_dict() for f in self.findings],
+        }
+
+    def _engine_dict(self, path) -> dict[str, Any] | None:
+        if self.engine_kernel is None:
+            return None
+        check = self.result.engine
+        loaded = self.engine_kernel.to_dict()
+        if check is None or not check.ran:
+            return {**loaded, "ran": False, "reason": check.reason if check is not None else loaded["reason"]}
+        return {
+            **loaded, "ran": True, "reason": None,
+            "paths": {"dspark_norm": path(check.dspark_norm), "engine_norm": path(check.engine_norm),
+                      "engine_projection": path(check.engine_projection)},
+            "timings": {"dspark_ms": check.dspark_ms, "engine_ms": check.engine_ms, "copy_ms": check.copy_ms},
         }
 
 
@@ -109,16 +134,38 @@ def smoke_checkpoint(
     config_path: Path | str | None = None,
     cast_order: str = "fp32",
     tolerance: float | None = None,
+    kernel: str = "dspark",
+    runtime: Runtime | None = None,
+    engine_path: Path | str | None = None,
+    engine_required: bool = True,
 ) -> SmokeReport:
     """Run the checkpoint's context projection through the fused kernel and
     compare it with an fp32 reference (see :mod:`dspark.kernels.smoke`).
-    `tolerance` replaces the working dtype's relative RMS bound."""
+    `tolerance` replaces the working dtype's relative RMS bound. `kernel`
+    "engine" or "both" also runs the installed serving engine's segmented
+    RMSNorm (`runtime`, else found here or under `engine_path`) beside
+    dspark's; where it cannot run, a `UsageError` says why when
+    `engine_required` (the user asked for it), else a warning does."""
+    if kernel not in KERNELS:
+        raise UsageError(f"--kernel {kernel!r}: use one of {', '.join(KERNELS)}.")
     device = resolve_device(device)
     if not 0 <= seed <= _LARGEST_SEED:
         raise UsageError(f"--seed {seed}: a seed is a whole number from 0 to {_LARGEST_SEED}.")
     checkpoint = open_checkpoint(path, config_path=config_path)
     family, num_segments, target_hidden, eps = _projection_shape(checkpoint)
     weights = _load_projection_weights(checkpoint, num_segments)
+    engine_kernel = None
+    if kernel != "dspark":
+        engine_kernel = load_engine_kernel(probe_runtime(engine_path) if runtime is None else runtime)
+        why = engine_kernel.reason
+        if why is None and "fc_norm.0.weight" not in weights:
+            why = "the draft has no fc_norm: the engine runs no segmented RMSNorm for it"
+        if why is not None and engine_required:
+            raise EngineKernelUnavailable(
+                f"--kernel {kernel}: the engine's segmented_rmsnorm cannot run here: {why}.",
+                hint="Run where the engine is installed (--engine-path DIR names it) and its kernel can run, "
+                     "or use --kernel dspark.",
+            )
 
     if taps_file is not None:
         taps = load_taps(Path(taps_file), num_segments, target_hidden)
@@ -143,6 +190,8 @@ def smoke_checkpoint(
             taps=taps,
             cast_order=cast_order,
             tolerance=tolerance,
+            engine_norm=engine_kernel.run if engine_kernel is not None else None,
+            engine_name=engine_kernel.engine if engine_kernel is not None else "engine",
         )
     except RuntimeError as error:
         if not _out_of_memory(error):
@@ -164,6 +213,12 @@ def smoke_checkpoint(
             code="INV003",
             hint=f"Run `dspark check {checkpoint.source}` for the full report.",
         ) from None
+    if engine_kernel is not None and engine_kernel.available and engine_required and not result.engine.ran:
+        raise EngineKernelUnavailable(
+            f"--kernel {kernel}: the engine's segmented_rmsnorm ({engine_kernel.module}) did not run on {device}: "
+            f"{result.engine.reason}.",
+            hint="Run on the machine the engine serves from (its kernel may need a GPU), or use --kernel dspark.",
+        )
     return SmokeReport(
         checkpoint=str(checkpoint.source),
         family=family.name,
@@ -171,8 +226,14 @@ def smoke_checkpoint(
         tokens=result.tokens,
         taps_source=taps_source,
         result=result,
-        findings=smoke_findings(result),
+        findings=smoke_findings(result, kernel=kernel, engine_kernel=engine_kernel),
+        kernel=kernel,
+        engine_kernel=engine_kernel,
     )
+
+
+class EngineKernelUnavailable(UsageError):
+    """`--kernel engine` was asked for and the engine's kernel cannot run here (exit 2)."""
 
 
 # torch.manual_seed takes up to 2**64 - 1; a seed is kept to what every
@@ -333,7 +394,7 @@ def _with_rows(path: Path, name: str, taps: torch.Tensor) -> torch.Tensor:
     return taps
 
 
-def smoke_findings(result: ProjectionSmokeResult) -> list[Finding]:
+def smoke_findings(result: ProjectionSmokeResult, *, kernel: str = "dspark", engine_kernel=None) -> list[Finding]:
     findings: list[Finding] = []
     fused, incremental, folded = result.fused, result.incremental, result.folded
     if result.nonfinite_weights or result.nonfinite_output:
@@ -355,7 +416,7 @@ def smoke_findings(result: ProjectionSmokeResult) -> list[Finding]:
             tensor=result.zero_weights[0] if result.zero_weights else None,
             detail={"zero_weights": list(result.zero_weights), "zero_output": result.zero_output},
         ))
-    if not fused.within_tolerance and not fused.nonfinite and not result.zero_output:
+    if kernel != "engine" and not fused.within_tolerance and not fused.nonfinite and not result.zero_output:
         findings.append(Finding(
             "SMK002",
             f"the fused projection is off the fp32 reference by relative RMS {fused.rel_rms_error:.3e} "
@@ -402,4 +463,44 @@ def smoke_findings(result: ProjectionSmokeResult) -> list[Finding]:
             detail={"norm_ms": t.norm_ms, "gemm_ms": t.gemm_ms, "projection_ms": t.projection_ms,
                     "ratio": t.overhead_ratio, "goal": PROJECTION_OVERHEAD_GOAL},
         ))
+    if engine_kernel is not None:
+        findings += _engine_findings(result, kernel, engine_kernel)
     return findings
+
+
+def _engine_findings(result: ProjectionSmokeResult, kernel: str, engine_kernel) -> list[Finding]:
+    check = result.engine
+    name = engine_kernel.engine
+    if check is None or not check.ran:
+        why = check.reason if check is not None else engine_kernel.reason
+        return [Finding(
+            "SMK011",
+            f"{name}'s segmented_rmsnorm did not run here: {why}; only dspark's kernel was tested.",
+            detail=engine_kernel.to_dict() | {"reason": why},
+        )]
+    findings = []
+    side = (f"{name}'s segmented_rmsnorm ({engine_kernel.module}) beside dspark's on the fc_norm step: relative RMS "
+            f"error {check.engine_norm.rel_rms_error:.3e} against dspark's {check.dspark_norm.rel_rms_error:.3e}; "
+            f"the projection through it {check.engine_projection.rel_rms_error:.3e} (tolerance "
+            f"{check.engine_norm.tolerance:.0e})")
+    detail = {"engine": name, "module": engine_kernel.module, "call": engine_kernel.call_source,
+              "engine_norm_rel_rms": check.engine_norm.rel_rms_error,
+              "dspark_norm_rel_rms": check.dspark_norm.rel_rms_error,
+              "engine_projection_rel_rms": check.engine_projection.rel_rms_error,
+              "dspark_ms": check.dspark_ms, "engine_ms": check.engine_ms, "copy_ms": check.copy_ms}
+    if check.engine_ms is not None:
+        side += (f"; T={result.tokens}: dspark {check.dspark_ms * 1e3:.1f} µs, engine {check.engine_ms * 1e3:.1f} µs "
+                 f"({check.dspark_ms / check.engine_ms:.2f}x the engine's), copy of the same bytes "
+                 f"{check.copy_ms * 1e3:.1f} µs")
+    findings.append(Finding("SMK010", side + ".", detail=detail))
+    if not check.within_tolerance and kernel in ("engine", "both"):
+        off = check.engine_norm if not check.engine_norm.within_tolerance else check.engine_projection
+        findings.append(Finding(
+            "SMK009",
+            f"{name}'s segmented_rmsnorm is off the fp32 reference: {off.name} relative RMS "
+            f"{off.rel_rms_error:.3e} (tolerance {off.tolerance:.0e}, max abs {off.max_abs_error:.3e}); the engine "
+            "would serve this draft's context wrong. Do not deploy on this engine install.",
+            detail=detail,
+        ))
+    return findings
+

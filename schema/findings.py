@@ -147,6 +147,9 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("SMK006", W, "the Triton kernel did not run; the torch reference computed the norm"),
     ("SMK007", I, "GPU timings of the norm and the whole projection"),
     ("SMK008", E, "projection weights or output are all zeros: nothing to compare"),
+    ("SMK009", E, "the installed engine's segmented_rmsnorm differs from the fp32 reference beyond tolerance"),
+    ("SMK010", I, "the installed engine's segmented_rmsnorm beside dspark's: errors and times"),
+    ("SMK011", W, "the installed engine's segmented_rmsnorm did not run here (why)"),
     # `check --runtime`: the serving engine installed where the check runs
     ("RUN001", E, "the engine installed here will not start: its K3 DSpark model cannot import its segmented_rmsnorm"),
     ("RUN002", I, "the segmented_rmsnorm the installed engine serves with, and where it comes from"),

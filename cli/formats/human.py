@@ -313,11 +313,15 @@ def smoke_page(report: Report) -> None:
     for key, value in rows:
         stdout.print(f"[dim]{key:>11}[/] {escape(value)}")
     stdout.print()
-    stdout.print(f"[dim]{'path':<12} {'rel RMS err':>12} {'max abs err':>12} {'cosine':>10}  within tolerance[/]")
-    for check in (r.fused, r.incremental, r.folded):
+    checks = [r.fused, r.incremental, r.folded]
+    if r.engine is not None and r.engine.ran:
+        checks += [r.engine.dspark_norm, r.engine.engine_norm, r.engine.engine_projection]
+    width = max(12, *(len(check.name) for check in checks))
+    stdout.print(f"[dim]{'path':<{width}} {'rel RMS err':>12} {'max abs err':>12} {'cosine':>10}  within tolerance[/]")
+    for check in checks:
         ok = "[green]yes[/]" if check.within_tolerance else "[red]no[/]"
         stdout.print(
-            f"{check.name:<12} {check.rel_rms_error:>12.3e} {check.max_abs_error:>12.3e} "
+            f"{escape(check.name):<{width}} {check.rel_rms_error:>12.3e} {check.max_abs_error:>12.3e} "
             f"{check.cosine_similarity:>10.6f}  {ok} (<= {check.tolerance:.0e})"
         )
     stdout.print()

@@ -108,6 +108,36 @@ def test_synthetic_taps_scale_by_decades():
     assert rms[0] == pytest.approx(0.1, rel=0.1) and rms[-1] == pytest.approx(100.0, rel=0.1)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "fp16", "fp32"])
+def test_synthetic_taps_are_drawn_in_the_working_dtype_only(dtype):
+    """No wider copy on the way: at K3 scale (T = 8192) a float64 draw is
+    2.35 GB on the host before it moves to the GPU."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    made = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            made.extend(t.dtype for t in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(t, torch.Tensor))
+            return out
+
+    with Watch():
+        x = synthetic_taps(16, S, TH, seed=1, dtype=dtype)
+    assert x.dtype == dtype and x.shape == (16, S * TH)
+    assert set(made) == {dtype}, made
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_synthetic_taps_are_drawn_on_the_device():
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    x = synthetic_taps(8192, 5, 7168, dtype=torch.bfloat16, device="cuda")
+    assert x.is_cuda and x.dtype == torch.bfloat16
+    # the taps themselves, nothing wider (a float64 draw on the GPU would be 4x)
+    assert torch.cuda.max_memory_allocated() - before <= x.numel() * x.element_size() * 1.01
+
+
 @pytest.mark.parametrize(
     "mutate, message",
     [

@@ -1,0 +1,128 @@
+"""`dspark smoke --kernel engine|both`: the installed serving engine's own
+segmented RMSNorm run beside dspark's on the draft's projection. The engines
+are TokenSpeed installs fabricated on disk whose `segmented_rmsnorm` is a
+small torch function written in tests/conftest.py (or here), with the
+engine's signature; on the CPU dspark's kernel runs in Triton's interpreter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE  # noqa: E402
+
+GPU = torch.cuda.is_available()
+DEVICE = "cuda" if GPU else "cpu"
+
+# Forgets the weight: the engine would serve the taps unscaled.
+WEIGHTLESS_KERNEL = '''
+import torch
+
+
+def segmented_rmsnorm(x, weight, eps, out=None):
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+'''
+
+CUDA_ONLY_KERNEL = '''
+def segmented_rmsnorm(x, weight, eps, out=None):
+    if not x.is_cuda or not weight.is_cuda:
+        raise ValueError("segmented_rmsnorm requires CUDA tensors")
+    raise AssertionError("not reached in these tests")
+'''
+
+OTHER_SIGNATURE_KERNEL = '''
+def segmented_rmsnorm(x, eps, weight):
+    return x
+'''
+
+
+def smoke(dspark_process, draft, *args):
+    run = dspark_process("smoke", draft, "--device", DEVICE, "--format", "json", *args)
+    return run, (json.loads(run.stdout) if run.stdout.strip().startswith("{") else None)
+
+
+def codes(document) -> list[str]:
+    return [f["code"] for f in document["findings"]]
+
+
+@pytest.mark.parametrize("revision", ["pr1016", "pr1031"])
+@pytest.mark.parametrize("kernel", ["engine", "both"])
+def test_the_engines_kernel_runs_beside_dspark(dspark_process, tiny_draft, fabricated_engine, revision, kernel):
+    site = fabricated_engine(revision)
+    run, document = smoke(dspark_process, tiny_draft(fc_norm=True), "--kernel", kernel, "--engine-path", site)
+    assert run.exit_code == EXIT_OK, run.stdout + run.stderr
+    engine = document["engine_kernel"]
+    assert engine["ran"] and engine["engine"] == f"tokenspeed@{revision}"
+    assert engine["paths"]["engine_norm"]["within_tolerance"] and engine["paths"]["dspark_norm"]["within_tolerance"]
+    assert engine["call_source"].startswith(("tokenspeed-kernel/", "python/tokenspeed/"))
+    (note,) = [f for f in document["findings"] if f["code"] == "SMK010"]
+    assert "beside dspark's" in note["message"]
+    if GPU:
+        assert engine["timings"]["engine_ms"] > 0 and "x the engine's" in note["message"]
+
+
+def test_an_engine_kernel_off_the_reference_fails_the_draft_on_that_engine(dspark_process, tiny_draft, fabricated_engine):
+    site = fabricated_engine("pr1031", kernel=WEIGHTLESS_KERNEL)
+    draft = tiny_draft(fc_norm=True)
+    run, document = smoke(dspark_process, draft, "--kernel", "engine", "--engine-path", site)
+    assert run.exit_code == EXIT_CHECK_FAILED, run.stdout + run.stderr
+    assert "SMK009" in codes(document) and "SMK002" not in codes(document)
+    # dspark's own kernel is not the one at fault
+    assert dspark_process("smoke", draft, "--device", DEVICE, "--kernel", "dspark").exit_code == EXIT_OK
+
+
+@pytest.mark.parametrize("setup, kernel, fc_norm, why", [
+    (None, "engine", True, "no serving engine is installed here"),
+    ("main", "engine", True, "builds no fc_norm"),
+    ("pr1031", "engine", False, "the draft has no fc_norm"),
+    ("pr1016-lacking", "both", True, "the engine would not start"),
+    ("other-signature", "engine", True, "takes (x, eps, weight)"),
+], ids=["none-installed", "main", "no-fc_norm", "import-fails", "signature"])
+def test_where_the_engines_kernel_cannot_run_it_says_why_with_exit_2(dspark_process, tiny_draft, fabricated_engine,
+                                                                      setup, kernel, fc_norm, why):
+    args = ["--kernel", kernel]
+    if setup == "main":
+        args += ["--engine-path", fabricated_engine("main")]
+    elif setup == "pr1031":
+        args += ["--engine-path", fabricated_engine("pr1031")]
+    elif setup == "pr1016-lacking":
+        args += ["--engine-path", fabricated_engine("pr1016", wheel_kernel=False)]
+    elif setup == "other-signature":
+        args += ["--engine-path", fabricated_engine("pr1031", kernel=OTHER_SIGNATURE_KERNEL)]
+    run = dspark_process("smoke", tiny_draft(fc_norm=fc_norm), "--device", DEVICE, *args)
+    assert run.exit_code == EXIT_USAGE, run.stdout + run.stderr
+    assert why in run.stdout + run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.skipif(GPU, reason="on a GPU the engine's CUDA-only kernel runs")
+def test_an_engine_kernel_that_refuses_the_cpu_says_so(dspark_process, tiny_draft, fabricated_engine):
+    site = fabricated_engine("pr1031", kernel=CUDA_ONLY_KERNEL)
+    run = dspark_process("smoke", tiny_draft(fc_norm=True), "--device", "cpu", "--kernel", "engine",
+                         "--engine-path", site)
+    assert run.exit_code == EXIT_USAGE
+    assert "requires CUDA tensors" in run.stdout + run.stderr
+
+
+def test_the_default_kernel_does_not_look_for_an_engine(dspark_process, tiny_draft, fabricated_engine):
+    site = fabricated_engine("pr1016", wheel_kernel=False)
+    run = dspark_process("smoke", tiny_draft(fc_norm=True), "--device", DEVICE, "--format", "json",
+                         env={"DSPARK_ENGINE_PATH": str(site)})
+    document = json.loads(run.stdout)
+    assert run.exit_code == EXIT_OK and document["kernel"] == "dspark" and document["engine_kernel"] is None
+    assert dspark_process("smoke", tiny_draft("other", fc_norm=True), "--engine-path", site).exit_code == EXIT_USAGE
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+def test_not_asked_for_the_engines_kernel_that_cannot_run_is_a_warning(tiny_draft, fabricated_engine):
+    """What `gate` does: the engine's kernel runs where it can; where it
+    cannot, the smoke goes on with dspark's and says why."""
+    from dspark.kernels.smoke_checkpoint import smoke_checkpoint
+
+    report = smoke_checkpoint(tiny_draft(fc_norm=True), device="cpu", kernel="both",
+                              engine_path=fabricated_engine("main"), engine_required=False)
+    (warning,) = [f for f in report.findings if f.code == "SMK011"]
+    assert "builds no fc_norm" in warning.message and report.passed
