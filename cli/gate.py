@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,6 +12,7 @@ from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
 from dspark.cli.formats import Report
 from dspark.cli.options import (
     EngineOption,
+    EnginePathOption,
     FormatOption,
     OutputFileOption,
     OutputFormat,
@@ -38,6 +40,12 @@ def gate(
                            "(MAN005 without one). Without --verify the hashes are checked only when there is one.")
     ] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Every warning fails the gate too (unless the policy waives it).")] = False,
+    runtime: Annotated[
+        bool,
+        typer.Option("--runtime", help="Judge the draft with the serving engine installed here, as "
+                     "`check --runtime` does (the policy's `runtime = true`)."),
+    ] = False,
+    engine_path: EnginePathOption = None,
     output: FormatOption = OutputFormat.human,
     output_file: OutputFileOption = None,
     quiet: QuietOption = False,
@@ -47,26 +55,35 @@ def gate(
     By default: every value is read and judged (check --deep); the hashes are
     checked when the folder has a dspark-manifest.json (--verify: it must);
     smoke runs when torch and a GPU are here (skipped otherwise); errors fail,
-    warnings do not (--strict, or the policy's fail_on_warnings: they do).
+    warnings do not (--strict, or the policy's fail_on_warnings: they do);
+    the engine installed here judges the draft only with --runtime (or the
+    policy's runtime = true), and its own kernel joins the smoke when it is here.
     """
     settings = configure_output("gate", output.value, output_file, quiet, reads=(
         RunInput("DRAFT", draft), RunInput("--target", target), RunInput("--policy", policy)))
     from dspark.converters.gate import run_gate
     from dspark.converters.policy import load_policy
+    from dspark.converters.runtime import probe_runtime
 
     rules = load_policy(policy)
-    runner, reason = _smoke_runner()
+    if runtime:
+        rules = dataclasses.replace(rules, runtime=True)
+    installed = probe_runtime(engine_path)
+    runner, reason = _smoke_runner(installed)
     with progress_bar(settings.format == "human" and not quiet, "checking") as progress:
         report = run_gate(draft, target=target, policy=rules, engine=engine, smoke=runner,
-                          no_smoke_reason=reason, verify=verify, strict=strict, progress=progress)
+                          no_smoke_reason=reason, verify=verify, strict=strict, progress=progress,
+                          runtime=installed)
     code = decide(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
     emit(Report(command="gate", exit_code=code, document=report.to_dict(), findings=report.judged,
                 subject=report.checkpoint, data=report))
     raise typer.Exit(code)
 
 
-def _smoke_runner():
-    """The smoke test on this machine's GPU, or why there is none."""
+def _smoke_runner(runtime):
+    """The smoke test on this machine's GPU, or why there is none. Where a
+    serving engine is installed, its own segmented RMSNorm runs beside
+    dspark's (a warning says why where it cannot)."""
     try:
         import torch
     except ImportError:
@@ -76,7 +93,10 @@ def _smoke_runner():
         return None, "not run: no GPU here (the smoke runs on a GPU; `dspark smoke --device cpu` runs it slowly)"
     from dspark.kernels.smoke_checkpoint import smoke_checkpoint
 
+    kernel = "both" if runtime.kernel is not None else "dspark"
+
     def run(path, smoke_policy):
-        return smoke_checkpoint(path, device="cuda", tokens=smoke_policy.tokens, tolerance=smoke_policy.tolerance)
+        return smoke_checkpoint(path, device="cuda", tokens=smoke_policy.tokens, tolerance=smoke_policy.tolerance,
+                                kernel=kernel, runtime=runtime, engine_required=False)
 
     return run, ""

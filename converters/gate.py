@@ -6,9 +6,15 @@ Steps, each a row of the summary:
 2. manifest: the payload hashes against `dspark-manifest.json` (`check
    --verify`), from the same read, when the folder has a manifest; with
    `verify`, a folder without one fails (MAN005);
-3. smoke: the context projection on a GPU, when the caller hands a smoke
+3. runtime: with `runtime = true` in the policy (or `gate --runtime`), the
+   draft is judged with the serving engine installed here, as `check
+   --runtime` judges it (converters/runtime.py): its revision's profile,
+   and whether it starts at all;
+4. smoke: the context projection on a GPU, when the caller hands a smoke
    runner (a GPU is there and torch is installed); skipped with a note
-   otherwise, or failed when the policy requires it.
+   otherwise, or failed when the policy requires it. Where an engine is
+   installed, the runner also runs the engine's own segmented RMSNorm
+   beside dspark's.
 
 The policy (schema/policy.py) decides what fails: errors, the warnings it
 names (`strict`: every warning), and nothing it waives. The smoke runs through a callable the caller
@@ -22,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dspark.converters.check import MANIFEST_NAME, CheckReport, check_checkpoint
+from dspark.converters.runtime import Runtime, runtime_engine, with_runtime_findings
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.findings import Finding, count_by_severity
 from dspark.schema.policy import JudgedFinding, Policy, SmokePolicy, judge, unused_waivers
@@ -90,12 +97,14 @@ def run_gate(
     verify: bool = False,
     strict: bool = False,
     progress=None,
+    runtime: Runtime | None = None,
 ) -> GateReport:
     """Gate `checkpoint` for deploy under `policy`. `engine` (a flag)
     wins over the policy's. `smoke`, when given, runs the smoke test;
     `no_smoke_reason` says why it is not (no GPU, no torch). `verify`
     requires a manifest (MAN005 without one); `strict` fails every
-    warning the policy does not waive."""
+    warning the policy does not waive. `runtime`, what is installed
+    here, judges the draft when the policy asks for it (`runtime = true`)."""
     if policy.require_target and target is None:
         raise UsageError(
             f"{policy.source}: require_target = true, and no --target was given.",
@@ -103,17 +112,27 @@ def run_gate(
         )
     if strict:
         policy = replace(policy, fail_on_warnings=True)
+    if policy.runtime and runtime is None:
+        raise UsageError(f"{policy.source}: runtime = true, and the caller found no runtime to judge.")
     engine = engine or policy.engine
+    if policy.runtime:
+        engine = runtime_engine(runtime, engine)
     has_manifest = (Path(checkpoint) / MANIFEST_NAME).is_file()
     check = check_checkpoint(
         checkpoint, target=target, deep=True, verify_hashes=has_manifest or verify, engine=engine, progress=progress,
     )
+    if policy.runtime:
+        check = with_runtime_findings(check, runtime)
     findings = list(check.findings)
     check_judged = judge(findings, policy)
     steps = [
-        _step("check", [j for j in check_judged if not j.finding.code.startswith("MAN")],
+        _step("check", [j for j in check_judged if not j.finding.code.startswith(("MAN", "RUN"))],
               f"served verdict on {check.engine}, every value read ({check.scanned_bytes:,} bytes)"),
     ]
+    if policy.runtime:
+        installed = runtime.serving.describe() if runtime.serving is not None else "no serving engine"
+        steps.append(_step("runtime", [j for j in check_judged if j.finding.code.startswith("RUN")],
+                           f"the engine installed here: {installed}, judged as {check.engine}"))
     manifest = [j for j in check_judged if j.finding.code.startswith("MAN")]
     if has_manifest or verify:
         steps.append(_step("manifest", manifest, f"payload hashes against {MANIFEST_NAME}"))
@@ -135,7 +154,9 @@ def run_gate(
             findings += smoke_report.findings
             smoke_judged = judge(smoke_report.findings, policy)
             check_judged += smoke_judged
-            steps.append(_step("smoke", smoke_judged, f"context projection on {smoke_report.device}, fused kernel against fp32"))
+            kernels = "fused kernel" if getattr(smoke_report, "kernel", "dspark") == "dspark" else (
+                "dspark's fused kernel and the engine's")
+            steps.append(_step("smoke", smoke_judged, f"context projection on {smoke_report.device}, {kernels} against fp32"))
 
     return GateReport(
         checkpoint=check.checkpoint,

@@ -5,6 +5,7 @@ pyproject.toml, or dspark.toml; converters/policy.py reads the file):
 
     engine = "tokenspeed@pr1031"          # the engine whose loader is the contract
     require_target = true                 # the gate refuses to run without --target
+    runtime = true                        # judge with the engine installed here (as check --runtime)
     fail_on_warnings = true               # or a list of warning codes: ["INV007", "PAY006"]
 
     [waive]                               # code = "reason" (the reason is mandatory)
@@ -46,6 +47,8 @@ class Policy:
     source: str | None = None  # where it was read; None: the defaults
     engine: str | None = None
     require_target: bool = False
+    # Judge the draft with the serving engine installed where the gate runs.
+    runtime: bool = False
     # True: every warning fails; a set: the warnings of these codes fail
     fail_on_warnings: bool | frozenset[str] = False
     waivers: Mapping[str, str] = field(default_factory=dict)  # code -> reason
@@ -57,6 +60,7 @@ class Policy:
             "source": self.source,
             "engine": self.engine,
             "require_target": self.require_target,
+            "runtime": self.runtime,
             "fail_on_warnings": sorted(fail) if isinstance(fail, frozenset) else fail,
             "waivers": [{"code": code, "reason": reason} for code, reason in self.waivers.items()],
             "smoke": {"tolerance": self.smoke.tolerance, "tokens": self.smoke.tokens, "required": self.smoke.required},
@@ -72,7 +76,7 @@ class JudgedFinding:
     waived: str | None = None  # the policy's reason, when a waiver covers it
 
 
-POLICY_KEYS = ("engine", "require_target", "fail_on_warnings", "waive", "smoke")
+POLICY_KEYS = ("engine", "require_target", "runtime", "fail_on_warnings", "waive", "smoke")
 SMOKE_KEYS = ("tolerance", "tokens", "required")
 
 
@@ -103,6 +107,10 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
     require_target = table.get("require_target", False)
     if not isinstance(require_target, bool):
         raise fail("require_target", f"must be true or false, not {require_target!r}.")
+
+    runtime = table.get("runtime", False)
+    if not isinstance(runtime, bool):
+        raise fail("runtime", f"must be true or false, not {runtime!r}.")
 
     fail_on = table.get("fail_on_warnings", False)
     if isinstance(fail_on, list):
@@ -144,6 +152,7 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
         source=source,
         engine=engine,
         require_target=require_target,
+        runtime=runtime,
         fail_on_warnings=fail_on,
         waivers=waivers,
         smoke=SmokePolicy(float(tolerance) if tolerance is not None else None, tokens, required),

@@ -241,3 +241,61 @@ def test_a_waived_error_is_counted_as_waived_not_as_an_error(dspark, tiny_draft,
     assert verdict.startswith("PASS  0 error(s)") and verdict.endswith("1 waived")
     github = dspark("gate", draft, "--format", "github").stdout.splitlines()[-1]
     assert "PASS (0 error(s)" in github and "1 waived" in github
+
+
+# --------------------------------------------------------------------------
+# the engine installed here (runtime = true)
+
+
+def test_runtime_true_judges_with_the_installed_engine(dspark, tiny_draft, fabricated_engine, tmp_path):
+    write(tmp_path / "dspark.toml", "runtime = true\n")
+    site = fabricated_engine("pr1016", wheel_kernel=False)
+    run = dspark("gate", tiny_draft(fc_norm=False), "--format", "json", env={"DSPARK_ENGINE_PATH": str(site)})
+    assert run.exit_code == EXIT_CHECK_FAILED
+    document = run.json()
+    assert document["engine"] == "tokenspeed@pr1016" and document["policy"]["runtime"] is True
+    (step,) = [s for s in document["steps"] if s["name"] == "runtime"]
+    assert step["status"] == "failed" and "RUN001" in step["detail"]
+    assert [s["name"] for s in document["steps"]] == ["check", "runtime", "manifest", "smoke"]
+
+
+def test_gate_runtime_flag_and_a_known_revision_pass(dspark, tiny_draft, fabricated_engine):
+    site = fabricated_engine("pr1031")
+    run = dspark("gate", tiny_draft(fc_norm=True), "--runtime", "--engine-path", site, "--format", "json")
+    assert run.exit_code == EXIT_OK, run.stdout
+    document = run.json()
+    assert document["engine"] == "tokenspeed@pr1031"
+    assert {f["code"] for f in document["findings"]} >= {"RUN002", "RUN003"}
+
+
+def test_runtime_true_without_an_engine_fails_only_when_warnings_do(dspark, tiny_draft, tmp_path):
+    write(tmp_path / "dspark.toml", "runtime = true\n")
+    run = dspark("gate", tiny_draft(), "--format", "json")
+    assert run.exit_code == EXIT_OK and "RUN005" in {f["code"] for f in run.json()["findings"]}
+    write(tmp_path / "dspark.toml", 'runtime = true\nfail_on_warnings = ["RUN005"]\n')
+    assert dspark("gate", tiny_draft("again"), "--format", "json").exit_code == EXIT_CHECK_FAILED
+
+
+def test_without_runtime_the_gate_judges_the_named_engine(dspark, tiny_draft, fabricated_engine):
+    site = fabricated_engine("pr1016", wheel_kernel=False)
+    run = dspark("gate", tiny_draft(), "--format", "json", env={"DSPARK_ENGINE_PATH": str(site)})
+    assert run.exit_code == EXIT_OK and run.json()["engine"] == "tokenspeed@current"
+    assert not any(f["code"].startswith("RUN") for f in run.json()["findings"])
+
+
+def test_runtime_must_be_a_boolean(tmp_path):
+    with pytest.raises(UsageError, match="runtime: must be true or false"):
+        load_policy(write(tmp_path / "dspark.toml", 'runtime = "yes"\n'))
+
+
+def test_on_a_gpu_the_gate_smokes_the_engines_kernel_beside_dspark(dspark_process, tiny_draft, fabricated_engine):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("the gate's smoke runs on a GPU")
+    site = fabricated_engine("pr1031")
+    run = dspark_process("gate", tiny_draft(fc_norm=True), "--format", "json", env={"DSPARK_ENGINE_PATH": str(site)})
+    assert run.exit_code == EXIT_OK, run.stdout + run.stderr
+    document = json.loads(run.stdout)
+    (smoke,) = [s for s in document["steps"] if s["name"] == "smoke"]
+    assert smoke["status"] == "passed" and "the engine's" in smoke["detail"]
+    assert "SMK010" in {f["code"] for f in document["findings"]}
