@@ -55,7 +55,7 @@ GROUPS: dict[str, str] = {
     "CNV": "dspark convert's casts",
     "SRC": "training outputs read by dspark convert",
     "SMK": "dspark smoke",
-    "RUN": "the serving kernels installed (check --runtime)",
+    "RUN": "the serving engine installed (check --runtime)",
 }
 
 
@@ -192,11 +192,15 @@ EXPLANATIONS: dict[str, Explanation] = {
     "STR002": _x("Which residual stream the draft reads decides what it was trained on; the note says which "
                  "one the engine serves and from which field.",
                  "Nothing: check it is the stream the draft was trained on.", "stream"),
-    "STR003": _x("An earlier revision of the serving change read this variable and refused invalid values.",
-                 "Unset TOKENSPEED_DFLASH_AUX_STREAM; the checkpoint's declaration decides the stream."),
+    "STR003": _x("The drafter of pull request 1016 reads this variable before the checkpoint, and the target "
+                 "refuses any stream but prefix and attn_res at startup.",
+                 "Unset TOKENSPEED_DFLASH_AUX_STREAM, or set it to prefix or attn_res.", "stream"),
     "STR004": _x("No current revision reads TOKENSPEED_DFLASH_AUX_STREAM: an A/B run that sets it is served the "
                  "checkpoint's stream, not the one asked for.",
                  "Unset the variable; change aux_hidden_stream in config.json to serve another stream."),
+    "STR007": _x("The drafter of pull request 1016 serves the variable's stream over the checkpoint's: the draft "
+                 "is fed a residual stream it was not trained on, without a word.",
+                 "Unset TOKENSPEED_DFLASH_AUX_STREAM for this deploy, or set it to the draft's stream.", "stream"),
     "STR005": _x("Only a target with a positive attn_res_block_size can supply the attn_res stream; without "
                  "--target that cannot be checked.",
                  "Run with --target pointing at the target model's config.", "stream vs target"),
@@ -360,10 +364,26 @@ EXPLANATIONS: dict[str, Explanation] = {
     "SMK008": _x("All-zero weights or output match anything: nothing was compared.",
                  "Check the export kept the projection weights."),
     # runtime
-    "RUN001": _x("A draft with fc_norm needs the serving kernel segmented_rmsnorm; the installed serving kernels "
-                 "lack it, so the deployment cannot serve the draft as trained.",
-                 "Install a serving kernel package that exposes segmented_rmsnorm.", "features"),
-    "RUN002": _x("Which serving kernel package is installed here and what it exposes.", "Nothing."),
+    "RUN001": _x("The installed engine's K3 DSpark model imports its segmented_rmsnorm at module top and the "
+                 "import fails here; the engine imports every model module when it starts, so it serves nothing.",
+                 "Install a tokenspeed_kernel that defines segmented_rmsnorm in ops/layernorm/triton, or an engine "
+                 "revision with the kernel in its own tree (pull request 1031)."),
+    "RUN002": _x("Which segmented_rmsnorm the installed engine serves fc_norm drafts with, and where it comes from.",
+                 "Nothing."),
+    "RUN003": _x("Which engine is installed here and which known revision its files are; the draft was judged "
+                 "with that revision's profile.", "Nothing."),
+    "RUN004": _x("The installed engine's files match no revision dspark knows (judged by the nearest), or dspark "
+                 "models no profile for it (judged by the default): the verdict may not be this engine's.",
+                 "Deploy a revision dspark knows, or judge it with --engine after reading its loader."),
+    "RUN005": _x("No serving engine was found here, so the verdict is the default profile's, not this machine's.",
+                 "Run where the engine is installed, or name its folder with --engine-path."),
+    "SMK009": _x("The installed engine's own segmented_rmsnorm is off the fp32 norm: the engine would serve "
+                 "this draft's context wrong, whatever dspark's kernel does.",
+                 "Do not deploy on this engine install; report the kernel to the engine."),
+    "SMK010": _x("The engine's segmented_rmsnorm beside dspark's: both errors and, on a GPU, both times.",
+                 "Nothing; it is a measurement."),
+    "SMK011": _x("The engine's segmented_rmsnorm could not run here, so only dspark's kernel was tested.",
+                 "Run the smoke where the engine serves from (its kernel may need a GPU)."),
 }
 
 
