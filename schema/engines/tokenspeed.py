@@ -580,6 +580,8 @@ def _k3_loader_pr1016() -> FamilyLoader:
         stream=dataclasses.replace(loader.stream, env_override=STREAM_ENV_VAR,
                                    source=Source(DFLASH_DRAFTER, "53-65, 264-277", PR1016)),
         sources={**loader.sources, "load_weights": Source(K3_MODEL, "471-543", PR1016),
+                 "taps vs target": Source(K3_TARGET, "1954-1984", PR1016),
+                 "stream vs target": Source(K3_TARGET, "1986-2005", PR1016),
                  "target classes": Source(DFLASH_DRAFTER, "242-264 (wire_target)", PR1016)},
     )
 
