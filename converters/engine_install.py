@@ -365,11 +365,28 @@ def _version(distribution: str, root: Path | None) -> str | None:
         for dist in metadata.distributions(path=[str(root)]):
             if (dist.metadata.get("Name") or "").lower().replace("_", "-") == distribution:
                 return dist.version
-        return None
+        return _source_tree_version(distribution, root / "pyproject.toml")
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+def _source_tree_version(distribution: str, pyproject: Path) -> str | None:
+    """The version a source checkout declares (its python/ folder named as
+    the engine path holds pyproject.toml beside the package)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the `tomli` backport, a dependency there
+        import tomli as tomllib
+    try:
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(project, dict) or str(project.get("name", "")).lower().replace("_", "-") != distribution:
+        return None
+    version = project.get("version")
+    return version if isinstance(version, str) else None
 
 
 def find_installed_engines(engine_path: Path | None = None) -> list[InstalledEngine]:

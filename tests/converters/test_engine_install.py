@@ -104,3 +104,15 @@ def test_engine_flag_must_agree_with_the_installed_engine(fabricated_engine):
     assert runtime_engine(runtime, "tokenspeed@main") == "tokenspeed@main"
     with pytest.raises(UsageError, match="disagree"):
         runtime_engine(runtime, "tokenspeed@pr1031")
+
+
+def test_a_source_checkout_says_its_version_in_its_pyproject(fabricated_engine):
+    site = fabricated_engine("pr1031")
+    for info in site.glob("tokenspeed-*.dist-info"):
+        (info / "METADATA").unlink()
+        info.rmdir()
+    (engine,) = find_installed_engines(site)
+    assert engine.version is None
+    (site / "pyproject.toml").write_text('[project]\nname = "tokenspeed"\nversion = "0.1.0"\n')
+    (engine,) = find_installed_engines(site)
+    assert engine.version == "0.1.0" and engine.profile == "tokenspeed@pr1031"
