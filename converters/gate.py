@@ -114,9 +114,10 @@ def run_gate(
         policy = replace(policy, fail_on_warnings=True)
     if policy.runtime and runtime is None:
         raise UsageError(f"{policy.source}: runtime = true, and the caller found no runtime to judge.")
+    named_by = "--engine" if engine else f"{policy.source}: engine ="
     engine = engine or policy.engine
     if policy.runtime:
-        engine = runtime_engine(runtime, engine)
+        engine = runtime_engine(runtime, engine, named_by=named_by)
     has_manifest = (Path(checkpoint) / MANIFEST_NAME).is_file()
     check = check_checkpoint(
         checkpoint, target=target, deep=True, verify_hashes=has_manifest or verify, engine=engine, progress=progress,

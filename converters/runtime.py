@@ -78,17 +78,17 @@ def probe_runtime(engine_path: Path | str | None = None, environ=None) -> Runtim
     return Runtime(tuple(find_installed_engines(path)), str(path) if path is not None else None)
 
 
-def runtime_engine(runtime: Runtime, engine: str | None) -> str:
-    """The profile `check --runtime` judges with. An `--engine` that names
-    another engine than the one installed is a usage error: the two
-    questions have different answers."""
+def runtime_engine(runtime: Runtime, engine: str | None, *, named_by: str = "--engine") -> str:
+    """The profile `check --runtime` judges with. An `--engine` (or a
+    policy's `engine`, `named_by`) that names another engine than the one
+    installed is a usage error: the two questions have different answers."""
     profile = runtime.profile
     if engine and engine_by_spec(engine).spec != engine_by_spec(profile).spec:
         installed = runtime.serving.describe() if runtime.serving else "no serving engine"
         raise UsageError(
-            f"--engine {engine} and --runtime disagree: the engine installed here ({installed}) is judged as "
+            f"{named_by} {engine} and --runtime disagree: the engine installed here ({installed}) is judged as "
             f"{profile}.",
-            hint="Drop --engine to judge the installed engine, or drop --runtime to judge the one you name.",
+            hint=f"Drop {named_by} to judge the installed engine, or --runtime to judge the one named.",
         )
     return profile
 

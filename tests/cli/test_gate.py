@@ -299,3 +299,11 @@ def test_on_a_gpu_the_gate_smokes_the_engines_kernel_beside_dspark(dspark_proces
     (smoke,) = [s for s in document["steps"] if s["name"] == "smoke"]
     assert smoke["status"] == "passed" and "the engine's" in smoke["detail"]
     assert "SMK010" in {f["code"] for f in document["findings"]}
+
+
+def test_a_policy_engine_that_disagrees_with_the_installed_one_is_a_usage_error(dspark, tiny_draft, fabricated_engine,
+                                                                               tmp_path):
+    write(tmp_path / "dspark.toml", 'runtime = true\nengine = "tokenspeed@pr1031"\n')
+    run = dspark("gate", tiny_draft(), env={"DSPARK_ENGINE_PATH": str(fabricated_engine("main"))})
+    assert run.exit_code == EXIT_USAGE
+    assert "dspark.toml: engine = tokenspeed@pr1031 and --runtime disagree" in run.stdout + run.stderr
