@@ -5,6 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from dspark.kernels.reference import segmented_rmsnorm_reference  # noqa: E402
 from dspark.kernels.smoke import REL_RMS_TOLERANCE, smoke_projection, synthetic_taps  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -167,3 +168,31 @@ def test_no_timings_off_cuda():
     if DEVICE == "cuda":
         pytest.skip("CUDA present")
     assert run(draft_weights(fc_norm=False)).timings is None
+
+
+def engine_like(x, weight, eps, out=None):
+    """A serving engine's segmented RMSNorm, as dspark calls one: [T, S*th]."""
+    y = segmented_rmsnorm_reference(x.float(), weight.float(), eps).to(x.dtype)
+    return y if out is None else out.copy_(y)
+
+
+def test_an_engines_kernel_runs_beside_dsparks_on_the_fc_norm_step():
+    result = run(draft_weights(fc_norm=True), engine_norm=engine_like, engine_name="tokenspeed@pr1031")
+    engine = result.engine
+    assert engine.ran and engine.engine == "tokenspeed@pr1031" and engine.within_tolerance
+    assert engine.engine_norm.name == "tokenspeed@pr1031 fc_norm"
+    assert engine.dspark_norm.rel_rms_error == pytest.approx(engine.engine_norm.rel_rms_error, rel=0.5)
+
+
+def test_an_engines_kernel_off_the_norm_is_caught_and_one_that_raises_is_told():
+    def unweighted(x, weight, eps, out=None):
+        return engine_like(x, torch.ones_like(weight), eps, out)
+
+    assert not run(draft_weights(fc_norm=True), engine_norm=unweighted).engine.within_tolerance
+
+    def refuses(x, weight, eps, out=None):
+        raise ValueError("segmented_rmsnorm requires CUDA tensors")
+
+    engine = run(draft_weights(fc_norm=True), engine_norm=refuses).engine
+    assert not engine.ran and engine.reason == "it raised ValueError: segmented_rmsnorm requires CUDA tensors"
+    assert not run(draft_weights(fc_norm=False), engine_norm=engine_like).engine.ran
