@@ -54,9 +54,20 @@ def test_which_verdict_judged_is_named_judged_as(dspark, tiny_draft):
     assert "verdict" not in SCHEMA["$defs"]["check_body"]["properties"] and REPORT_FORMAT == 2
 
 
-def test_check_deep_strict_runtime_report(dspark, tiny_draft):
+def test_check_deep_strict_runtime_report(dspark, tiny_draft, fabricated_engine):
     run = dspark("check", tiny_draft(), "--deep", "--strict", "--runtime", "--format", "json")
     assert_valid(run.json())
+    site = fabricated_engine("pr1016", wheel_kernel=False)
+    run = dspark("check", tiny_draft("other"), "--runtime", "--engine-path", site, "--format", "json")
+    assert {"RUN001", "RUN002", "RUN003"} <= {f["code"] for f in assert_valid(run.json())["findings"]}
+
+
+def test_smoke_report_with_the_engines_kernel(dspark_process, tiny_draft, fabricated_engine):
+    pytest.importorskip("torch")
+    run = dspark_process("smoke", tiny_draft(), "--device", "cpu", "--kernel", "both", "--engine-path",
+                         fabricated_engine("pr1031"), "--format", "json")
+    assert run.exit_code == EXIT_OK, run.stderr
+    assert assert_valid(json.loads(run.stdout))["engine_kernel"]["ran"] is True
 
 
 def test_convert_and_plan_reports(dspark, tiny_draft, tmp_path):
