@@ -227,7 +227,8 @@ def _nearest(observed: Mapping[str, object]) -> tuple[str, list[str]]:
     return best, differing(best)
 
 
-def _show(value: object) -> str:
+def show_value(value: object) -> str:
+    """A fingerprint's value in words."""
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -246,8 +247,8 @@ def identify_tokenspeed(package: Path, version: str | None, root: Path | None) -
     revision, differing = _nearest(observed)
     by_name = {e.name: e for e in evidence}
     differences = tuple(
-        f"{by_name[name].what}: {_show(observed[name])} here ({by_name[name].where()}), "
-        f"{_show(by_name[name].known[revision][0])} at {revision} ({by_name[name].known[revision][1]})"
+        f"{by_name[name].what}: {show_value(observed[name])} here ({by_name[name].where()}), "
+        f"{show_value(by_name[name].known[revision][0])} at {revision} ({by_name[name].known[revision][1]})"
         for name in differing
     )
     module, line, model_file = facts["kernel_import"]

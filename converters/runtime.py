@@ -23,6 +23,7 @@ from dspark.converters.engine_install import (
     InstalledEngine,
     KernelInstall,
     engine_path_from,
+    show_value,
     find_installed_engines,
 )
 from dspark.schema.engines import DEFAULT_ENGINE, engine_by_spec
@@ -139,7 +140,7 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
             detail=serving.to_dict(),
         ))
     elif serving.exact:
-        evidence = "; ".join(f"{e.what}: {_show(e.value)} ({e.where()})" for e in serving.evidence)
+        evidence = "; ".join(f"{e.what}: {show_value(e.value)} ({e.where()})" for e in serving.evidence)
         name = _REVISION_NAMES.get(serving.revision or "", serving.profile)
         findings.append(Finding(
             "RUN003",
@@ -171,14 +172,6 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
             detail={"kernel": kernel.to_dict(), "engine": serving.profile},
         ))
     return findings
-
-
-def _show(value: object) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
 
 
 def with_runtime_findings(report, runtime: Runtime | None = None):
