@@ -9,7 +9,7 @@ import typer
 
 from dspark.cli.options import DataFormat, QuietOption
 from dspark.cli.terminal import page_width, wrap
-from dspark.schema.engines import PROFILES
+from dspark.schema.engines import all_profiles
 from dspark.schema.families import FAMILIES
 
 
@@ -17,7 +17,7 @@ def contract_table() -> list[dict]:
     """Family x engine revision x feature, with where each rule was read."""
     rows = []
     for family in FAMILIES:
-        for engine in PROFILES:
+        for engine in all_profiles():
             loader = engine.loader_for(family.name)
             if loader is None:
                 continue
@@ -38,6 +38,14 @@ def contract_table() -> list[dict]:
                 "fused": [{"parameter": f.fused, "parts": list(f.parts), "pre_fused_accepted": f.fused_accepted,
                            "pre_fused": f.when_pre_fused or None, "source": f.source.cite()} for f in loader.fused],
                 "taps": [loader.tap_low, f"N{loader.tap_high_offset:+d}"],
+                "tap_ids": None if loader.taps is None else {
+                    "read_from": list(loader.taps.target.paths),
+                    "draft_reads": list((loader.taps.draft or loader.taps.target).paths),
+                    "numbering": loader.taps.numbering.base,
+                    "meaning": loader.taps.numbering.text,
+                    "when_absent": loader.taps.defaults_text or None,
+                    "source": loader.taps.source.cite(),
+                },
                 "sources": {key: source.cite() for key, source in loader.sources.items()},
             })
     return rows
@@ -86,6 +94,10 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
         for skip in row["skipped"]:
             rule(f"skipped: /{skip['pattern']}/", skip["source"])
         rule(f"taps accepted by the target: [{row['taps'][0]}, {row['taps'][1]}]")
+        if row["tap_ids"] is not None:
+            taps = row["tap_ids"]
+            rule(f"tap ids read from: {', '.join(taps['read_from'])}; {taps['meaning']}"
+                 f"{'; when absent: ' + taps['when_absent'] if taps['when_absent'] else ''}", taps["source"])
         for key, source in row["sources"].items():
             rule(f"{key}:", source)
         lines.append("")

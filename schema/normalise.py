@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any, Mapping, Protocol, Sequence
 
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES, is_floating
-from dspark.schema.engines import DEFAULT_ENGINE, EngineProfile
+from dspark.schema.engines import EngineProfile, default_engine
 from dspark.schema.families import EAGLE3_LLAMA, DraftFamily, nested_field
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
 from dspark.schema.rules import DEFAULT_STREAM, STREAMS, load_config_schema
@@ -33,7 +33,7 @@ def normalise_config(
     family: DraftFamily,
     tensors: Sequence[WrittenWeight],
     *,
-    engine: EngineProfile = DEFAULT_ENGINE,
+    engine: EngineProfile | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The config as the server should read it: family identity, `fc_norm`
     and `aux_hidden_stream` explicit, `torch_dtype` true to the data.
@@ -51,6 +51,7 @@ def normalise_config(
             out[key] = value
             changes.append(f"{key}: {before} -> {value!r} ({why})")
 
+    engine = engine if engine is not None else default_engine()
     loader = engine.loader_for(family.name)
     parseable = loader.model_types if loader is not None else family.model_types
     if out.get("model_type") not in parseable:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,9 @@ class Source:
     commit: str
 
     def cite(self) -> str:
-        return f"{self.path}@{self.commit[:8]}:{self.lines}"
+        # A git commit is shortened to 8 digits; a version (`vllm==0.33.0`) is kept whole.
+        commit = self.commit[:8] if re.fullmatch(r"[0-9a-f]{9,40}", self.commit) else self.commit
+        return f"{self.path}@{commit}:{self.lines}"
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,147 @@ class StreamResolution:
     env_override: str | None = None
 
 
+# What a tap id k means on the target, before any shift the engine applies.
+LAYER_OUTPUT = "layer_output"  # the output of decoder layer k (0-based); -1 the embeddings
+HIDDEN_STATES = "hidden_states"  # hidden_states[k]: the embeddings for 0, the output of layer k-1 otherwise
+NUMBERINGS = (LAYER_OUTPUT, HIDDEN_STATES)
+
+# How a tap path is picked (TapPaths.pick).
+FIRST_TRUTHY = "first_truthy"  # the first non-empty value wins; null, [] fall through
+FIRST_NOT_NULL = "first_not_null"  # the first value that is not null wins ([] included)
+FIRST_PRESENT = "first_present"  # the first key present wins, null included
+
+
+def _walk(config: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+    """(present, value) of a dotted path; a section that is not an object
+    holds nothing."""
+    node: Any = config
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+@dataclass(frozen=True)
+class TapPaths:
+    """Where an engine reads tap ids: dotted config paths, tried in order.
+
+    For each root (the config, then each section of `also_under` that is an
+    object) the paths are tried in order and the first that `pick` accepts
+    wins. With `section_shadows`, a nested path whose section is present
+    (not null) ends the search in that root even when it holds no list:
+    TokenSpeed's target reads only `eagle_config`'s list once `eagle_config`
+    exists."""
+
+    paths: tuple[str, ...]
+    pick: str = FIRST_TRUTHY
+    section_shadows: bool = False
+    also_under: tuple[str, ...] = ()
+
+    def read(self, config: Mapping[str, Any]) -> tuple[Any, str | None]:
+        """The ids and the path they came from; (None, None) when none is
+        picked."""
+        roots: list[tuple[Mapping[str, Any], str]] = [(config, "")]
+        roots += [(config[s], f"{s}.") for s in self.also_under if isinstance(config.get(s), Mapping)]
+        for root, prefix in roots:
+            for path in self.paths:
+                section, _, _ = path.rpartition(".")
+                present, value = _walk(root, path)
+                shadowing = self.section_shadows and section and root.get(section.split(".")[0]) is not None
+                if self._accepts(present, value):
+                    return value, prefix + path
+                if shadowing:
+                    break
+        return None, None
+
+    def _accepts(self, present: bool, value: Any) -> bool:
+        if self.pick == FIRST_PRESENT:
+            return present
+        if self.pick == FIRST_NOT_NULL:
+            return value is not None
+        return bool(value)
+
+
+@dataclass(frozen=True)
+class TapNumbering:
+    """What an id the engine reads captures on the target.
+
+    `base` is LAYER_OUTPUT or HIDDEN_STATES. `shift(ids, target_class)`
+    is the offset the engine adds before it captures (SGLang's DeepSeek
+    and Kimi-K2 targets add 1 only when the first id is 1); None: no
+    offset. `text` says it in words for findings."""
+
+    base: str
+    text: str
+    source: Source
+    shift: Callable[[Sequence[int], str | None], int] | None = None
+
+    def layer_outputs(self, ids: Sequence[int], target_class: str | None = None) -> list[int]:
+        """The decoder layer whose output each id captures (0-based; -1 is
+        the embeddings): the engine-neutral reading two engines compare."""
+        offset = self.shift(ids, target_class) if self.shift is not None else 0
+        base = 0 if self.base == LAYER_OUTPUT else -1
+        return [int(i) + offset + base for i in ids]
+
+
+@dataclass(frozen=True)
+class TapReading:
+    """How one engine picks a draft's taps for one family."""
+
+    # Where the target reads the ids it captures.
+    target: TapPaths
+    numbering: TapNumbering
+    source: Source
+    # Where the draft reads the list it builds fc for (its length is the
+    # tap count); None: the same list as the target.
+    draft: TapPaths | None = None
+    # The ids the target captures when it reads none: its layer count N ->
+    # ids, in this engine's numbering; None where a list is required.
+    defaults: Callable[[int], list[int]] | None = None
+    defaults_text: str = ""
+    # The tap count the draft builds for when it reads no list.
+    default_count: int | None = None
+
+    def target_ids(self, config: Mapping[str, Any]) -> tuple[Any, str | None]:
+        return self.target.read(config)
+
+    def draft_ids(self, config: Mapping[str, Any]) -> tuple[Any, str | None]:
+        return (self.draft or self.target).read(config)
+
+    def draft_count(self, config: Mapping[str, Any]) -> Any:
+        """How many taps the draft builds fc for: the length of the list it
+        reads, `default_count` when it reads none, None when what it reads
+        is not a list (the engine's len() raises)."""
+        ids, path = self.draft_ids(config)
+        if ids is None and path is None:
+            return self.default_count
+        return len(ids) if isinstance(ids, list) else None
+
+
+# What a loader does with a token map or a shipped embedding.
+HOT_TOKEN_MAP = "hot_token_map"  # read: draft token i is target token i + d2t[i]
+DROPPED = "dropped"  # skipped without a word
+REJECTED = "rejected"  # a name without destination: fails the load
+REJECTED_WHEN_FULL_VOCAB = "rejected_when_full_vocab"  # fails the load when draft vocab == target vocab
+DRAFT_IF_SHIPPED = "draft_if_shipped"  # the draft's own when shipped, else the target's
+TARGET = "target"  # always replaced by the target's
+# the target's, unless target_hidden_size is present and differs from
+# hidden_size: then the draft's own, shipped or not
+TARGET_UNLESS_WIDTHS_DIFFER = "target_unless_widths_differ"
+
+
+@dataclass(frozen=True)
+class VocabHandling:
+    """What the loader does with `d2t`, `t2d` and the draft's embedding (its
+    head: `FamilyLoader.head_from_target`)."""
+
+    d2t: str
+    t2d: str
+    embedding: str
+    source: Source
+
+
 @dataclass(frozen=True)
 class FamilyLoader:
     """One engine revision's loader for one draft family."""
@@ -161,6 +304,15 @@ class FamilyLoader:
     # taps with the target's own capture setter, whose range is the target
     # class's, not the family's.
     target_classes: frozenset[str] | None = None
+    # Where and how tap ids are read (None: the family's own reading).
+    taps: TapReading | None = None
+    # d2t / t2d / embedding (None: the family has no token map).
+    vocab: VocabHandling | None = None
+    # Dimensions the engine builds differently from what the trainer wrote
+    # (symbol -> config field or callable, over the family's `dims`): the
+    # Llama EAGLE-3 fc is hidden_size per tap in TokenSpeed whatever
+    # target_hidden_size says.
+    dims: Mapping[str, Any] = field(default_factory=dict)
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name

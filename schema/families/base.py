@@ -138,12 +138,14 @@ class DraftFamily:
         match = _FC_NORM_NAME.fullmatch(served_name)
         return int(match.group(1)) if match else None
 
-    def resolve_dims(self, config: Mapping[str, Any]) -> dict[str, int]:
+    def resolve_dims(self, config: Mapping[str, Any],
+                     overrides: Mapping[str, str | Callable[[Mapping[str, Any]], Any]] | None = None) -> dict[str, int]:
         """Dimension values from a config; a dimension whose source is
         missing, not an integer or past its bound is left out (schema
-        findings cover it)."""
+        findings cover it). `overrides`: the dimensions an engine builds
+        otherwise (`FamilyLoader.dims`)."""
         dims: dict[str, int] = {}
-        for symbol, source in self.dims.items():
+        for symbol, source in {**self.dims, **(overrides or {})}.items():
             value = source(config) if callable(source) else config.get(source)
             if isinstance(value, int) and not isinstance(value, bool):
                 dims[symbol] = value

@@ -9,7 +9,8 @@ llama_eagle3.py@f4d8ec6e:235-263, 457-498, 612-631; models/llama.py@f4d8ec6e:
 read for it), every fc_norm is [hidden_size], input_norm is
 [hidden_size x taps]. The config is a transformers config (model_type llama,
 qwen2, qwen3, ...); the loader's name handling lives in
-`dspark.schema.engines.tokenspeed`.
+`dspark.schema.engines.tokenspeed`, with what TokenSpeed builds and
+refuses beyond the shapes (one layer, the fc width, the tap counts).
 """
 
 from __future__ import annotations
@@ -24,11 +25,8 @@ from dspark.schema.families.eagle3_common import (
     SHARED_TENSORS,
     TAP_IDS_FIELD,
     head_rows,
-    one_layer,
-    tap_agreement_rule,
     target_capture_ids,
 )
-from dspark.schema.findings import Finding
 
 
 def llama_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
@@ -47,30 +45,6 @@ def _tap_count(config: Mapping[str, Any]) -> Any:
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
     # models/llama.py@f4d8ec6e:160: q/k/v/o biases when attention_bias.
     return {"attention_bias": bool(config.get("attention_bias", False))}
-
-
-def _fc_width_is_hidden_size(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """The Llama model builds fc for hidden_size per tap and reads
-    target_hidden_size only to skip sharing the target's embedding and head
-    (models/llama_eagle3.py@f4d8ec6e:468-470, 727-733): a draft trained on
-    wider taps cannot be served by this class."""
-    hidden, target = config.get("hidden_size"), config.get("target_hidden_size")
-    if "target_hidden_size" not in config or target == hidden or target is None:
-        # null only stops the sharing (`hasattr` and `!=` at
-        # models/llama_eagle3.py@f4d8ec6e:729-733); the vocab rules then
-        # require the draft's own embedding and head (rules/vocab.py).
-        return []
-    return [Finding(
-        "CFG003",
-        f"{config_file}: target_hidden_size = {target!r} but hidden_size = {hidden!r}. LlamaForCausalLMEagle3 "
-        "builds fc for hidden_size per tap (captured taps of another width fail at the first request) and, "
-        "with the two different, never shares the target's embedding or head, so any it needs and the "
-        "draft does not ship stay uninitialised. Serve it with a model that reads target_hidden_size, or "
-        "drop the field if the widths are equal.",
-        file=config_file,
-        detail={"field": "target_hidden_size", "validator": "engine",
-                "source": "models/llama_eagle3.py@f4d8ec6e:468-470, 727-733"},
-    )]
 
 
 EAGLE3_LLAMA = DraftFamily(
@@ -119,9 +93,4 @@ EAGLE3_LLAMA = DraftFamily(
     declared_features=("fc_norm", "norm_before_fc"),
     derived_features=_derived,
     needs_mask_token=False,
-    config_rules=(
-        one_layer("LlamaForCausalLMEagle3", "models/llama_eagle3.py@f4d8ec6e:612-613"),
-        tap_agreement_rule(llama_draft_taps, "the Llama draft counts the top-level list only"),
-        _fc_width_is_hidden_size,
-    ),
 )

@@ -25,11 +25,8 @@ from dspark.schema.families.eagle3_common import (
     SHARED_TENSORS,
     TAP_IDS_FIELD,
     head_rows,
-    one_layer,
-    tap_agreement_rule,
     target_capture_ids,
 )
-from dspark.schema.findings import Finding
 
 
 def mla_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
@@ -50,24 +47,6 @@ def mla_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
 
 def _tap_count(config: Mapping[str, Any]) -> Any:
     return mla_draft_taps(config)[2]
-
-
-def _q_lora_rank_set(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """Only the fused q_a/kv_a projection is rebuilt for the 2 x hidden_size
-    input: without q_lora_rank the q and kv_a projections keep a
-    hidden_size input and the draft cannot load
-    (models/deepseek_v3.py@f4d8ec6e:2003, 2014-2027)."""
-    if "q_lora_rank" not in config or config["q_lora_rank"] is not None:
-        return []
-    return [Finding(
-        "CFG003",
-        f"{config_file}: q_lora_rank is null; Eagle3DeepseekV2ForCausalLM widens only the fused q_a/kv_a "
-        "projection to [embedding, hidden], so a draft without q_lora_rank fails to load. Set q_lora_rank "
-        "(TorchSpec's MLA drafts use 1536).",
-        file=config_file,
-        detail={"field": "q_lora_rank", "validator": "engine",
-                "source": "models/deepseek_v3.py@f4d8ec6e:2003, 2014-2027"},
-    )]
 
 
 EAGLE3_MLA = DraftFamily(
@@ -124,9 +103,4 @@ EAGLE3_MLA = DraftFamily(
     target_width_fallback="hidden_size",
     declared_features=("fc_norm", "norm_before_fc"),
     needs_mask_token=False,
-    config_rules=(
-        one_layer("Eagle3DeepseekV2ForCausalLM", "models/deepseek_v3.py@f4d8ec6e:2282-2283"),
-        tap_agreement_rule(mla_draft_taps, "the MLA draft reads eagle_config first"),
-        _q_lora_rank_set,
-    ),
 )

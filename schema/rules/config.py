@@ -8,6 +8,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping
 
+from dspark.schema.engines.base import FamilyLoader
 from dspark.schema.families import DraftFamily, nested_field
 from dspark.schema.findings import Finding
 from dspark.schema.rules.common import bounded_taps, is_int
@@ -113,9 +114,10 @@ def integer_fields(family: DraftFamily) -> tuple[str, ...]:
     return tuple(name for name, spec in properties.items() if isinstance(spec, Mapping) and is_integer(spec))
 
 
-def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
+def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str,
+                         loader: FamilyLoader | None = None) -> list[Finding]:
     findings: list[Finding] = []
-    layer_ids, layer_ids_path = bounded_taps(family, config)
+    layer_ids, layer_ids_path = bounded_taps(family, config, loader)
     tap_count = config.get(family.tap_count_field) if family.tap_count_field else None
     target_layers = config.get("target_num_hidden_layers") if family.tap_count_field else None
     vocab = config.get("vocab_size")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from dspark.schema.engines import DEFAULT_ENGINE, EngineProfile, FamilyLoader
+from dspark.schema.engines import EngineProfile, default_engine, FamilyLoader
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
 from dspark.schema.families.eagle3_common import unread_list_finding
-from dspark.schema.rules.common import bounded_taps, is_int
+from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
 from dspark.schema.rules.features import quantization_findings, text_config_findings, unread_flag_findings
 from dspark.schema.rules.inventory import inventory_findings
@@ -49,7 +49,7 @@ def check_contract(
     config_file: str = "config.json",
     target: TargetFacts | None = None,
     environ: Mapping[str, str] | None = None,
-    engine: EngineProfile = DEFAULT_ENGINE,
+    engine: EngineProfile | None = None,
     training_output: bool = False,
     token_map: TokenMapValues | None = None,
     payloads_read: bool = False,
@@ -64,6 +64,7 @@ def check_contract(
     only where their verdict depends on them: TGT004 always, VOC003 when
     `payloads_read`)."""
     environ = {} if environ is None else environ
+    engine = engine if engine is not None else default_engine()
     resolved = ResolvedDraft(engine=engine.spec, target_checked=target is not None)
     resolution = resolve_family(config, engine, config_file)
     family, loader = resolution.family, resolution.loader
@@ -72,13 +73,15 @@ def check_contract(
     resolved.family = family.name
     resolved.architecture = resolution.architecture
     findings = list(resolution.findings)
+    if loader is None and any(f.code == "ENG006" for f in findings):
+        return ContractResult(findings, resolved, family, {}, None, config)
     view, coerced = engine_view(config, loader, integer_fields(family), config_file)
     findings += coerced
 
-    layer_ids, _ = bounded_taps(family, view)
+    layer_ids, _ = bounded_taps(family, view, loader)
     resolved.target_layer_ids = list(layer_ids) if isinstance(layer_ids, list) else []
-    if family.default_tap_count is not None and family.tap_ids(view)[0] is None:
-        resolved.default_taps = family.default_tap_count
+    if default_tap_count(family, loader) is not None and tap_ids(family, loader, view)[0] is None:
+        resolved.default_taps = default_tap_count(family, loader)
     resolved.num_hidden_layers = view.get("num_hidden_layers")
     resolved.hidden_size = view.get("hidden_size")
     resolved.target_hidden_size = view.get(family.target_width_field)
@@ -89,7 +92,7 @@ def check_contract(
     resolved.features = dict(features)
 
     findings += schema_findings(view, family, config_file)
-    findings += cross_field_findings(view, family, config_file)
+    findings += cross_field_findings(view, family, config_file, loader)
     findings += rope_findings(view, config_file, rope_scaling_wins=not (
         loader is not None and loader.family == "dflash_gqa" and view.get("model_type") in ("qwen2", "qwen3")))
     findings += unread_flag_findings(loader, engine, view, config_file)

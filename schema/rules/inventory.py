@@ -51,7 +51,7 @@ def inventory_findings(
     """Compare what is shipped with what the config implies. `token_map`
     hands over d2t's values where the caller reads payloads (rules/vocab.py)."""
     findings: list[Finding] = []
-    dims = family.resolve_dims(config)
+    dims = family.resolve_dims(config, loader.dims if loader is not None else None)
     expected_all, unresolved = family.expected_tensors(dims, None)
     required = {
         name: want for name, want in expected_all.items()

@@ -50,6 +50,20 @@ class Resolution:
     findings: list[Finding]
 
 
+def not_served_finding(family: DraftFamily, engine: EngineProfile, config_file: str) -> Finding:
+    """ENG006: the engine has no model for this family at all (its profile
+    has no loader for it); nothing else about the draft matters to it."""
+    served = ", ".join(sorted(engine.loaders)) or "none"
+    return Finding(
+        "ENG006",
+        f"{config_file}: {engine.spec} does not serve {family.name} drafts ({', '.join(family.architectures)}): "
+        f"it has no model for them and refuses the draft. Serve it on an engine that does (`dspark families "
+        f"--family {family.name}` lists them). {engine.spec} serves: {served}.",
+        file=config_file,
+        detail={"family": family.name, "engine": engine.spec, "served_families": sorted(engine.loaders)},
+    )
+
+
 def resolve_family(config: Mapping[str, Any], engine: EngineProfile, config_file: str) -> Resolution:
     """The family the engine will serve this config as, or findings saying
     why it will not serve it. `family` is None only when dspark knows no
@@ -58,6 +72,8 @@ def resolve_family(config: Mapping[str, Any], engine: EngineProfile, config_file
     # otherwise the first architecture dspark knows.
     described = next((f for f in FAMILIES if config.get("model_type") in f.model_types), None)
     described = described or family_for_config(config)
+    if described is not None and engine.loader_for(described.name) is None:
+        return Resolution(described, None, None, [not_served_finding(described, engine, config_file)])
     architecture, rewritten = engine.architectures.resolve(config.get("architectures"), config.get("model_type"))
     cite = engine.architectures.source.cite()
     if described is None and family_for_architecture(architecture) is None:

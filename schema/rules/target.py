@@ -9,7 +9,7 @@ from dspark.schema.engines import FamilyLoader
 from dspark.schema.families import DraftFamily
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding, Severity
-from dspark.schema.rules.common import bounded_taps, is_int
+from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids
 from dspark.schema.rules.vocab import TokenMapValues, larger_vocab_through_d2t
 
 # The Kimi-K3 target's config classes: their `attn_res_block_size` defaults
@@ -247,7 +247,7 @@ def target_findings(
         return findings
     findings += _drafter_host_findings(target, family, loader)
     findings += _tap_range_findings(config, target, family, loader)
-    findings += _colliding_default_taps(config, target, family)
+    findings += _colliding_default_taps(config, target, family, loader)
     return findings
 
 
@@ -277,7 +277,7 @@ def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: 
     """TGT005 for taps the target's own capture setter refuses or drops,
     TGT008 for ids a Kimi-K3 target reads one-based."""
     findings: list[Finding] = []
-    layer_ids, _ = bounded_taps(family, config)
+    layer_ids, _ = bounded_taps(family, config, loader)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:
         low, high = loader.tap_low, target.num_hidden_layers + loader.tap_high_offset
         source = loader.sources.get("taps vs target").cite() if loader.sources.get("taps vs target") else None
@@ -293,7 +293,7 @@ def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: 
             high = target.num_hidden_layers - (1 if target.is_attn_res_model() else 2)
             source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else
                       "models/base/causal_lm.py@4b9766f6:146-165; models/deepseek_v3.py@4b9766f6:1697-1715")
-        one_based = family.default_tap_count is not None and target.is_attn_res_model()
+        one_based = default_tap_count(family, loader) is not None and target.is_attn_res_model()
         if one_based:
             # An EAGLE-3 draft on Kimi-K3: the K3 model takes the ids unchanged
             # as one-based completed-layer ids and refuses any outside [1, N]
@@ -363,12 +363,14 @@ _DEFAULT_CAPTURE_SOURCE = ("models/base/causal_lm.py@f4d8ec6e:133-144; models/ba
                            "219-221; models/deepseek_v3.py@f4d8ec6e:1688-1693, 1591-1593")
 
 
-def _colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily) -> list[Finding]:
+def _colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily,
+                            loader: FamilyLoader | None) -> list[Finding]:
     layers = target.num_hidden_layers
-    if family.default_tap_count is None or not is_int(layers) or family.tap_ids(config)[0] is not None:
+    defaults_count = default_tap_count(family, loader)
+    if defaults_count is None or not is_int(layers) or tap_ids(family, loader, config)[0] is not None:
         return []
-    count = family.dims["S"](config)
-    if count != family.default_tap_count:
+    count = loader.taps.draft_count(config) if loader is not None and loader.taps is not None else family.dims["S"](config)
+    if count != defaults_count:
         return []  # TAP001 already says the count differs from the defaults'
     defaults = [tap + 1 for tap in default_taps(layers)]  # in the target's +1 numbering
     detail = {"draft_taps": count, "target_layers": layers, "default_layers": defaults}
