@@ -15,7 +15,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
@@ -28,7 +28,8 @@ from dspark.converters.readers.safetensors import INDEXED_TENSORS, resolve_store
 from dspark.converters.served_layout import config_as_convert_writes_it, served_layout
 from dspark.converters.sources import is_url
 from dspark.converters.token_map import TokenMapReader
-from dspark.schema.engines import EngineProfile, engine_by_spec
+from dspark.converters.engine_verdicts import engine_verdict, merge_engine_reports
+from dspark.schema.engines import EngineProfile, engine_specs
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, report_findings
@@ -64,6 +65,12 @@ class CheckReport:
     metadata: dict[str, Any] = field(default_factory=dict)
     engine: str | None = None
     verdict: str = "served"
+    # What the engine's loader does with a name without destination and a
+    # parameter never filled: decides refused vs served wrong.
+    loader_unexpected: str | None = None
+    loader_missing: str | None = None
+    # One report per engine when several were asked for (this one merges them).
+    engine_reports: list["CheckReport"] = field(default_factory=list)
 
     @property
     def errors(self) -> list[Finding]:
@@ -89,10 +96,16 @@ class CheckReport:
         served_ok = contents_ok and not layout
         return {"served": served_ok, "contents": contents_ok}
 
+    def engine_verdicts(self, strict: bool = False) -> list[dict[str, Any]]:
+        """One row per engine judged: pass / refused at load / served wrong."""
+        return [engine_verdict(report, strict) for report in (self.engine_reports or [self])]
+
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
         return {
             "checkpoint": self.checkpoint,
             "engine": self.engine,
+            "engines": [report.engine for report in (self.engine_reports or [self])],
+            "engine_verdicts": self.engine_verdicts(strict),
             # which of the two verdicts decided `passed` (report_format 1 called it "verdict")
             "judged_as": self.verdict,
             "verdicts": self.verdicts(strict),
@@ -129,7 +142,7 @@ def check_checkpoint(
     environ: Mapping[str, str] | None = None,
     config_path: Path | str | None = None,
     progress: ProgressStart | None = None,
-    engine: EngineProfile | str | None = None,
+    engine: EngineProfile | str | Sequence[str] | None = None,
     verdict: str = "served",
     payload_stats: Mapping[str, PayloadStats] | None = None,
 ) -> CheckReport:
@@ -139,7 +152,10 @@ def check_checkpoint(
     every payload (NaN/Inf, zero norms and matrices, identity fc_norm) and,
     with a manifest, hashes it from the same read. `verify_hashes` does the
     same read and fails without a manifest. `engine` is a profile or
-    `NAME[@REV]` (default: TokenSpeed as deployed today). `verdict`
+    `NAME[@REV]` (default: TokenSpeed as deployed today); several
+    (`tokenspeed,vllm`, `all`, a list) judge the folder once per engine and
+    merge the reports (`engine_verdicts`: one row each; any engine failing
+    fails the report). `verdict`
     "served" (the default) judges the folder as the engine will open it;
     "contents" judges only what is inside, for training-time CI, and reports
     the layout the engine cannot open as a note. `progress`, when given, is
@@ -150,7 +166,20 @@ def check_checkpoint(
     """
     if verdict not in VERDICTS:
         raise UsageError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}.")
-    profile = engine if isinstance(engine, EngineProfile) else engine_by_spec(engine)
+    if isinstance(engine, EngineProfile):
+        profiles: tuple[EngineProfile, ...] = (engine,)
+    elif isinstance(engine, (list, tuple)) and engine and all(isinstance(p, EngineProfile) for p in engine):
+        profiles = tuple(engine)
+    else:
+        profiles = engine_specs(engine)
+    if len(profiles) > 1:
+        reports = [check_checkpoint(path, target=target, deep=deep, verify_hashes=verify_hashes, environ=environ,
+                                    config_path=config_path, progress=progress, engine=profile, verdict=verdict,
+                                    payload_stats=payload_stats) for profile in profiles]
+        merged = merge_engine_reports(reports)
+        merged.engine = ",".join(profile.spec for profile in profiles)
+        return merged
+    profile = profiles[0]
     target_facts = read_target_facts(target) if target is not None else None
     if verify_hashes and is_url(path):
         raise UsageError(
@@ -243,6 +272,9 @@ def check_checkpoint(
     report = _report(checkpoint, resolved, findings, deep=deep, scanned=scanned, target=target_facts)
     report.engine = profile.spec
     report.verdict = verdict
+    loader = profile.loader_for(report.family) if report.family is not None else None
+    report.loader_unexpected = loader.unexpected if loader is not None else None
+    report.loader_missing = loader.missing if loader is not None else None
     report.payloads_read = payload_stats is not None or read_payloads
     return report
 

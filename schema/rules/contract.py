@@ -42,6 +42,25 @@ def unread_taps_on(target: TargetFacts, finding: Finding, config_file: str) -> F
                                target_layers=target.num_hidden_layers)
 
 
+def _resolve_tap_layers(resolved: ResolvedDraft, loader: FamilyLoader | None, layer_ids: Any,
+                        tap_path: str | None, target: TargetFacts | None) -> None:
+    """The layers the engine captures, in the engine-neutral numbering
+    (`TapNumbering.layer_outputs`): from the list it reads, else from the
+    target's defaults when the target's layer count is known."""
+    taps = loader.taps if loader is not None else None
+    if taps is None:
+        return
+    resolved.tap_numbering = taps.numbering.base
+    target_class = target.architectures[0] if target is not None and target.architectures else None
+    if isinstance(layer_ids, list) and all(is_int(i) for i in layer_ids):
+        resolved.tap_source = tap_path
+        resolved.tap_layers = taps.numbering.layer_outputs(layer_ids, target_class)
+    elif layer_ids is None and taps.defaults is not None:
+        resolved.tap_source = "defaults"
+        if target is not None and is_int(target.num_hidden_layers):
+            resolved.tap_layers = taps.numbering.layer_outputs(taps.defaults(target.num_hidden_layers), target_class)
+
+
 def check_contract(
     config: Mapping[str, Any],
     entries: Sequence[TensorEntry],
@@ -78,10 +97,11 @@ def check_contract(
     view, coerced = engine_view(config, loader, integer_fields(family), config_file)
     findings += coerced
 
-    layer_ids, _ = bounded_taps(family, view, loader)
+    layer_ids, tap_path = bounded_taps(family, view, loader)
     resolved.target_layer_ids = list(layer_ids) if isinstance(layer_ids, list) else []
     if default_tap_count(family, loader) is not None and tap_ids(family, loader, view)[0] is None:
         resolved.default_taps = default_tap_count(family, loader)
+    _resolve_tap_layers(resolved, loader, layer_ids, tap_path, target)
     resolved.num_hidden_layers = view.get("num_hidden_layers")
     resolved.hidden_size = view.get("hidden_size")
     resolved.target_hidden_size = view.get(family.target_width_field)

@@ -37,6 +37,14 @@ class ResolvedDraft:
     target_hidden_size: int | None = None
     target_checked: bool = False
     features: dict[str, bool] = field(default_factory=dict)
+    # The target layers the engine captures, as 0-based layer outputs (-1:
+    # the embeddings), whatever its own numbering: what two engines compare.
+    # None when unknown (no list and no target to take defaults from).
+    tap_layers: list[int] | None = None
+    # Where the engine read the ids ("defaults": the target's own), and how
+    # it numbers them (base.LAYER_OUTPUT / base.HIDDEN_STATES).
+    tap_source: str | None = None
+    tap_numbering: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
