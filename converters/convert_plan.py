@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping
 
 from dspark.converters.casting import CASTABLE, output_dtype
 from dspark.converters.destination import check_paths
+from dspark.converters.engine_verdicts import EngineFindings, merged_findings
 from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits, refuse_fused_beside_parts
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
@@ -33,7 +34,7 @@ from dspark.converters.writers.safetensors import (
     plan_shards,
 )
 from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES, nbytes_of
-from dspark.schema.engines import engine_by_spec
+from dspark.schema.engines import engine_specs
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding, Severity, report_findings
@@ -52,7 +53,9 @@ class ConvertOptions:
     config_path: Path | None = None
     force: bool = False
     environ: Mapping[str, str] | None = None  # for the verification; os.environ when None
-    engine: str | None = None  # the engine the output is written and verified for (NAME[@REV])
+    # The engine(s) the output is written and verified for (NAME@REV, several
+    # comma-joined: written for the first, verified for every one).
+    engine: str | None = None
 
     @classmethod
     def from_flags(
@@ -79,7 +82,7 @@ class ConvertOptions:
             config_path=Path(config_path) if config_path is not None else None,
             force=force,
             environ=environ,
-            engine=engine_by_spec(engine).spec if engine else None,
+            engine=",".join(profile.spec for profile in engine_specs(engine)) if engine else None,
         )
 
 
@@ -271,7 +274,8 @@ def plan_conversion(
     _refuse_unconvertible(checkpoint)
     family: DraftFamily = checkpoint.family
 
-    profile = engine_by_spec(options.engine)
+    profiles = engine_specs(options.engine)
+    profile = profiles[0]
     refuse_fused_beside_parts(checkpoint.entries, family, profile.loader_for(family.name), checkpoint.config)
     # Pre-fused tensors the engine's loader refuses are written as their parts.
     splits: dict[str, FusedSplit] = plan_fused_splits(
@@ -324,6 +328,12 @@ def plan_conversion(
     ]
     environ = os.environ if options.environ is None else options.environ
     contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=profile)
+    if len(profiles) > 1:
+        # One layout for several engines: what any of them would refuse or
+        # serve wrong is said, named with the engines that do.
+        judged = [EngineFindings(p.spec, contract.findings if p is profile else check_contract(
+            config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=p).findings) for p in profiles]
+        contract = dataclasses.replace(contract, findings=merged_findings(judged))
     # Converting reads every payload: a head shipped beside tie_word_embeddings
     # is compared with the embedding in full (LMH002).
     sources = {t.name: t.source for t in tensors if t.rows is None}

@@ -31,6 +31,15 @@ class EngineReport(Protocol):
     loader_missing: str | None
 
 
+@dataclasses.dataclass(frozen=True)
+class EngineFindings:
+    """One engine's findings on a draft (convert's plan judges a layout for
+    each engine asked for)."""
+
+    engine: str
+    findings: list[Finding]
+
+
 def engine_verdict(report: EngineReport, strict: bool = False) -> dict[str, Any]:
     """One engine's row: pass / refused at load / served wrong, and why."""
     result, deciding = outcome(report.findings, unexpected=report.loader_unexpected,
@@ -52,7 +61,7 @@ def _key(finding: Finding) -> tuple:
     return (finding.code, finding.severity, finding.message, finding.file, finding.tensor)
 
 
-def merged_findings(reports: Sequence[EngineReport]) -> list[Finding]:
+def merged_findings(reports: Sequence[EngineReport | EngineFindings]) -> list[Finding]:
     """Every engine's findings, once each: one that every engine gives as it
     is, one that only some give prefixed with their names (and listed in
     detail.engines)."""

@@ -137,6 +137,14 @@ def test_require_target_refuses_a_gate_without_one(dspark, tiny_draft, tmp_path)
     assert dspark("gate", tiny_draft(name="d2"), "--target", target).exit_code == EXIT_OK
 
 
+def test_a_policy_naming_several_engines_gates_on_every_one(dspark, tiny_draft, tmp_path):
+    write(tmp_path / "dspark.toml", 'engine = ["tokenspeed", "tokenspeed@main"]\n')
+    run = dspark("gate", tiny_draft(), "--format", "json")
+    assert run.exit_code == 1  # main has no fc_norm modules: it refuses the weights
+    document = run.json()
+    assert [row["outcome"] for row in document["check"]["engine_verdicts"]] == ["pass", "refused"]
+
+
 def test_the_policy_engine_is_used_and_the_flag_wins(dspark, tiny_draft, tmp_path):
     write(tmp_path / "dspark.toml", 'engine = "tokenspeed@pr1031"\n')
     assert dspark("gate", tiny_draft(), "--format", "json").json()["engine"] == "tokenspeed@pr1031"
