@@ -3,27 +3,62 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from dspark.cli.options import DataFormat, QuietOption
 from dspark.cli.terminal import page_width, wrap
-from dspark.schema.engines import all_profiles
-from dspark.schema.families import FAMILIES
+from dspark.schema.engines import all_profiles, engine_by_spec, engine_specs, profiles_of
+from dspark.schema.errors import UsageError
+from dspark.schema.families import FAMILIES, family_by_name
 
 
-def contract_table() -> list[dict]:
-    """Family x engine revision x feature, with where each rule was read."""
+def _profiles(engine: str | None):
+    """Every revision of every engine; `--engine NAME` every revision of
+    that engine, `NAME@REV` that one, several with commas (or all)."""
+    if not engine:
+        return all_profiles()
+    chosen = []
+    for item in [part.strip() for part in engine.split(",") if part.strip()]:
+        if item.lower() == "all":
+            found = list(all_profiles())
+        elif "@" in item:
+            found = [engine_by_spec(item)]
+        else:
+            engine_by_spec(item)  # an unknown name is a usage error naming the choices
+            found = list(profiles_of(item.lower()))
+        chosen += [p for p in found if not any(p is q for q in chosen)]
+    return tuple(chosen) or engine_specs(None)
+
+
+def _families(family: str | None):
+    if not family:
+        return FAMILIES
+    chosen = []
+    for name in [part.strip() for part in family.split(",") if part.strip()]:
+        found = family_by_name(name)
+        if found is None:
+            raise UsageError(f"--family {name!r} is not a family dspark models.",
+                             hint=f"Choices: {', '.join(f.name for f in FAMILIES)}.")
+        chosen.append(found)
+    return tuple(chosen) or FAMILIES
+
+
+def contract_table(family: str | None = None, engine: str | None = None) -> list[dict]:
+    """Family x engine revision x feature, with where each rule was read;
+    a family an engine does not serve is a row saying so."""
     rows = []
-    for family in FAMILIES:
-        for engine in all_profiles():
-            loader = engine.loader_for(family.name)
+    for draft_family in _families(family):
+        for profile in _profiles(engine):
+            loader = profile.loader_for(draft_family.name)
             if loader is None:
+                rows.append({"family": draft_family.name, "engine": profile.spec, "served": False})
                 continue
             rows.append({
-                "family": family.name,
-                "engine": engine.spec,
+                "served": True,
+                "family": draft_family.name,
+                "engine": profile.spec,
                 "model_class": loader.model_class,
                 "model_types": list(loader.model_types),
                 "unexpected_tensor": loader.unexpected,
@@ -53,10 +88,15 @@ def contract_table() -> list[dict]:
 
 def families(
     output: Annotated[DataFormat, typer.Option("--format", help="human: a page to read; json: the table as data.")] = DataFormat.human,
+    family: Annotated[Optional[str], typer.Option(
+        "--family", metavar="NAME[,...]", help="Only these families (k3_dspark, dflash_gqa, eagle3_llama, eagle3_mla).")] = None,
+    engine: Annotated[Optional[str], typer.Option(
+        "--engine", metavar="NAME[@REV][,...]|all",
+        help="Only these engines: a name lists every revision modelled, NAME@REV one.")] = None,
     quiet: QuietOption = False,
 ) -> None:
     """List draft families x engine revisions x features, with the engine code each rule was read from."""
-    rows = contract_table()
+    rows = contract_table(family, engine)
     if output is DataFormat.json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -77,6 +117,11 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
             lines.extend(wrap(source, width, first="    ", indent="      "))
 
     for row in rows:
+        if not row["served"]:
+            lines.extend(wrap(f"{row['family']} on {row['engine']}: NOT served (the engine has no model for it; "
+                              "ENG006)", width, indent="  "))
+            lines.append("")
+            continue
         lines.extend(wrap(f"{row['family']} on {row['engine']} ({row['model_class']})", width, indent="  "))
         rule(f"model_type: {', '.join(row['model_types'])}")
         rule(f"a tensor without a destination: {row['unexpected_tensor']}; "
