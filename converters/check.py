@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
 from dspark.converters.layouts.hf import MANIFEST_NAME
+from dspark.converters.layouts.tap_origin import trained_tap_findings
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.readers import copies
 from dspark.converters.readers.base import served_name_for
@@ -166,12 +167,7 @@ def check_checkpoint(
     """
     if verdict not in VERDICTS:
         raise UsageError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}.")
-    if isinstance(engine, EngineProfile):
-        profiles: tuple[EngineProfile, ...] = (engine,)
-    elif isinstance(engine, (list, tuple)) and engine and all(isinstance(p, EngineProfile) for p in engine):
-        profiles = tuple(engine)
-    else:
-        profiles = engine_specs(engine)
+    profiles = engine_specs(engine)
     if len(profiles) > 1:
         reports = [check_checkpoint(path, target=target, deep=deep, verify_hashes=verify_hashes, environ=environ,
                                     config_path=config_path, progress=progress, engine=profile, verdict=verdict,
@@ -207,8 +203,9 @@ def check_checkpoint(
         layout = served_layout(checkpoint, rejects_unknown_names=loader is not None and loader.unexpected == "rejects")
         if config_path is not None and not layout.engine_openable:
             layout = dataclasses.replace(layout, convert_options=("--config", str(config_path)))
+        judged_config = config_as_convert_writes_it(checkpoint)
         contract = check_contract(
-            config_as_convert_writes_it(checkpoint),
+            judged_config,
             checkpoint.entries,
             config_file=checkpoint.config_display,
             target=target_facts,
@@ -241,6 +238,9 @@ def check_checkpoint(
                                      by_stored_name, limit=limit) for f in contract.findings]
         resolved = contract.resolved
         expected = contract.expected
+        if contract.loader is not None:
+            findings += trained_tap_findings(checkpoint, contract.family, contract.resolved, judged_config,
+                                             profile.spec)
     findings = _apply_engine_severities(findings, profile, verdict)
     findings = _traced_to_unreadable_files(
         findings, lambda stored: served_name_for(checkpoint.family, stored))

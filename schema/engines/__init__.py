@@ -76,12 +76,17 @@ def engine_by_spec(spec: str | None) -> EngineProfile:
                      hint=f"Known revisions: {known} ({name} alone means {package.DEFAULT.spec}).")
 
 
-def engine_specs(specs: str | list[str] | tuple[str, ...] | None) -> tuple[EngineProfile, ...]:
+def engine_specs(specs: Any) -> tuple[EngineProfile, ...]:
     """Several engines at once: `tokenspeed,vllm`, `all` (the default
     revision of every engine), a list of such strings (a policy file's), or
-    None (the default engine). Repeats are dropped, the order kept."""
+    None (the default engine); a profile, or a list of profiles, as they
+    are. Repeats are dropped, the order kept."""
     if specs is None:
         return (default_engine(),)
+    if isinstance(specs, EngineProfile):
+        return (specs,)
+    if isinstance(specs, (list, tuple)) and specs and all(isinstance(p, EngineProfile) for p in specs):
+        return tuple(specs)
     parts = [specs] if isinstance(specs, str) else list(specs)
     items = [item.strip() for part in parts for item in str(part).split(",")]
     items = [item for item in items if item]

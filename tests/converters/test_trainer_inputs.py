@@ -520,3 +520,14 @@ def test_specforge_offline_training_records_no_capture_and_keeps_the_config(tmp_
     assert warning.severity.value == "warning" and "the run recorded no capture layers" in warning.message
     assert "[2, 4, 5]" in warning.message
 
+
+
+def test_a_speculators_folder_is_read_as_hidden_states_indices(tmp_path):
+    # speculators numbers taps by hidden_states index; the check reads them
+    # one lower, as convert writes them, so TokenSpeed captures the layers
+    # the draft was trained on (no TAP006).
+    report = check_checkpoint(write_speculators_draft(tmp_path / "spec"))
+    [note] = [f for f in report.findings if f.code == "TAP004"]
+    assert "speculators" in note.message and note.detail["numbering"] == "hidden_states"
+    assert note.detail["layers"] == [t - 1 for t in TAPS] == report.resolved.tap_layers
+    assert not [f for f in report.findings if f.code == "TAP006"]
