@@ -29,7 +29,7 @@ from dspark.converters.readers.safetensors import INDEXED_TENSORS, resolve_store
 from dspark.converters.served_layout import config_as_convert_writes_it, served_layout
 from dspark.converters.sources import is_url
 from dspark.converters.token_map import TokenMapReader
-from dspark.converters.engine_verdicts import engine_verdict, merge_engine_reports
+from dspark.converters.engine_verdicts import apply_engine_severities, engine_verdict, merge_engine_reports
 from dspark.schema.engines import EngineProfile, engine_specs
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
@@ -241,7 +241,7 @@ def check_checkpoint(
         if contract.loader is not None:
             findings += trained_tap_findings(checkpoint, contract.family, contract.resolved, judged_config,
                                              profile.spec)
-    findings = _apply_engine_severities(findings, profile, verdict)
+    findings = apply_engine_severities(findings, profile, verdict)
     findings = _traced_to_unreadable_files(
         findings, lambda stored: served_name_for(checkpoint.family, stored))
 
@@ -394,23 +394,6 @@ def _bytes_by_file(entry) -> list[tuple[str, int]]:
                 shares[chunk.file] = shares.get(chunk.file, 0) + chunk.numel * itemsize
         return list(shares.items())
     return [(entry.file, entry.nbytes)]
-
-
-def _apply_engine_severities(findings: list[Finding], profile: EngineProfile, verdict: str) -> list[Finding]:
-    """File-level problems the engine never looks at become warnings
-    (its `severity_overrides`); under the contents verdict the layout
-    finding is a note."""
-    out = []
-    for finding in findings:
-        severity = profile.severity_overrides.get(finding.code)
-        if finding.detail.get("stray_shard"):
-            severity = None  # a file the index does not name is never opened: its tensors do not load
-        if finding.code == "SRV001" and verdict == "contents":
-            severity = "info"
-        if severity is not None and severity != finding.severity.value:
-            finding = dataclasses.replace(finding, severity=Severity(severity))
-        out.append(finding)
-    return out
 
 
 def _report(

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping
 
 from dspark.converters.casting import CASTABLE, output_dtype
 from dspark.converters.destination import check_paths
-from dspark.converters.engine_verdicts import EngineFindings, merged_findings
+from dspark.converters.engine_verdicts import on_every_engine
 from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits, refuse_fused_beside_parts
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
@@ -53,8 +53,7 @@ class ConvertOptions:
     config_path: Path | None = None
     force: bool = False
     environ: Mapping[str, str] | None = None  # for the verification; os.environ when None
-    # The engine(s) the output is written and verified for (NAME@REV, several
-    # comma-joined: written for the first, verified for every one).
+    # NAME@REV the output is written for; several comma-joined: written for the first, verified for all
     engine: str | None = None
 
     @classmethod
@@ -274,8 +273,7 @@ def plan_conversion(
     _refuse_unconvertible(checkpoint)
     family: DraftFamily = checkpoint.family
 
-    profiles = engine_specs(options.engine)
-    profile = profiles[0]
+    profile = (profiles := engine_specs(options.engine))[0]
     refuse_fused_beside_parts(checkpoint.entries, family, profile.loader_for(family.name), checkpoint.config)
     # Pre-fused tensors the engine's loader refuses are written as their parts.
     splits: dict[str, FusedSplit] = plan_fused_splits(
@@ -327,13 +325,9 @@ def plan_conversion(
         TensorEntry(t.name, t.name, t.dtype, t.shape, t.shard) for t in tensors
     ]
     environ = os.environ if options.environ is None else options.environ
-    contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=profile)
-    if len(profiles) > 1:
-        # One layout for several engines: what any of them would refuse or
-        # serve wrong is said, named with the engines that do.
-        judged = [EngineFindings(p.spec, contract.findings if p is profile else check_contract(
-            config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=p).findings) for p in profiles]
-        contract = dataclasses.replace(contract, findings=merged_findings(judged))
+    judge = lambda p: check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=p)  # noqa: E731
+    contract = judge(profile)
+    contract = dataclasses.replace(contract, findings=on_every_engine(profiles, contract.findings, judge))
     # Converting reads every payload: a head shipped beside tie_word_embeddings
     # is compared with the embedding in full (LMH002).
     sources = {t.name: t.source for t in tensors if t.rows is None}

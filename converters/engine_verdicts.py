@@ -1,4 +1,5 @@
-"""One draft, several engines: each engine's check report merged into one.
+"""One draft, several engines: each engine's check report merged into one,
+and what one engine makes of file-level findings (its severities).
 
 `check_checkpoint(..., engine="tokenspeed,vllm")` (or "all") judges the
 folder once per engine and hands the reports here. The merged report keeps
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol, Sequence
 
+from dspark.schema.engines.base import EngineProfile
 from dspark.schema.findings import Finding, Severity, count_by_severity, report_findings
 from dspark.schema.rules.resolve import ResolvedDraft
 from dspark.schema.verdicts import OUTCOME_TEXT, outcome
@@ -38,6 +40,33 @@ class EngineFindings:
 
     engine: str
     findings: list[Finding]
+
+
+def apply_engine_severities(findings: list[Finding], profile: EngineProfile, verdict: str) -> list[Finding]:
+    """File-level problems the engine never looks at become warnings
+    (its `severity_overrides`); under the contents verdict the layout
+    finding is a note."""
+    out = []
+    for finding in findings:
+        severity = profile.severity_overrides.get(finding.code)
+        if finding.detail.get("stray_shard"):
+            severity = None  # a file the index does not name is never opened: its tensors do not load
+        if finding.code == "SRV001" and verdict == "contents":
+            severity = "info"
+        if severity is not None and severity != finding.severity.value:
+            finding = dataclasses.replace(finding, severity=Severity(severity))
+        out.append(finding)
+    return out
+
+
+def on_every_engine(profiles: Sequence[Any], first: list[Finding], judge) -> list[Finding]:
+    """One layout judged for several engines (convert's plan): the first
+    engine's findings and every other's (`judge(profile).findings`), each
+    that only some engines give named with them."""
+    if len(profiles) < 2:
+        return first
+    return merged_findings([EngineFindings(p.spec, first if i == 0 else judge(p).findings)
+                            for i, p in enumerate(profiles)])
 
 
 def engine_verdict(report: EngineReport, strict: bool = False) -> dict[str, Any]:
