@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from dspark.cli.families import contract_table
-from dspark.schema.engines import PROFILES, EngineProfile
+from dspark.schema.engines import EngineProfile, all_profiles
 from dspark.schema.explanations import EXPLANATIONS, GROUPS, rule_sources
 from dspark.schema.families import FAMILIES, DraftFamily
 from dspark.schema.findings import FINDING_CODES
@@ -67,7 +67,8 @@ the target, files, declared features, the tensor inventory, payload values,
 then smoke and the serving kernels."""
 
 
-def codes_page(engines: tuple[EngineProfile, ...] = PROFILES) -> str:
+def codes_page(engines: tuple[EngineProfile, ...] | None = None) -> str:
+    engines = all_profiles() if engines is None else engines
     lines = ["# Finding codes", "", BEGIN, "", _CODES_INTRO, ""]
     lines += _table(("code", "severity", "meaning"),
                     ((f"`{c}`", s.severity.value, f"[{s.title}](#{c})") for c, s in FINDING_CODES.items()))
@@ -128,10 +129,10 @@ _MISSING = {"rejects": "the load fails", "uninitialised": "served with whatever 
 
 
 def _engine_section(specs: list[str], facts: dict) -> list[str]:
-    repositories = sorted({p.repository for p in PROFILES if p.spec in specs})
+    repositories = sorted({p.repository for p in all_profiles() if p.spec in specs})
     # the commits (or versions) the citations name; the profiles' own when none do
     commits = sorted(set(re.findall(r"@([^:@\s\"`]+):", json.dumps(facts)))) or \
-        sorted({p.commit for p in PROFILES if p.spec in specs})
+        sorted({p.commit for p in all_profiles() if p.spec in specs})
     lines = ["", f"### {_engines(specs)}: `{facts['model_class']}`", "",
              f"Read from {', '.join(repositories)} at {', '.join(f'`{c}`' for c in commits)}.", "",
              f"- `model_type`s its config loader parses: {', '.join(f'`{t}`' for t in facts['model_types'])}",
@@ -225,10 +226,10 @@ def families_index() -> str:
              *_table(("family", "what", "recognised by", "engines"),
                      ((f"[`{f.name}`]({f.name}.md)", f.description,
                        _recognised(f),
-                       _engines(p.spec for p in PROFILES if p.loader_for(f.name)))
+                       _engines(p.spec for p in all_profiles() if p.loader_for(f.name)))
                       for f in FAMILIES)),
              "", *_table(("engine", "commit", "repository", "what it models"),
-                         ((f"`{p.spec}`", p.commit, p.repository, p.description) for p in PROFILES)),
+                         ((f"`{p.spec}`", p.commit, p.repository, p.description) for p in all_profiles())),
              "", END, ""]
     return "\n".join(lines)
 

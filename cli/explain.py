@@ -9,7 +9,7 @@ import typer
 
 from dspark.cli.options import DataFormat, QuietOption
 from dspark.cli.terminal import page_width, wrap
-from dspark.schema.engines import PROFILES
+from dspark.schema.engines import all_profiles
 from dspark.schema.errors import UsageError
 from dspark.schema.explanations import explain as explanation, similar_codes
 from dspark.schema.findings import FINDING_CODES
@@ -53,7 +53,7 @@ def explain(
 ) -> None:
     """Say what a finding code means, why the engine cares, what to do, and where its rule was read."""
     if code is None:
-        entries = [explanation(c, PROFILES) for c in FINDING_CODES]
+        entries = [explanation(c, all_profiles()) for c in FINDING_CODES]
         if output is DataFormat.json:
             typer.echo(json.dumps(entries, indent=2))
         elif not quiet:
@@ -63,7 +63,7 @@ def explain(
                                  indent=" " * 16):
                     typer.echo(line)
         return
-    entry = explanation(_known(code), PROFILES)
+    entry = explanation(_known(code), all_profiles())
     if output is DataFormat.json:
         typer.echo(json.dumps(entry, indent=2))
     elif not quiet:
