@@ -43,7 +43,7 @@ def test_every_family_and_engine_has_its_place():
     index = (ROOT / "docs" / "families" / "index.md").read_text(encoding="utf-8")
     for family in docs.FAMILIES:
         assert f"[`{family.name}`]({family.name}.md)" in index
-    for engine in docs.PROFILES:
+    for engine in docs.all_profiles():
         assert f"`{engine.spec}`" in index
 
 
