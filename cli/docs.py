@@ -235,12 +235,65 @@ def families_index() -> str:
 
 
 # --------------------------------------------------------------------------
+# docs/contract.md: the family x engine table
+
+CONTRACT_PAGE = "docs/contract.md"
+
+
+def _engine_cell(profile: EngineProfile, family: str) -> str:
+    loader = profile.loader_for(family)
+    if loader is None:
+        return "**not served** (ENG006)"
+    taps = loader.taps
+    unread = [name for name, support in {**loader.features, **loader.unread_flags}.items() if not support.supported]
+    parts = [f"`{loader.model_class}`", f"unknown names: {loader.unexpected}", f"unfilled: {loader.missing}"]
+    if taps is not None:
+        parts.append(f"taps from `{taps.target.paths[0]}`" + (" (then " + ", ".join(
+            f"`{p}`" for p in taps.target.paths[1:]) + ")" if len(taps.target.paths) > 1 else "")
+            + f", {taps.numbering.base.replace('_', ' ')}")
+    if unread:
+        parts.append("not honoured: " + ", ".join(f"`{name}`" for name in unread))
+    return "; ".join(parts)
+
+
+def engine_matrix() -> str:
+    """Family x engine revision, one cell per pair: whether the engine
+    serves the family and how its loader reads it."""
+    profiles = all_profiles()
+    lines = [BEGIN, "",
+             "Family x engine revision, from the profiles (`schema/engines/<engine>/`): the model class the "
+             "engine loads, what it does with a name it has no destination for and with a parameter never "
+             "filled, where the target reads tap ids and how it numbers them (layer output: id k is the output "
+             "of layer k; hidden states: id k is `hidden_states[k]`), and the features it does not honour. "
+             "`dspark families --family F --engine E` prints each rule with its citation.", "",
+             *_table(("family", *(f"`{p.spec}`" for p in profiles)),
+                     ((f"[`{f.name}`](families/{f.name}.md)", *(_engine_cell(p, f.name) for p in profiles))
+                      for f in FAMILIES)),
+             "", END]
+    return "\n".join(lines)
+
+
+def contract_page(current: str) -> str:
+    """docs/contract.md with its family x engine table made afresh (the
+    hand-written text around the block is kept; a page without the block
+    gets it after its first paragraph)."""
+    block = engine_matrix()
+    if BEGIN in current and END in current:
+        head, rest = current.split(BEGIN, 1)
+        return head + block + rest.split(END, 1)[1]
+    title, _, body = current.partition("\n## ")
+    return f"{title.rstrip()}\n\n## Family x engine\n\n{block}\n\n## {body}"
+
+
+# --------------------------------------------------------------------------
 
 
 def pages(root: Path | None = None) -> dict[str, str]:
     """Relative path -> the page as it should be committed."""
     root = ROOT if root is None else root
     out = {"docs/codes.md": codes_page(), "docs/families/index.md": families_index()}
+    if (root / CONTRACT_PAGE).is_file():
+        out[CONTRACT_PAGE] = contract_page((root / CONTRACT_PAGE).read_text(encoding="utf-8"))
     for family in FAMILIES:
         path = f"docs/families/{family.name}.md"
         current = (root / path).read_text(encoding="utf-8") if (root / path).is_file() else None
