@@ -36,9 +36,6 @@ from typing import Any, Mapping
 
 from dspark.converters.layouts.hf import MANIFEST_NAME
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
-from dspark.converters.layouts.omegaconf_yaml import read_yaml_key
-from dspark.converters.layouts.speculators import TRAINER as SPECULATORS
-from dspark.converters.layouts.torchspec import RUN_CONFIG, vllm_shifted_taps
 from dspark.converters.readers import Checkpoint
 from dspark.schema.engines.base import HIDDEN_STATES, LAYER_OUTPUT
 from dspark.schema.families import DraftFamily, nested_field
@@ -49,6 +46,12 @@ from dspark.schema.rules.resolve import ResolvedDraft
 from dspark.schema.rules.trained_taps import TrainedTaps, served_layers_finding, trained_numbering_finding
 
 ENGINE_KEY = ("inference", "inference_engine_type")
+# A TorchSpec run's config (layouts/torchspec.py RUN_CONFIG) and the trainer
+# name speculators' reader gives its SRC005 note (layouts/speculators.py
+# TRAINER): spelled here so a check of an engine-layout folder loads neither
+# layout module (tests/converters/test_tap_origin.py holds them equal).
+RUN_CONFIG = "config.yaml"
+SPECULATORS = "speculators"
 # How far above the weights a run's config.yaml sits (run/checkpoints/iter_N/model).
 RUN_LEVELS = 4
 
@@ -86,6 +89,8 @@ def _run_engine(checkpoint: Checkpoint) -> tuple[Path, str | None] | None:
             continue
         if "inference:" not in text:
             continue  # some other tool's config.yaml
+        from dspark.converters.layouts.omegaconf_yaml import read_yaml_key
+
         try:
             return path, read_yaml_key(text, *ENGINE_KEY)
         except ValueError:
@@ -100,7 +105,11 @@ def trained_taps(checkpoint: Checkpoint, family: DraftFamily, judged: Mapping[st
     translated = any(f.code == "SRC005" and (f.detail or {}).get("trainer") == SPECULATORS
                      for f in checkpoint.config_findings)
     names = [e.stored_name for e in checkpoint.entries]
-    shifted = vllm_shifted_taps(raw, names) if isinstance(raw, dict) else False
+    shifted = False
+    if isinstance(raw, dict) and TORCHSPEC_EXPORT_MARKER in raw:
+        from dspark.converters.layouts.torchspec import vllm_shifted_taps
+
+        shifted = vllm_shifted_taps(raw, names)
     ids, path = _declared(judged, family)
     if ids is None:
         return None

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from dspark.schema.dtypes import is_floating
 from dspark.schema.engines import FamilyLoader
+from dspark.schema.engines.base import REJECTED, REJECTED_WHEN_FULL_VOCAB
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry
@@ -132,6 +133,33 @@ def larger_vocab_through_d2t(config: Mapping[str, Any], family: DraftFamily, tar
         "target does not have"), ending, detail
 
 
+def _refused_token_maps(family: DraftFamily, loader: FamilyLoader | None, config: Mapping[str, Any],
+                        shipped: Mapping[str, TensorEntry]) -> list[Finding]:
+    """INV002 for a token map the engine has no destination for
+    (`VocabHandling`: REJECTED, or REJECTED_WHEN_FULL_VOCAB with a head as
+    wide as the vocabulary): its loader stops on the name."""
+    handling = loader.vocab if loader is not None else None
+    if handling is None:
+        return []
+    rows, vocab = head_rows(family, config), config.get("vocab_size")
+    findings = []
+    for name, rule in (("d2t", handling.d2t), ("t2d", handling.t2d)):
+        if name not in shipped:
+            continue
+        full = is_int(rows) and is_int(vocab) and rows == vocab
+        if rule == REJECTED or (rule == REJECTED_WHEN_FULL_VOCAB and full):
+            when = (f" when the head is as wide as the vocabulary ({rows} rows)" if rule == REJECTED_WHEN_FULL_VOCAB
+                    else "")
+            findings.append(Finding(
+                "INV002",
+                f"{shipped[name].file}: {name} is shipped, but this engine's loader has no destination for it{when} "
+                f"and refuses the load ({handling.source.cite()}). Drop {name} from the export.",
+                file=shipped[name].file, tensor=name,
+                detail={"token_map": name, "rule": rule, "source": handling.source.cite()},
+            ))
+    return findings
+
+
 def vocab_findings(
     family: DraftFamily,
     loader: FamilyLoader | None,
@@ -149,7 +177,9 @@ def vocab_findings(
     table = next((e for e in expected_all.values() if e.role == "token_map"), None)
     if head is not None:
         findings += _head_findings(head, loader, config, shipped, config_file)
-    if table is not None:
+    refused = _refused_token_maps(family, loader, config, shipped)
+    findings += refused
+    if table is not None and not refused:
         findings += _table_findings(table, config, shipped, config_file)
         findings += _table_value_findings(table, shipped, token_map)
     embedding = expected_all.get(EMBEDDING_NAME)

@@ -97,3 +97,21 @@ def test_a_draft_without_a_list_says_nothing_of_numbering(tmp_path):
     assert not {"TAP004", "TAP005", "TAP006"} & set(codes(report, Severity.INFO) | codes(report, Severity.WARNING))
 
 
+
+
+def test_the_names_spelled_twice_agree():
+    from dspark.converters.layouts import speculators, tap_origin, torchspec
+
+    assert (tap_origin.RUN_CONFIG, tap_origin.SPECULATORS) == (torchspec.RUN_CONFIG, speculators.TRAINER)
+
+
+def test_a_check_of_an_engine_layout_folder_loads_no_trainer_layout(tmp_path):
+    import subprocess
+    import sys
+
+    draft = write_eagle3_draft(tmp_path / "d", tap_ids=TAPS)
+    code = ("import sys; from dspark.converters.check import check_checkpoint; "
+            f"check_checkpoint({str(draft)!r}); "
+            "print(sorted(m for m in sys.modules if m.startswith('dspark.converters.layouts.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "speculators" not in loaded and "torchspec" not in loaded and "omegaconf" not in loaded

@@ -172,3 +172,28 @@ def test_a_family_the_engine_does_not_serve_is_a_finding_not_a_usage_error(tmp_p
 
 def test_every_family_has_a_tokenspeed_loader():
     assert {f.name for f in FAMILIES} == set(default_engine().loaders)
+
+
+@pytest.mark.parametrize("rule, draft_vocab, refused", [
+    ("rejected", None, True), ("rejected_when_full_vocab", None, True),
+    ("rejected_when_full_vocab", 64, False), ("hot_token_map", None, False)])
+def test_a_token_map_the_engine_has_no_destination_for_is_refused(tmp_path, rule, draft_vocab, refused):
+    pytest.importorskip("torch")
+    from dspark.examples.fabricate import write_eagle3_draft
+
+    def full_vocab(config):
+        config["draft_vocab_size"] = draft_vocab or config["vocab_size"]
+
+    def with_d2t(tensors):
+        import torch
+        rows = tensors["lm_head.weight"].shape[0]
+        tensors["d2t"] = torch.zeros(rows, dtype=torch.int64)
+
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=full_vocab, tensor_edit=with_d2t)
+    base = default_engine()
+    loader = base.loader_for("eagle3_llama")
+    fake = dataclasses.replace(base, name="fake", revision="1", loaders={
+        **base.loaders, "eagle3_llama": dataclasses.replace(loader, vocab=dataclasses.replace(loader.vocab, d2t=rule))})
+    report = check_checkpoint(draft, engine=fake)
+    codes = [(f.code, f.tensor) for f in report.errors]
+    assert (("INV002", "d2t") in codes) is refused, codes
