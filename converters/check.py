@@ -146,6 +146,7 @@ def check_checkpoint(
     engine: EngineProfile | str | Sequence[str] | None = None,
     verdict: str = "served",
     payload_stats: Mapping[str, PayloadStats] | None = None,
+    _shared: dict | None = None,
 ) -> CheckReport:
     """Check a draft checkpoint against the contract of a serving engine.
 
@@ -153,10 +154,8 @@ def check_checkpoint(
     every payload (NaN/Inf, zero norms and matrices, identity fc_norm) and,
     with a manifest, hashes it from the same read. `verify_hashes` does the
     same read and fails without a manifest. `engine` is a profile or
-    `NAME[@REV]` (default: TokenSpeed as deployed today); several
-    (`tokenspeed,vllm`, `all`, a list) judge the folder once per engine and
-    merge the reports (`engine_verdicts`: one row each; any engine failing
-    fails the report). `verdict`
+    `NAME[@REV]` (default: TokenSpeed as deployed today); several (`a,b`,
+    `all`, a list) give one merged report, a verdict per engine. `verdict`
     "served" (the default) judges the folder as the engine will open it;
     "contents" judges only what is inside, for training-time CI, and reports
     the layout the engine cannot open as a note. `progress`, when given, is
@@ -169,9 +168,10 @@ def check_checkpoint(
         raise UsageError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}.")
     profiles = engine_specs(engine)
     if len(profiles) > 1:
+        shared: dict = {}  # the folder is opened, and its payloads read, once for every engine
         reports = [check_checkpoint(path, target=target, deep=deep, verify_hashes=verify_hashes, environ=environ,
                                     config_path=config_path, progress=progress, engine=profile, verdict=verdict,
-                                    payload_stats=payload_stats) for profile in profiles]
+                                    payload_stats=payload_stats, _shared=shared) for profile in profiles]
         merged = merge_engine_reports(reports)
         merged.engine = ",".join(profile.spec for profile in profiles)
         return merged
@@ -182,7 +182,10 @@ def check_checkpoint(
             f"{printable_name(str(path))}: --verify reads a local checkpoint (its manifest hashes every file).",
             hint="Use --deep to read every value remotely, or download the checkpoint and --verify the copy.",
         )
-    checkpoint = open_checkpoint(path, config_path=config_path)
+    shared = {} if _shared is None else _shared
+    if "checkpoint" not in shared:
+        shared["checkpoint"] = open_checkpoint(path, config_path=config_path)
+    checkpoint = shared["checkpoint"]
     environ = os.environ if environ is None else environ
     read_payloads = deep or verify_hashes
     file_findings = list(checkpoint.findings)
@@ -254,8 +257,8 @@ def check_checkpoint(
         findings += payload_findings(pairs, expected, values_judged=token_map.judged)
         scanned = sum(e.nbytes for e, _ in pairs)
     elif read_payloads:
-        findings_from_scan, scanned, digests = _scan_payloads(checkpoint, expected, progress, digest=has_manifest,
-                                                              values_judged=token_map.judged)
+        findings_from_scan, scanned, digests = _scan_payloads(
+            checkpoint, expected, progress, digest=has_manifest, shared=shared, values_judged=token_map.judged)
         findings += findings_from_scan
     else:
         findings.append(_not_read_finding())
@@ -350,7 +353,8 @@ def _no_manifest_finding(checkpoint: Checkpoint) -> Finding:
 
 
 def _scan_payloads(
-    checkpoint: Checkpoint, expected, progress: ProgressStart | None, *, digest: bool, values_judged=frozenset()
+    checkpoint: Checkpoint, expected, progress: ProgressStart | None, *, digest: bool, values_judged=frozenset(),
+    shared: dict,
 ) -> tuple[list[Finding], int, dict[str, str | None] | None]:
     """Payload findings, the bytes actually scanned and, with `digest`,
     each payload's sha256 by stored name (None where it could not be
@@ -358,8 +362,10 @@ def _scan_payloads(
     (PAY003); the others are still scanned."""
     from dspark.converters.payload_scan import scan_payloads
 
-    advance = progress(checkpoint.total_bytes()) if progress else None
-    scans = scan_payloads(checkpoint.reader, checkpoint.entries, progress=advance, digest=digest)
+    if "scans" not in shared:  # one read whatever the number of engines
+        advance = progress(checkpoint.total_bytes()) if progress else None
+        shared["scans"] = scan_payloads(checkpoint.reader, checkpoint.entries, progress=advance, digest=digest)
+    scans = shared["scans"]
     findings: list[Finding] = []
     scanned = []
     digests = {scan.entry.stored_name: scan.sha256 for scan in scans} if digest else None

@@ -90,3 +90,12 @@ def test_engines_that_capture_different_layers_are_named_with_what_each_reads(tm
     assert tap.detail["engines"]["fake@1"]["tap_layers"] == [0, 8, 16]
     same = check_checkpoint(draft, engine=[default_engine(), dataclasses.replace(default_engine(), name="twin")])
     assert not [f for f in same.findings if f.code == "TAP007"]
+
+
+def test_several_engines_read_the_payloads_once(tmp_path):
+    draft = shutil.copytree(EXAMPLE, tmp_path / "d")
+    starts = []
+    report = check_checkpoint(draft, deep=True, engine="tokenspeed,tokenspeed@main",
+                              progress=lambda total: starts.append(total))
+    assert len(starts) == 1 and report.payloads_read
+    assert [row["outcome"] for row in report.engine_verdicts()] == ["pass", "refused"]
