@@ -110,7 +110,7 @@ def refuse_fused_beside_parts(
     shipped: dict[str, TensorEntry] = {}
     for entry in entries:
         shipped.setdefault(entry.served_name, entry)
-    collisions = fused_collision_findings(loader, family.resolve_dims(view), shipped)
+    collisions = fused_collision_findings(loader, family.resolve_dims(view, loader.dims), shipped)
     if not collisions:
         return
     first = collisions[0]

@@ -129,12 +129,15 @@ def eagle3_tensor_specs(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ..
     """Served name -> (shape, safetensors dtype) of every tensor a good draft
     of `config` ships, read off the family (bf16 weights, int64 d2t). A
     tensor whose dimensions the config does not give is left out."""
+    from dspark.schema.engines import default_engine
     from dspark.schema.families import family_for_config
 
     family = family_for_config(config)
+    # the layout TokenSpeed loads: its loader sizes fc (FamilyLoader.dims)
+    engine_dims = default_engine().loader_for(family.name).dims
     features = {name: bool(config.get(name)) for name in family.declared_features}
     features.update(family.derived_features(config, None))
-    expected, _ = family.expected_tensors(family.resolve_dims(config), features)
+    expected, _ = family.expected_tensors(family.resolve_dims(config, engine_dims), features)
     specs: dict[str, tuple[tuple[int, ...], str]] = {}
     for name, want in expected.items():
         if want.role == "token_map":

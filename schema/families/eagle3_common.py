@@ -47,6 +47,26 @@ def target_capture_ids(config: Mapping[str, Any]) -> tuple[Any, str | None]:
     return None, None
 
 
+def trainer_tap_count(config: Mapping[str, Any]) -> Any:
+    """The tap count the trainer wrote (its list's length; 3 without one).
+
+    The list is read where trainers write it (eagle_config's, else the top
+    level's); None when it is not a list. What an engine builds fc for is
+    the engine's to say (`FamilyLoader.dims`)."""
+    for path, ids in _declared_lists(config):
+        if not path.startswith("text_config."):
+            return len(ids) if isinstance(ids, list) else None
+    return DEFAULT_TAP_COUNT
+
+
+def trainer_tap_width(config: Mapping[str, Any]) -> Any:
+    """target_hidden_size, else hidden_size: each tap's width as trained.
+
+    An engine may build fc otherwise (TokenSpeed's Llama EAGLE-3: hidden_size
+    per tap, its loader's dims)."""
+    return config.get("target_hidden_size") or config.get("hidden_size")
+
+
 # A draft reader: config -> (the ids it read or None, where, the tap count T
 # it builds fc for; None when it cannot build one).
 DraftTapReader = Callable[[Mapping[str, Any]], tuple[Any, str | None, Any]]

@@ -26,20 +26,9 @@ from dspark.schema.families.eagle3_common import (
     TAP_IDS_FIELD,
     head_rows,
     target_capture_ids,
+    trainer_tap_count,
+    trainer_tap_width,
 )
-
-
-def llama_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
-    """The Llama draft counts the top-level list only, 3 when absent
-    (models/llama_eagle3.py@f4d8ec6e:462-466); `null` makes len() raise."""
-    if TAP_IDS_FIELD not in config:
-        return None, None, DEFAULT_TAP_COUNT
-    ids = config[TAP_IDS_FIELD]
-    return ids, TAP_IDS_FIELD, len(ids) if isinstance(ids, list) else None
-
-
-def _tap_count(config: Mapping[str, Any]) -> Any:
-    return llama_draft_taps(config)[2]
 
 
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
@@ -64,9 +53,8 @@ EAGLE3_LLAMA = DraftFamily(
         "hd": head_dim_or_split,
         "vocab": "vocab_size",
         "draft_vocab": head_rows,
-        "S": _tap_count,
-        # Each tap is hidden_size wide for this model.
-        "th": "hidden_size",
+        "S": trainer_tap_count,
+        "th": trainer_tap_width,
     },
     tensors=(
         *SHARED_TENSORS,

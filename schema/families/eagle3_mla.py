@@ -15,8 +15,6 @@ reads (configs/model_config.py@f4d8ec6e:58-71, 206-217).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from dspark.schema.families.base import DraftFamily, TensorRule
 from dspark.schema.families.eagle3_common import (
     DEFAULT_TAP_COUNT,
@@ -26,27 +24,8 @@ from dspark.schema.families.eagle3_common import (
     TAP_IDS_FIELD,
     head_rows,
     target_capture_ids,
+    trainer_tap_count,
 )
-
-
-def mla_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
-    """`eagle_config`'s list whenever eagle_config is present (the top level
-    is then ignored), else the top level; 3 when the list is absent or null
-    (models/deepseek_v3.py@f4d8ec6e:2112-2119, 2139-2140)."""
-    eagle = config.get("eagle_config")
-    if eagle is None:
-        ids, path = config.get(TAP_IDS_FIELD), TAP_IDS_FIELD
-    elif isinstance(eagle, Mapping):
-        ids, path = eagle.get(TAP_IDS_FIELD), f"eagle_config.{TAP_IDS_FIELD}"
-    else:
-        ids, path = None, None
-    if ids is None:
-        return None, None, DEFAULT_TAP_COUNT
-    return ids, path, len(ids) if isinstance(ids, list) else None
-
-
-def _tap_count(config: Mapping[str, Any]) -> Any:
-    return mla_draft_taps(config)[2]
 
 
 EAGLE3_MLA = DraftFamily(
@@ -65,7 +44,7 @@ EAGLE3_MLA = DraftFamily(
         "nh": "num_attention_heads",
         "vocab": "vocab_size",
         "draft_vocab": head_rows,
-        "S": _tap_count,
+        "S": trainer_tap_count,
         "th": lambda c: c.get("target_hidden_size", c.get("hidden_size")),
         "q_lora": "q_lora_rank",
         "kv_lora": "kv_lora_rank",

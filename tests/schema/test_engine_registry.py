@@ -30,8 +30,6 @@ from dspark.schema.errors import UsageError
 from dspark.schema.families import FAMILIES
 from dspark.schema.families.dflash_gqa import gqa_taps
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, target_capture_ids
-from dspark.schema.families.eagle3_llama import llama_draft_taps
-from dspark.schema.families.eagle3_mla import mla_draft_taps
 from dspark.schema.rules.contract import check_contract
 
 
@@ -84,8 +82,33 @@ def test_every_profile_cites_its_tap_reading():
             assert loader.taps.source.cite()
 
 
-# TokenSpeed's tap reading as data reads what its code reads (the family
-# functions below transcribe the engine's code, each with its citation).
+# TokenSpeed's tap reading as data reads what its code reads: the functions
+# below transcribe the engine's code, each with its citation.
+
+
+def llama_draft_taps(config):
+    """The Llama draft counts the top-level list only, 3 when absent
+    (models/llama_eagle3.py@f4d8ec6e:462-466); `null` makes len() raise."""
+    if TAP_IDS_FIELD not in config:
+        return None, None, 3
+    ids = config[TAP_IDS_FIELD]
+    return ids, TAP_IDS_FIELD, len(ids) if isinstance(ids, list) else None
+
+
+def mla_draft_taps(config):
+    """`eagle_config`'s list whenever eagle_config is present (the top level
+    is then ignored), else the top level; 3 when the list is absent or null
+    (models/deepseek_v3.py@f4d8ec6e:2112-2119, 2139-2140)."""
+    eagle = config.get("eagle_config")
+    if eagle is None:
+        ids, path = config.get(TAP_IDS_FIELD), TAP_IDS_FIELD
+    elif isinstance(eagle, dict):
+        ids, path = eagle.get(TAP_IDS_FIELD), f"eagle_config.{TAP_IDS_FIELD}"
+    else:
+        ids, path = None, None
+    if ids is None:
+        return None, None, 3
+    return ids, path, len(ids) if isinstance(ids, list) else None
 _LISTS = [None, [], [0, 5, 9], "x"]
 _SECTIONS = ["absent", None, {}, "x", "with list", "empty list"]
 
@@ -114,6 +137,7 @@ def test_tokenspeed_eagle3_tap_reading_matches_its_code(config):
         taps = profile.loader_for(family).taps
         assert taps.target_ids(config) == target_capture_ids(config)
         assert taps.draft_ids(config) == draft_reader(config)[:2]
+        assert taps.draft_count(config) == draft_reader(config)[2]
 
 
 @pytest.mark.parametrize("nested", [None, [], [4, 8], "absent"])

@@ -199,6 +199,10 @@ LOADER = FamilyLoader(
     config_limits=LIMITS,
     stream=None,
     taps=TAPS,
+    # fc is built for hidden_size per tap, whatever target_hidden_size says
+    # (models/llama_eagle3.py@f4d8ec6e:468-478), for the taps the draft
+    # counts (462-466).
+    dims={"S": TAPS.draft_count, "th": "hidden_size"},
     # d2t is the hot-token map, never checked (`hot = d2t + arange`); t2d
     # is skipped; set_embed_and_head replaces the draft's embedding with the
     # target's unless target_hidden_size differs from hidden_size

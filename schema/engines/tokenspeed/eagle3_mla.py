@@ -187,6 +187,8 @@ LOADER = FamilyLoader(
     config_limits=LIMITS,
     stream=None,
     taps=TAPS,
+    # fc is built for the taps the draft counts (models/deepseek_v3.py@f4d8ec6e:2112-2155).
+    dims={"S": TAPS.draft_count},
     # d2t is the hot-token map, never checked; t2d is skipped; the target's
     # embedding replaces the draft's unless the widths differ (or the
     # shapes do, and the draft shipped its own)
