@@ -313,6 +313,11 @@ class FamilyLoader:
     # Llama EAGLE-3 fc is hidden_size per tap in TokenSpeed whatever
     # target_hidden_size says.
     dims: Mapping[str, Any] = field(default_factory=dict)
+    # The draft field the engine sizes each tap from, which the target's
+    # hidden_size must equal, and the one it falls back to when that is
+    # absent; None: the family's (`DraftFamily.target_width_field`).
+    target_width_field: str | None = None
+    target_width_fallback: str | None = None
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name

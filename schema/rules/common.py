@@ -8,7 +8,7 @@ from dspark.schema.engines.base import FamilyLoader
 from dspark.schema.families import DraftFamily
 from dspark.schema.families.base import MAX_TAPS, is_int
 
-__all__ = ["bounded_taps", "default_tap_count", "is_int", "shape_text", "tap_ids"]
+__all__ = ["bounded_taps", "default_tap_count", "is_int", "shape_text", "tap_ids", "tap_width_fields"]
 
 
 def shape_text(shape: Sequence[int]) -> str:
@@ -41,3 +41,12 @@ def bounded_taps(family: DraftFamily, config: Mapping[str, Any],
     if isinstance(layer_ids, list) and len(layer_ids) > MAX_TAPS:
         return None, path
     return layer_ids, path
+
+
+def tap_width_fields(family: DraftFamily, loader: FamilyLoader | None) -> tuple[str, str | None]:
+    """The draft field each tap's width is read from as the engine builds
+    fc (the target's hidden_size must equal it), and its fallback when
+    absent: the loader's, else the family's."""
+    if loader is not None and loader.target_width_field is not None:
+        return loader.target_width_field, loader.target_width_fallback
+    return family.target_width_field, family.target_width_fallback

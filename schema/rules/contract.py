@@ -10,7 +10,7 @@ from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
 from dspark.schema.families.eagle3_common import unread_list_finding
-from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids
+from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids, tap_width_fields
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
 from dspark.schema.rules.features import quantization_findings, text_config_findings, unread_flag_findings
 from dspark.schema.rules.inventory import inventory_findings
@@ -104,7 +104,7 @@ def check_contract(
     _resolve_tap_layers(resolved, loader, layer_ids, tap_path, target)
     resolved.num_hidden_layers = view.get("num_hidden_layers")
     resolved.hidden_size = view.get("hidden_size")
-    resolved.target_hidden_size = view.get(family.target_width_field)
+    resolved.target_hidden_size = view.get(tap_width_fields(family, loader)[0])
     resolved.fc_norm_declared = config.get("fc_norm")
     resolved.fc_norm = bool(config.get("fc_norm"))
     features = {name: bool(view.get(name)) for name in family.declared_features}

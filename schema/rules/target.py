@@ -9,7 +9,7 @@ from dspark.schema.engines import FamilyLoader
 from dspark.schema.families import DraftFamily
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding, Severity
-from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids
+from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids, tap_width_fields
 from dspark.schema.rules.vocab import TokenMapValues, larger_vocab_through_d2t
 
 # The Kimi-K3 target's config classes: their `attn_res_block_size` defaults
@@ -167,17 +167,18 @@ def target_findings(
     `token_map(count)`: the first values of its d2t, read by the caller
     (called only for a draft vocabulary larger than the target's)."""
     findings: list[Finding] = []
+    width_field, width_fallback = tap_width_fields(family, loader)
     checks = (
-        ("TGT002", family.target_width_field, target.hidden_size, "hidden_size"),
+        ("TGT002", width_field, target.hidden_size, "hidden_size"),
         ("TGT004", "vocab_size", target.vocab_size, "vocab_size"),
     )
     if family.tap_count_field is not None:
         checks += (("TGT003", "target_num_hidden_layers", target.num_hidden_layers, "num_hidden_layers"),)
     for code, draft_field, target_value, target_field in checks:
         draft_value = config.get(draft_field)
-        if code == "TGT002" and draft_field not in config and family.target_width_fallback is not None:
+        if code == "TGT002" and draft_field not in config and width_fallback is not None:
             # the width the engine builds fc for when the field is absent
-            draft_field = family.target_width_fallback
+            draft_field = width_fallback
             draft_value = config.get(draft_field)
         if not is_int(target_value):
             findings.append(Finding(

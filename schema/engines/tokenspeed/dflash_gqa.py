@@ -157,6 +157,9 @@ LOADER = FamilyLoader(
     stream=None,
     config_defaults={"qwen3": QWEN3_DEFAULTS},
     taps=_TAPS,
+    # fc takes taps x the draft's own hidden_size; target_hidden_size is
+    # never read (models/dflash.py@f4d8ec6e:381-395).
+    target_width_field="hidden_size",
     sources={
         "load_weights": at_main("479-514", GQA_MODEL),
         "fc width": at_main("381-395", GQA_MODEL),

@@ -203,6 +203,9 @@ LOADER = FamilyLoader(
     # (models/llama_eagle3.py@f4d8ec6e:468-478), for the taps the draft
     # counts (462-466).
     dims={"S": TAPS.draft_count, "th": "hidden_size"},
+    # ...so each tap must be hidden_size wide: the target's hidden_size is
+    # compared with it (models/llama_eagle3.py@f4d8ec6e:468-470).
+    target_width_field="hidden_size",
     # d2t is the hot-token map, never checked (`hot = d2t + arange`); t2d
     # is skipped; set_embed_and_head replaces the draft's embedding with the
     # target's unless target_hidden_size differs from hidden_size
