@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from dspark.schema.dtypes import is_floating
 from dspark.schema.engines import FamilyLoader
-from dspark.schema.engines.base import REJECTED, REJECTED_WHEN_FULL_VOCAB
+from dspark.schema.engines.base import REJECTED, REJECTED_WHEN_FULL_VOCAB, TARGET_UNLESS_WIDTHS_DIFFER
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry
@@ -75,7 +75,7 @@ def own_head_served(loader: FamilyLoader | None, config: Mapping[str, Any], head
     tied embedding or the target's head)."""
     if config.get("tie_word_embeddings"):
         return False
-    if _shares_nothing(config):
+    if _shares_nothing(config, loader):
         return True  # nothing of the target's is attached: the draft's own head, or garbage
     rule = loader.head_from_target if loader is not None else ""
     if rule == "draft_vocab_size_null":
@@ -85,12 +85,16 @@ def own_head_served(loader: FamilyLoader | None, config: Mapping[str, Any], head
     return True
 
 
-def _shares_nothing(config: Mapping[str, Any]) -> bool:
-    """`set_embed_and_head` returns before attaching the target's embedding
-    and head when `target_hidden_size` is present and differs from
-    `hidden_size` (models/llama_eagle3.py@f4d8ec6e:729-733;
-    models/deepseek_v3.py@f4d8ec6e:2408-2413): the draft's own are served,
-    shipped or not."""
+def _shares_nothing(config: Mapping[str, Any], loader: FamilyLoader | None = None) -> bool:
+    """Under TARGET_UNLESS_WIDTHS_DIFFER (`VocabHandling.embedding`; a
+    loader that says nothing is read so too), `set_embed_and_head` returns
+    before attaching the target's embedding and head when
+    `target_hidden_size` is present and differs from `hidden_size`
+    (models/llama_eagle3.py@f4d8ec6e:729-733; models/deepseek_v3.py@
+    f4d8ec6e:2408-2413): the draft's own are served, shipped or not."""
+    handling = loader.vocab if loader is not None else None
+    if handling is not None and handling.embedding != TARGET_UNLESS_WIDTHS_DIFFER:
+        return False
     return "target_hidden_size" in config and config["target_hidden_size"] != config.get("hidden_size")
 
 
@@ -183,7 +187,7 @@ def vocab_findings(
         findings += _table_findings(table, config, shipped, config_file)
         findings += _table_value_findings(table, shipped, token_map)
     embedding = expected_all.get(EMBEDDING_NAME)
-    if embedding is not None and _shares_nothing(config) and embedding.name not in shipped:
+    if embedding is not None and _shares_nothing(config, loader) and embedding.name not in shipped:
         declared = config.get("target_hidden_size")
         why = ("is null" if declared is None else
                f"{declared!r} differs from hidden_size {config.get('hidden_size')!r}")

@@ -221,3 +221,27 @@ def test_a_token_map_the_engine_has_no_destination_for_is_refused(tmp_path, rule
     report = check_checkpoint(draft, engine=fake)
     codes = [(f.code, f.tensor) for f in report.errors]
     assert (("INV002", "d2t") in codes) is refused, codes
+
+
+def test_the_embedding_rule_is_the_engines(tmp_path):
+    # TokenSpeed attaches the target's embedding unless target_hidden_size
+    # differs from hidden_size; an engine that always takes the target's
+    # does not need the draft's own.
+    pytest.importorskip("torch")
+    from dspark.examples.fabricate import write_eagle3_draft
+
+    def wider(config):
+        config["target_hidden_size"] = config["hidden_size"] * 2
+
+    def no_embedding(tensors):
+        tensors.pop("embed_tokens.weight", None)
+
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=wider, tensor_edit=no_embedding)
+    missing = [f.tensor for f in check_checkpoint(draft).errors if f.code == "INV001"]
+    assert "embed_tokens.weight" in missing
+    base = default_engine()
+    loader = base.loader_for("eagle3_mla")
+    fake = dataclasses.replace(base, name="fake", revision="1", loaders={
+        **base.loaders, "eagle3_mla": dataclasses.replace(loader, vocab=dataclasses.replace(loader.vocab, embedding="target"))})
+    assert "embed_tokens.weight" not in [f.tensor for f in check_checkpoint(draft, engine=fake).errors
+                                         if f.code == "INV001"]
