@@ -239,7 +239,8 @@ def inspect_page(report: Report) -> None:
         verdict = "[bold red]FAIL[/] " if counts["error"] else ""
         stdout.print(
             f"\n{verdict}[yellow]{'; '.join(said)}:[/] "
-            f"run [bold]dspark check {_shown(check.checkpoint)}[/] for the findings."
+            f"run [bold]dspark check {_shown(check.checkpoint)}"
+            f"{' --engine ' + _shown(check.engine) if len(check.engine_reports) > 1 else ''}[/] for the findings."
         )
     else:
         stdout.print("\n[green]no errors or warnings[/] (dspark check gives the full report)")
