@@ -16,7 +16,6 @@ from dspark.schema.families.base import (
     SHARED_DIMS,
     DraftFamily,
     TensorRule,
-    block_size_launch_note,
     head_dim_or_split,
     is_int,
     nested_field,
@@ -88,7 +87,7 @@ def _is_dspark(config: Mapping[str, Any]) -> bool:
     return isinstance(first, str) and (first == "DSparkDraftModel" or first.startswith("Qwen3DSparkModel"))
 
 
-def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+def sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """Sliding-attention layers need config.sliding_window
     (models/dflash.py@f4d8ec6e:542-592)."""
     layer_types = config.get("layer_types")
@@ -158,7 +157,7 @@ def served_sliding_window(config: Mapping[str, Any]) -> Any:
     return window
 
 
-def _markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+def markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """A DSpark draft's Markov head as the engine reads it: refused where the
     engine refuses (CFG003), a warning where it loads only by coercing
     (ENG003). A DFlash draft has no Markov head and these fields are unread."""
@@ -244,5 +243,4 @@ DFLASH_GQA = DraftFamily(
     target_width_field="hidden_size",
     declared_features=("fc_norm",),
     derived_features=_derived,
-    config_rules=(block_size_launch_note, _sliding_layers, _markov_head),
 )

@@ -25,6 +25,8 @@ from dspark.schema.engines.tokenspeed.common import (
     engine_finding,
     reads_as_float,
 )
+from dspark.schema.families.base import block_size_launch_note
+from dspark.schema.families.dflash_gqa import markov_head, sliding_layers
 from dspark.schema.findings import Finding
 
 _SKIPS = (
@@ -100,7 +102,12 @@ def gqa_rope_parameters_need_theta(config: Mapping[str, Any], config_file: str) 
     )]
 
 
-LIMITS = (gqa_partial_rope_nested, gqa_rope_parameters_need_theta)
+# What its drafter and model check beyond the shapes: the block size the
+# drafter launches with (execution/drafter/dflash.py@f4d8ec6e:74-97), the
+# sliding-window layers (models/dflash.py@f4d8ec6e:542-592), a DSpark
+# draft's Markov head (models/dspark.py@f4d8ec6e:75-128).
+LIMITS = (block_size_launch_note, sliding_layers, markov_head, gqa_partial_rope_nested,
+          gqa_rope_parameters_need_theta)
 
 LOADER = FamilyLoader(
     family="dflash_gqa",

@@ -36,6 +36,7 @@ from dspark.schema.engines.tokenspeed.common import (
     engine_finding,
     rope_type,
 )
+from dspark.schema.families.base import block_size_the_drafter_reads
 from dspark.schema.findings import Finding, Severity
 
 _SKIPS = (
@@ -111,7 +112,9 @@ def k3_fc_norm_only_in_dflash_config(config: Mapping[str, Any], config_file: str
     return [unread]
 
 
-LIMITS = (k3_rope_only_yarn, k3_fc_norm_only_in_dflash_config)
+# The drafter int()s block_size and launches only with a verify width it
+# fits (execution/drafter/dflash.py@4b9766f6:74-97).
+LIMITS = (block_size_the_drafter_reads, k3_rope_only_yarn, k3_fc_norm_only_in_dflash_config)
 
 
 def loader(*, serving_change: bool) -> FamilyLoader:
