@@ -6,6 +6,10 @@ report says so (PAY005, `payloads_read: false`). The one payload a
 header-only check may read is an EAGLE-3 draft's small `d2t` table, only
 where a verdict depends on its values and under a size cap
 (converters/token_map.py). Never imports torch for a safetensors checkpoint.
+
+Why this module is long: it is `check`'s one orchestration (open the folder,
+judge it for each engine, scan the payloads once, verify the manifest) and
+the report it fills; merging engines' reports is engine_verdicts.py's.
 """
 
 from __future__ import annotations

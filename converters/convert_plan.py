@@ -4,7 +4,12 @@ byte is written.
 `plan_conversion(src, dst, options) -> ConvertPlan` reads the source's
 headers and decides every rename, drop, cast and shard, and the config to
 write (`schema/normalise.py`); the plan's findings say whether the output
-would pass `dspark check`. `convert.py` carries it out.
+would pass `dspark check` (on every engine asked for). `convert.py`
+carries it out.
+
+Why this module is long: a plan is one value built in one pass over the
+source (renames, drops, splits, casts, shards, the config and its verdict);
+the helpers read that pass's state and nothing else.
 """
 
 from __future__ import annotations
