@@ -207,10 +207,11 @@ def check_checkpoint(
     expected: dict = {}
     if checkpoint.config is not None:
         loader = profile.loader_for(checkpoint.family.name) if checkpoint.family is not None else None
-        layout = served_layout(checkpoint, rejects_unknown_names=loader is not None and loader.unexpected == "rejects")
+        layout = served_layout(checkpoint, rejects_unknown_names=loader is not None and loader.unexpected == "rejects",
+                               loader=loader)
         if config_path is not None and not layout.engine_openable:
             layout = dataclasses.replace(layout, convert_options=("--config", str(config_path)))
-        judged_config = config_as_convert_writes_it(checkpoint)
+        judged_config = config_as_convert_writes_it(checkpoint, loader)
         contract = check_contract(
             judged_config,
             checkpoint.entries,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint
+from dspark.schema.engines.base import LAYER_OUTPUT
 from dspark.schema.families.eagle3_common import target_capture_ids
 from dspark.schema.inventory import printable_name
 from dspark.schema.rules import ServedLayout
@@ -31,25 +32,37 @@ def _torchspec_vllm_export(checkpoint: Checkpoint) -> bool:
     return vllm_shifted_taps(checkpoint.config, (e.stored_name for e in checkpoint.entries))
 
 
-def config_as_convert_writes_it(checkpoint: Checkpoint) -> dict:
+def _numbers_by_layer_output(loader) -> bool:
+    """Whether the engine reads tap ids as layer outputs (TokenSpeed, and
+    any loader that does not say): the --vllm export's ids, written in
+    vLLM's hidden_states numbering, are then one too high for it."""
+    taps = getattr(loader, "taps", None)
+    return taps is None or taps.numbering.base == LAYER_OUTPUT
+
+
+def config_as_convert_writes_it(checkpoint: Checkpoint, loader=None) -> dict:
     """The config the contents are judged with: as convert would write it.
     TorchSpec's --vllm export of a kimi_k2 draft carries taps one higher
-    than the layers the draft was trained on; SRV001 says so, and the taps
-    are judged (against `--target` too) as convert writes them, 1 lower."""
-    if not _torchspec_vllm_export(checkpoint):
+    than the layers the draft was trained on; for an engine that numbers
+    ids by layer output (`loader`'s TapNumbering) SRV001 says so, and the
+    taps are judged (against `--target` too) as convert writes them, 1
+    lower. An engine that numbers them as the export does reads them as
+    they are."""
+    if not _torchspec_vllm_export(checkpoint) or not _numbers_by_layer_output(loader):
         return checkpoint.config
     from dspark.converters.layouts.torchspec import unshift_vllm_taps
 
     return unshift_vllm_taps(checkpoint.config)[0]
 
 
-def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True) -> ServedLayout:
+def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True, loader=None) -> ServedLayout:
     """Whether the engine's loader would find weights where the user
     pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
     are none; never `.pt`, DCP or a single file named directly
     (model_loader/loader.py@f4d8ec6e:258-318)."""
     source = str(checkpoint.source)
-    if _torchspec_vllm_export(checkpoint) and target_capture_ids(checkpoint.config)[0]:
+    if (_torchspec_vllm_export(checkpoint) and _numbers_by_layer_output(loader)
+            and target_capture_ids(checkpoint.config)[0]):
         # only a shifted list the target reads captures the wrong layers
         return ServedLayout(source, checkpoint.format, False,
                             "TorchSpec's --vllm export added 1 to this kimi_k2 draft's tap ids for vLLM "

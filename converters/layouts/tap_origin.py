@@ -114,10 +114,12 @@ def trained_taps(checkpoint: Checkpoint, family: DraftFamily, judged: Mapping[st
     if ids is None:
         return None
     judged_ids = ids
-    if translated or shifted:
-        # The reader (speculators) or the check (the --vllm export) has
-        # taken the 1 off already; the folder's own ids are one higher.
+    if translated:
+        # speculators' reader has taken the 1 off: the folder's ids are one higher
         ids = [i + 1 for i in judged_ids]
+    elif shifted:
+        # the folder's own ids, whether or not this engine's view took the 1 off
+        ids = _declared(raw, family)[0] or ids
 
     def found(numbering: str | None, why: str, worth_saying: bool = True) -> TrainedTaps:
         return TrainedTaps(ids, path, numbering, why, judged_ids, worth_saying)

@@ -115,3 +115,31 @@ def test_a_check_of_an_engine_layout_folder_loads_no_trainer_layout(tmp_path):
             "print(sorted(m for m in sys.modules if m.startswith('dspark.converters.layouts.')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "speculators" not in loaded and "torchspec" not in loaded and "omegaconf" not in loaded
+
+
+def test_the_vllm_export_is_judged_in_each_engines_numbering(tmp_path):
+    # tools/convert_to_hf.py@6f21829:146-159 adds 1 to a kimi_k2 draft's ids
+    # for vLLM: an engine reading them as layer outputs (TokenSpeed) taps one
+    # layer late and convert takes the 1 off (SRV001); an engine reading them
+    # as hidden_states indices serves them as they are.
+    def vllm_kimi(config):
+        config.update(model_type="kimi_k2", _torchspec_version="0.1.0", eagle_config=None,
+                      eagle_aux_hidden_state_layer_ids=[2, 6, 10])
+
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", layout="layers.0", config_edit=vllm_kimi)
+    base = default_engine()
+    loader = base.loader_for("eagle3_mla")
+    numbering = TapNumbering(HIDDEN_STATES, "id k is hidden_states[k]", Source("fake.py", "1", "v1"))
+    fake = dataclasses.replace(base, name="fake", revision="1", loaders={
+        **base.loaders, "eagle3_mla": dataclasses.replace(loader, taps=dataclasses.replace(
+            loader.taps, numbering=numbering))})
+    report = check_checkpoint(draft, engine=[base, fake])
+    rows = {r.engine: r for r in report.engine_reports}
+    assert "SRV001" in {f.code for f in rows["tokenspeed@current"].findings}
+    assert "SRV001" not in {f.code for f in rows["fake@1"].findings}
+    assert rows["tokenspeed@current"].resolved.target_layer_ids == [1, 5, 9]
+    assert rows["fake@1"].resolved.target_layer_ids == [2, 6, 10]
+    # both capture the layers it was trained on: the outputs of 1, 5, 9
+    assert rows["tokenspeed@current"].resolved.tap_layers == rows["fake@1"].resolved.tap_layers == [1, 5, 9]
+    assert not [f for f in report.findings if f.code in ("TAP006", "TAP007")]
+    assert finding(report, "TAP004").detail["numbering"] == "hidden_states"
