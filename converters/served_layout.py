@@ -10,12 +10,13 @@ a file named directly, a config in another trainer's shape or TorchSpec's
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint
 from dspark.schema.engines.base import LAYER_OUTPUT
-from dspark.schema.families.eagle3_common import target_capture_ids
+from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, target_capture_ids
 from dspark.schema.inventory import printable_name
 from dspark.schema.rules import ServedLayout
 
@@ -48,6 +49,10 @@ def config_as_convert_writes_it(checkpoint: Checkpoint, loader=None) -> dict:
     taps are judged (against `--target` too) as convert writes them, 1
     lower. An engine that numbers them as the export does reads them as
     they are."""
+    if _trainer_shape(checkpoint) is not None and not _numbers_by_layer_output(loader):
+        # dspark reads a trainer's shape into layer-output ids (speculators'
+        # are one lower than written); this engine numbers them as written
+        return _with_taps_shifted(checkpoint.config, +1)
     if not _torchspec_vllm_export(checkpoint) or not _numbers_by_layer_output(loader):
         return checkpoint.config
     from dspark.converters.layouts.torchspec import unshift_vllm_taps
@@ -55,7 +60,21 @@ def config_as_convert_writes_it(checkpoint: Checkpoint, loader=None) -> dict:
     return unshift_vllm_taps(checkpoint.config)[0]
 
 
-def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True, loader=None) -> ServedLayout:
+def _trainer_shape(checkpoint: Checkpoint):
+    return next((f for f in checkpoint.config_findings if f.code == TRAINER_CONFIG_CODE), None)
+
+
+def _with_taps_shifted(config: dict, by: int) -> dict:
+    out = json.loads(json.dumps(config))
+    for holder in (out, out.get("eagle_config")):
+        ids = holder.get(TAP_IDS_FIELD) if isinstance(holder, dict) else None
+        if isinstance(ids, list):
+            holder[TAP_IDS_FIELD] = [i + by if isinstance(i, int) and not isinstance(i, bool) else i for i in ids]
+    return out
+
+
+def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True, loader=None,
+                  native_shapes: tuple[str, ...] = ()) -> ServedLayout:
     """Whether the engine's loader would find weights where the user
     pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
     are none; never `.pt`, DCP or a single file named directly
@@ -68,8 +87,8 @@ def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True,
                             "TorchSpec's --vllm export added 1 to this kimi_k2 draft's tap ids for vLLM "
                             "(tools/convert_to_hf.py@6f21829:146-159); the engine reads them as layer ids and "
                             "would capture every tap one layer late; convert takes the 1 off")
-    trainer_shape = next((f for f in checkpoint.config_findings if f.code == TRAINER_CONFIG_CODE), None)
-    if trainer_shape is not None:
+    trainer_shape = _trainer_shape(checkpoint)
+    if trainer_shape is not None and trainer_shape.detail.get("trainer") not in native_shapes:
         return ServedLayout(source, checkpoint.format, False,
                             f"{checkpoint.config_display} is in {trainer_shape.detail['trainer']}' shape, which "
                             "the engine's config loader does not parse (no model_type it knows, no architecture "

@@ -114,12 +114,13 @@ def trained_taps(checkpoint: Checkpoint, family: DraftFamily, judged: Mapping[st
     if ids is None:
         return None
     judged_ids = ids
+    read = _declared(raw, family)[0] or ids  # as dspark's reader gives them
     if translated:
         # speculators' reader has taken the 1 off: the folder's ids are one higher
-        ids = [i + 1 for i in judged_ids]
+        ids = [i + 1 for i in read]
     elif shifted:
         # the folder's own ids, whether or not this engine's view took the 1 off
-        ids = _declared(raw, family)[0] or ids
+        ids = read
 
     def found(numbering: str | None, why: str, worth_saying: bool = True) -> TrainedTaps:
         return TrainedTaps(ids, path, numbering, why, judged_ids, worth_saying)

@@ -398,6 +398,10 @@ class EngineProfile:
     # config.json fails the engine's config loader, and where.
     text_config_model_types: tuple[str, ...] = ()
     text_config_source: Source | None = None
+    # Trainers whose own config shape this engine parses as it is (a
+    # speculators config for an engine that reads one): no SRV001 for it,
+    # and the draft is judged through dspark's reading of that shape.
+    native_config_shapes: tuple[str, ...] = ()
 
     @property
     def spec(self) -> str:
