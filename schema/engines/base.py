@@ -318,6 +318,11 @@ class FamilyLoader:
     # absent; None: the family's (`DraftFamily.target_width_field`).
     target_width_field: str | None = None
     target_width_fallback: str | None = None
+    # Target model classes whose forward returns no captured states (TGT006;
+    # cite them as sources["targets without capture"]), and those that also
+    # capture tap id N, the residual after the last layer (with tap_final_residual).
+    targets_without_capture: frozenset[str] = frozenset()
+    final_residual_targets: frozenset[str] = frozenset()
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name

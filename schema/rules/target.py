@@ -26,22 +26,6 @@ _ATTN_RES_DEFAULT_BLOCK = 12
 # 3016-3017.
 _TEXT_CONFIG_WRAPPERS = ("kimi_k3", "kimi_k25")
 _MISSING = object()
-# Targets built on the engine's BaseTransformerModel, whose forward also
-# captures id N, the residual after the last layer
-# (models/base/transformer_model.py@f4d8ec6e:251-264; subclassed by
-# llama.py:325, gpt_oss.py:526, minimax_m2.py:777, minimax_m3.py:864 at
-# f4d8ec6e). Other targets (DeepseekV3, Kimi, Qwen) capture layers only.
-_FINAL_RESIDUAL_ARCHITECTURES = ("LlamaForCausalLM", "GptOssForCausalLM", "MiniMaxM2ForCausalLM",
-                                 "MiniMaxM3SparseForConditionalGeneration")
-# Target model classes whose forward never reads `layers_to_capture`: it
-# returns `(hidden_states, None)`, so a draft gets no captured states
-# (models/qwen3.py@f4d8ec6e:367-401, models/qwen2.py@f4d8ec6e:345-372,
-# models/qwen3_moe.py@f4d8ec6e:175-196; qwen3.py@4b9766f6 the same), although
-# `set_eagle3_layers_to_capture` and `set_dflash_layers_to_capture` exist on
-# them (models/base/causal_lm.py@f4d8ec6e:133-171).
-_NO_CAPTURE_ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen2ForCausalLM", "Qwen3MoeForCausalLM")
-
-
 @dataclass(frozen=True)
 class TargetFacts:
     """The fields of a target model's config that a draft depends on.
@@ -85,17 +69,19 @@ class TargetFacts:
             if isinstance(config.get("architectures"), list) else (),
         )
 
-    def captures_final_residual(self) -> bool:
-        """Whether tap id N (its layer count) reaches the draft: only on
-        BaseTransformerModel targets. Without `architectures`, a llama
-        model_type is taken as the Llama target it names."""
+    def captures_final_residual(self, classes: frozenset[str]) -> bool:
+        """Whether tap id N (its layer count) reaches the draft: only on the
+        engine's target `classes` that capture it
+        (`FamilyLoader.final_residual_targets`). Without `architectures`, a
+        llama model_type is taken as the Llama target it names."""
         if self.architectures:
-            return any(a in _FINAL_RESIDUAL_ARCHITECTURES for a in self.architectures)
-        return self.model_type == "llama"
+            return any(a in classes for a in self.architectures)
+        return self.model_type == "llama" and "LlamaForCausalLM" in classes
 
-    def never_captures(self) -> bool:
-        """Whether the target's model class returns no captured states."""
-        return bool(self.architectures) and self.architectures[0] in _NO_CAPTURE_ARCHITECTURES
+    def never_captures(self, classes: frozenset[str]) -> bool:
+        """Whether the target's model class is one of the engine's that
+        return no captured states (`FamilyLoader.targets_without_capture`)."""
+        return bool(self.architectures) and self.architectures[0] in classes
 
     def is_attn_res_model(self) -> bool:
         return self.model_type in _ATTN_RES_MODEL_TYPES
@@ -232,14 +218,14 @@ def target_findings(
                 detail={"draft": draft_value, "target": target_value, "field": draft_field},
                 severity=severity,
             ))
-    if target.never_captures():
+    if loader is not None and target.never_captures(loader.targets_without_capture):
         hosts = ("Kimi-K3, Kimi-K2.5, Qwen3.5 or MiniMax-M3, whose classes the DFlash drafter wires to"
                  if loader is not None and loader.target_classes is not None
                  else "Llama, DeepSeek/Kimi, GPT-OSS, MiniMax")
         findings.append(Finding(
             "TGT006",
             f"the target ({target.source}) is {target.architectures[0]}, whose model in the engine never "
-            "captures hidden states (its forward returns none, models/qwen3.py@f4d8ec6e:367-401): the "
+            f"captures hidden states (its forward returns none, {loader.sources['targets without capture'].cite()}): the "
             f"{family.name} draft gets no taps to read. Serve it with a target whose model captures "
             f"({hosts}).",
             file=target.source,
@@ -301,7 +287,8 @@ def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: 
             # (models/kimi_k3.py@f4d8ec6e:2580-2599; the wrapper hands them on,
             # 3023-3028), capturing layer id-1's output (:2555).
             low, high, source = 1, target.num_hidden_layers, _K3_EAGLE3_SOURCE
-        final = (target.num_hidden_layers if loader.tap_final_residual and target.captures_final_residual()
+        final = (target.num_hidden_layers
+                 if loader.tap_final_residual and target.captures_final_residual(loader.final_residual_targets)
                  and not one_based else None)
         outside = [t for t in layer_ids if is_int(t) and not (low <= t <= high or t == final)]
         if outside:

@@ -107,6 +107,25 @@ DFLASH_TARGET_CLASSES = frozenset({
 })
 DFLASH_TARGET_SOURCE = at_main("227-238 (wire_target); models/base/causal_lm.py:43", DFLASH_DRAFTER)
 
+# Target model classes whose forward never reads `layers_to_capture`: it
+# returns `(hidden_states, None)`, so a draft gets no captured states
+# (models/qwen3.py@f4d8ec6e:367-401, models/qwen2.py@f4d8ec6e:345-372,
+# models/qwen3_moe.py@f4d8ec6e:175-196; qwen3.py@4b9766f6 the same), although
+# `set_eagle3_layers_to_capture` and `set_dflash_layers_to_capture` exist on
+# them (models/base/causal_lm.py@f4d8ec6e:133-171).
+TARGETS_WITHOUT_CAPTURE = frozenset({"Qwen3ForCausalLM", "Qwen2ForCausalLM", "Qwen3MoeForCausalLM"})
+TARGETS_WITHOUT_CAPTURE_SOURCE = at_main("367-401", _RT + "models/qwen3.py")
+# Targets built on the engine's BaseTransformerModel, whose forward also
+# captures id N, the residual after the last layer
+# (models/base/transformer_model.py@f4d8ec6e:251-264; subclassed by
+# llama.py:325, gpt_oss.py:526, minimax_m2.py:777, minimax_m3.py:864 at
+# f4d8ec6e). Other targets (DeepseekV3, Kimi, Qwen) capture layers only.
+FINAL_RESIDUAL_TARGETS = frozenset({"LlamaForCausalLM", "GptOssForCausalLM", "MiniMaxM2ForCausalLM",
+                                    "MiniMaxM3SparseForConditionalGeneration"})
+# Every family's loader: which targets capture what.
+TARGET_CAPTURE = dict(targets_without_capture=TARGETS_WITHOUT_CAPTURE,
+                      final_residual_targets=FINAL_RESIDUAL_TARGETS)
+
 # Tap numbering ---------------------------------------------------------------
 
 # "Checkpoints name layer *outputs*, but a layer captures the residual

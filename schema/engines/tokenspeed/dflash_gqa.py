@@ -9,6 +9,8 @@ from typing import Any, Mapping
 
 from dspark.schema.engines.base import FamilyLoader, FeatureSupport, FusedParameter, SkipRule, Source, TapReading
 from dspark.schema.engines.tokenspeed.common import (
+    TARGET_CAPTURE,
+    TARGETS_WITHOUT_CAPTURE_SOURCE,
     CAUSAL_LM,
     DFLASH_DRAFTER,
     DFLASH_TAP_PATHS,
@@ -111,6 +113,7 @@ LIMITS = (block_size_launch_note, sliding_layers, markov_head, gqa_partial_rope_
 
 LOADER = FamilyLoader(
     family="dflash_gqa",
+    **TARGET_CAPTURE,
     model_class="DFlashDraftModel / DSparkDraftModel",
     # The engine has no "dflash"/"dspark" config type; the draft's config
     # must parse as a GQA config TokenSpeed registers or transformers knows
@@ -168,6 +171,7 @@ LOADER = FamilyLoader(
     # never read (models/dflash.py@f4d8ec6e:381-395).
     target_width_field="hidden_size",
     sources={
+        "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
         "load_weights": at_main("479-514", GQA_MODEL),
         "fc width": at_main("381-395", GQA_MODEL),
         "taps": at_main("382-385", GQA_MODEL),

@@ -22,6 +22,8 @@ from dspark.schema.engines.base import (
     VocabHandling,
 )
 from dspark.schema.engines.tokenspeed.common import (
+    TARGET_CAPTURE,
+    TARGETS_WITHOUT_CAPTURE_SOURCE,
     CAUSAL_LM,
     EAGLE3_LLAMA_MODEL,
     EAGLE3_T2D,
@@ -139,6 +141,7 @@ LIMITS = (one_layer("LlamaForCausalLMEagle3", "models/llama_eagle3.py@f4d8ec6e:6
 
 LOADER = FamilyLoader(
     family="eagle3_llama",
+    **TARGET_CAPTURE,
     model_class="LlamaForCausalLMEagle3",
     # hf_transformers_utils.get_config: TokenSpeed's own Qwen2/Qwen3 config
     # classes, transformers' AutoConfig for llama (utils/hf_transformers_utils.py@f4d8ec6e:69-86, 337-347).
@@ -213,6 +216,7 @@ LOADER = FamilyLoader(
     vocab=VocabHandling(d2t=HOT_TOKEN_MAP, t2d=DROPPED, embedding=TARGET_UNLESS_WIDTHS_DIFFER,
                         source=at_main("691-698, 727-751", _LE3)),
     sources={
+        "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
         "load_weights": at_main("675-719", _LE3),
         "one layer": at_main("612-613", _LE3),
         "taps (draft)": at_main("462-466", _LE3),

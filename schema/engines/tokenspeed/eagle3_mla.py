@@ -22,6 +22,8 @@ from dspark.schema.engines.base import (
     VocabHandling,
 )
 from dspark.schema.engines.tokenspeed.common import (
+    TARGET_CAPTURE,
+    TARGETS_WITHOUT_CAPTURE_SOURCE,
     DEEPSEEK_MODEL,
     EAGLE3_TAPS_OUTSIDE,
     EAGLE3_TARGET_SOURCE,
@@ -125,6 +127,7 @@ LIMITS = (one_layer("Eagle3DeepseekV2ForCausalLM", "models/deepseek_v3.py@f4d8ec
 
 LOADER = FamilyLoader(
     family="eagle3_mla",
+    **TARGET_CAPTURE,
     model_class="Eagle3DeepseekV2ForCausalLM",
     # Eagle3DeepseekV2ForCausalLM is an MLA architecture, so the config class
     # must carry the MLA attributes: transformers' DeepseekV3Config, or
@@ -196,6 +199,7 @@ LOADER = FamilyLoader(
     vocab=VocabHandling(d2t=HOT_TOKEN_MAP, t2d=DROPPED, embedding=TARGET_UNLESS_WIDTHS_DIFFER,
                         source=at_main("2358-2364, 2408-2434", _DS3)),
     sources={
+        "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
         "load_weights": at_main("2355-2376, 1739-1877", _DS3),
         "one layer": at_main("2282-2283", _DS3),
         "taps (draft)": at_main("2112-2119, 2139-2140", _DS3),

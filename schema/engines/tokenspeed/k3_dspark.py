@@ -21,6 +21,8 @@ from dspark.schema.engines.base import (
     TapReading,
 )
 from dspark.schema.engines.tokenspeed.common import (
+    TARGET_CAPTURE,
+    TARGETS_WITHOUT_CAPTURE_SOURCE,
     DFLASH_DRAFTER,
     DFLASH_TARGET_CLASSES,
     K3_CONFIG,
@@ -134,6 +136,7 @@ def loader(*, serving_change: bool) -> FamilyLoader:
     )
     return FamilyLoader(
         family="k3_dspark",
+        **TARGET_CAPTURE,
         model_class="K3DSparkModel",
         model_types=("k3_dspark",),
         name_rewrites=((r"^model\.", ""),),
@@ -165,6 +168,7 @@ def loader(*, serving_change: bool) -> FamilyLoader:
         ignored_fields=("num_key_value_heads",),
         taps=_TAPS,
         sources={
+            "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
             "load_weights": at_pr1031("482-553"),
             "config": at_pr1031("87-127, 194-300", K3_CONFIG),
             "taps vs target": at_pr1031("2627-2658", K3_TARGET),
