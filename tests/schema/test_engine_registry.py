@@ -245,3 +245,22 @@ def test_the_embedding_rule_is_the_engines(tmp_path):
         **base.loaders, "eagle3_mla": dataclasses.replace(loader, vocab=dataclasses.replace(loader.vocab, embedding="target"))})
     assert "embed_tokens.weight" not in [f.tensor for f in check_checkpoint(draft, engine=fake).errors
                                          if f.code == "INV001"]
+
+
+def test_which_targets_capture_is_the_engines(tmp_path):
+    # TokenSpeed's Qwen3ForCausalLM returns no captured states (TGT006); an
+    # engine whose Qwen3 model captures them serves the draft.
+    pytest.importorskip("torch")
+    from dspark.examples.fabricate import write_eagle3_draft
+
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 32,
+                                                    "num_hidden_layers": 12, "vocab_size": 96}))
+    draft = write_eagle3_draft(tmp_path / "d", tap_ids=[1, 5, 9])
+    assert [f.code for f in check_checkpoint(draft, target=target).errors] == ["TGT006"]
+    base = default_engine()
+    loaders = {name: dataclasses.replace(loader, targets_without_capture=frozenset())
+               for name, loader in base.loaders.items()}
+    fake = dataclasses.replace(base, name="fake", revision="1", loaders=loaders)
+    assert "TGT006" not in [f.code for f in check_checkpoint(draft, target=target, engine=fake).errors]
