@@ -81,6 +81,14 @@ def contract_table(family: str | None = None, engine: str | None = None) -> list
                     "when_absent": loader.taps.defaults_text or None,
                     "source": loader.taps.source.cite(),
                 },
+                "builds": {symbol: source if isinstance(source, str)
+                           else ((source.__doc__ or "").strip().splitlines() or ["derived"])[0].rstrip(".")
+                           for symbol, source in loader.dims.items()},
+                "tap_width_field": loader.target_width_field or draft_family.target_width_field,
+                "token_maps": None if loader.vocab is None else {
+                    "d2t": loader.vocab.d2t, "t2d": loader.vocab.t2d, "embedding": loader.vocab.embedding,
+                    "source": loader.vocab.source.cite()},
+                "targets_without_capture": sorted(loader.targets_without_capture),
                 "sources": {key: source.cite() for key, source in loader.sources.items()},
             })
     return rows
@@ -143,6 +151,11 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
             taps = row["tap_ids"]
             rule(f"tap ids read from: {', '.join(taps['read_from'])}; {taps['meaning']}"
                  f"{'; when absent: ' + taps['when_absent'] if taps['when_absent'] else ''}", taps["source"])
+        if row["token_maps"] is not None:
+            maps = row["token_maps"]
+            rule(f"d2t: {maps['d2t']}; t2d: {maps['t2d']}; embedding: {maps['embedding']}", maps["source"])
+        if row["builds"]:
+            rule("builds: " + "; ".join(f"{k}: {v}" for k, v in row["builds"].items()))
         for key, source in row["sources"].items():
             rule(f"{key}:", source)
         lines.append("")

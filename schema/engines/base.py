@@ -208,9 +208,10 @@ class TapReading:
         return (self.draft or self.target).read(config)
 
     def draft_count(self, config: Mapping[str, Any]) -> Any:
-        """How many taps the draft builds fc for: the length of the list it
-        reads, `default_count` when it reads none, None when what it reads
-        is not a list (the engine's len() raises)."""
+        """The tap count the draft builds fc for, from the list it reads.
+
+        `default_count` when it reads none, None when what it reads is not a
+        list (the engine's len() raises)."""
         ids, path = self.draft_ids(config)
         if ids is None and path is None:
             return self.default_count

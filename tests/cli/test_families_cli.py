@@ -56,6 +56,9 @@ def test_families_filtered_by_family_and_engine(dspark):
     [row] = json.loads(dspark("families", "--family", "eagle3_llama", "--engine", "tokenspeed@current",
                               "--format", "json").stdout)
     assert row["tap_ids"]["numbering"] == "layer_output" and row["tap_ids"]["read_from"][0].startswith("eagle_config.")
+    # what TokenSpeed builds from what the trainer wrote, and its token maps
+    assert row["builds"]["th"] == "hidden_size" and row["tap_width_field"] == "hidden_size"
+    assert row["token_maps"]["d2t"] == "hot_token_map" and "Qwen3ForCausalLM" in row["targets_without_capture"]
 
 
 def test_an_unknown_family_or_engine_is_a_usage_error_naming_the_choices(dspark):
