@@ -395,6 +395,7 @@ def gate_page(report: Report) -> None:
     if gate.unused_waivers:
         shown.append([("dim", f"note: waivers that matched no finding: {', '.join(gate.unused_waivers)}")])
     lines += shown + ([[]] if shown else [])
+    lines += engine_verdict_lines(gate.check)
     lines += _table([(s.name, s.status, s.detail) for s in gate.steps], ("step", "result", "detail"))
     lines.append([])
     lines.append(verdict_segments(report))

@@ -315,3 +315,9 @@ def test_a_policy_engine_that_disagrees_with_the_installed_one_is_a_usage_error(
     run = dspark("gate", tiny_draft(), env={"DSPARK_ENGINE_PATH": str(fabricated_engine("main"))})
     assert run.exit_code == EXIT_USAGE
     assert "dspark.toml: engine = tokenspeed@pr1031 and --runtime disagree" in run.stdout + run.stderr
+
+
+def test_a_gate_over_several_engines_prints_their_verdicts(dspark, tiny_draft):
+    run = dspark("gate", tiny_draft(), "--engine", "tokenspeed,tokenspeed@main")
+    assert run.exit_code == 1
+    assert "tokenspeed@current  PASS" in run.stdout and "tokenspeed@main  REFUSED AT LOAD" in run.stdout
