@@ -200,6 +200,25 @@ class TapReading:
     defaults_text: str = ""
     # The tap count the draft builds for when it reads no list.
     default_count: int | None = None
+    # Paths whose ids are numbered otherwise than `numbering` (vLLM reads
+    # `eagle_aux_hidden_state_layer_ids` as hidden_states ids and
+    # `target_layer_ids` as layer outputs, in one search).
+    path_numbering: Mapping[str, TapNumbering] = field(default_factory=dict)
+    # Config fields that give the draft's tap count outright, tried before
+    # its list (vLLM's `num_aux_hidden_states`): the first not null wins.
+    count_fields: tuple[str, ...] = ()
+    # The config field the draft's tap count falls back to when it reads no
+    # list, in place of `default_count` (vLLM DFlash: `num_hidden_layers`).
+    count_fallback_field: str | None = None
+
+    def numbering_for(self, path: str | None) -> TapNumbering:
+        """The numbering of the ids read from `path` (a TapPaths.read path,
+        `text_config.` prefix and all)."""
+        if path is not None:
+            bare = path.split(".", 1)[1] if path.startswith("text_config.") else path
+            if bare in self.path_numbering:
+                return self.path_numbering[bare]
+        return self.numbering
 
     def target_ids(self, config: Mapping[str, Any]) -> tuple[Any, str | None]:
         return self.target.read(config)
@@ -211,8 +230,13 @@ class TapReading:
         """How many taps the draft builds fc for: the length of the list it
         reads, `default_count` when it reads none, None when what it reads
         is not a list (the engine's len() raises)."""
+        for name in self.count_fields:
+            if config.get(name) is not None:
+                return config[name]
         ids, path = self.draft_ids(config)
         if ids is None and path is None:
+            if self.count_fallback_field is not None:
+                return config.get(self.count_fallback_field)
             return self.default_count
         return len(ids) if isinstance(ids, list) else None
 
@@ -291,7 +315,9 @@ class FamilyLoader:
     # When the engine serves the target's head instead of the draft's
     # (families with their own `lm_head`): "draft_vocab_size_null" (absent
     # or null), "draft_vocab_size_absent" (only absent, and a shipped head
-    # keeps the draft's); "" for families that never own a head.
+    # keeps the draft's), "not_shipped" (whenever the draft ships none:
+    # vLLM), "always" (a shipped head is dropped); "" for families that
+    # never own a head.
     head_from_target: str = ""
     # The target may also capture id N, its final residual: targets built on
     # the engine's BaseTransformerModel do (TargetFacts.captures_final_residual).
@@ -318,6 +344,13 @@ class FamilyLoader:
     # absent; None: the family's (`DraftFamily.target_width_field`).
     target_width_field: str | None = None
     target_width_fallback: str | None = None
+    # Names without a destination that the loader drops without a word even
+    # though `unexpected` is "rejects" (vLLM ignores any unexpected `.bias`).
+    unexpected_dropped: tuple[SkipRule, ...] = ()
+    # Served-name patterns whose absence the loader does not notice even
+    # though `missing` is "rejects": they are served uninitialised (vLLM
+    # counts every parameter of a layer with a quantization method loaded).
+    missing_unchecked: tuple[str, ...] = ()
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name
@@ -327,6 +360,15 @@ class FamilyLoader:
 
     def skip_rule(self, engine_name: str) -> SkipRule | None:
         return next((rule for rule in self.skips if rule.matches(engine_name)), None)
+
+    def dropped_unexpected(self, engine_name: str) -> SkipRule | None:
+        return next((rule for rule in self.unexpected_dropped if rule.matches(engine_name)), None)
+
+    def missing_action(self, served_name: str) -> str:
+        """"rejects" or "uninitialised": what a never-loaded `served_name` gets."""
+        if self.missing == "rejects" and any(re.search(p, served_name) for p in self.missing_unchecked):
+            return "uninitialised"
+        return self.missing
 
     def supports(self, feature: str) -> bool:
         support = self.features.get(feature)
@@ -349,6 +391,9 @@ class ArchitectureResolution:
     # model_type -> architectures the config class fills in when absent
     default_architectures: Mapping[str, tuple[str, ...]]
     source: Source
+    # Other names the engine registers for a family's model class (any
+    # entry): registered name -> the family's architecture name.
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def resolve(self, architectures: object, model_type: object) -> tuple[str | None, list[str]]:
         """The class name the engine loads (None: it refuses), and the list
@@ -369,8 +414,8 @@ class ArchitectureResolution:
                     first = self.first_entry_exact_rewrites.get(first, first + self.appended_suffix)
             names[0] = first
         for name in names:
-            if isinstance(name, str) and name in self.registered:
-                return name, names
+            if isinstance(name, str) and self.aliases.get(name, name) in self.registered:
+                return self.aliases.get(name, name), names
         return None, names
 
 

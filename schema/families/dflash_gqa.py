@@ -213,9 +213,12 @@ DFLASH_GQA = DraftFamily(
     model_types=("dflash", "dspark", "dflash_draft"),
     architectures=("DFlashDraftModel", "DSparkDraftModel"),
     schema_file="dflash_gqa.schema.json",
-    dims={**SHARED_DIMS, "S": _tap_count, "hd": gqa_head_dim, "markov": _markov_rank},
+    # "tw": TokenSpeed builds fc for hidden_size per tap whatever target_hidden_size says
+    # (an engine that builds it otherwise overrides "tw" in its loader's dims).
+    dims={**SHARED_DIMS, "S": _tap_count, "hd": gqa_head_dim, "markov": _markov_rank, "tw": "hidden_size"},
     tensors=(
-        TensorRule("fc.weight", ("h", "S*h"), role="context_proj"),
+        # tw: the width of each tap fc is built for (TokenSpeed: hidden_size).
+        TensorRule("fc.weight", ("h", "S*tw"), role="context_proj"),
         TensorRule("hidden_norm.weight", ("h",), role="context_norm"),
         TensorRule("norm.weight", ("h",), role="norm"),
         # Not a parameter of the engine's model: listed so that shipped

@@ -258,7 +258,8 @@ SHARED_TENSORS = (
     TensorRule("fc.weight", ("h", "S*th"), role="context_proj"),
     TensorRule("midlayer.hidden_norm.weight", ("h",), role="context_norm"),
     TensorRule("norm.weight", ("h",), role="norm"),
-    TensorRule("fc_norm.{i}.weight", ("h",), role="fc_norm", when="fc_norm"),
+    # fcn: the width the engine builds each fc_norm with (TokenSpeed: hidden_size).
+    TensorRule("fc_norm.{i}.weight", ("fcn",), role="fc_norm", when="fc_norm"),
     TensorRule("midlayer.input_layernorm.weight", ("h",), role="norm"),
     TensorRule("midlayer.post_attention_layernorm.weight", ("h",), role="norm"),
     TensorRule("midlayer.mlp.gate_proj.weight", ("inter", "h")),

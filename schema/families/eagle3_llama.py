@@ -54,6 +54,9 @@ EAGLE3_LLAMA = DraftFamily(
         "vocab": "vocab_size",
         "draft_vocab": head_rows,
         "S": trainer_tap_count,
+        # Each fc_norm is hidden_size wide in TokenSpeed's build (an engine that builds
+        # it otherwise overrides "fcn" in its loader's dims).
+        "fcn": "hidden_size",
         "th": trainer_tap_width,
     },
     tensors=(

@@ -75,9 +75,13 @@ def own_head_served(loader: FamilyLoader | None, config: Mapping[str, Any], head
     tied embedding or the target's head)."""
     if config.get("tie_word_embeddings"):
         return False
+    rule = loader.head_from_target if loader is not None else ""
+    if rule == "not_shipped":
+        return head_shipped
+    if rule == "always":
+        return False
     if _shares_nothing(config, loader):
         return True  # nothing of the target's is attached: the draft's own head, or garbage
-    rule = loader.head_from_target if loader is not None else ""
     if rule == "draft_vocab_size_null":
         return config.get("draft_vocab_size") is not None
     if rule == "draft_vocab_size_absent":
