@@ -251,6 +251,10 @@ TARGET = "target"  # always replaced by the target's
 # the target's, unless target_hidden_size is present and differs from
 # hidden_size: then the draft's own, shipped or not
 TARGET_UNLESS_WIDTHS_DIFFER = "target_unless_widths_differ"
+# the draft's own (shipped or not) with its own head and a target_hidden_size apart, else the target's
+TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER = "target_unless_own_head_and_widths_differ"
+# In `text_config_model_types`: every config class takes a `text_config`.
+ANY_MODEL_TYPE = "*"
 
 
 @dataclass(frozen=True)
@@ -316,8 +320,8 @@ class FamilyLoader:
     # (families with their own `lm_head`): "draft_vocab_size_null" (absent
     # or null), "draft_vocab_size_absent" (only absent, and a shipped head
     # keeps the draft's), "not_shipped" (whenever the draft ships none:
-    # vLLM), "always" (a shipped head is dropped); "" for families that
-    # never own a head.
+    # vLLM), "always" (a shipped head is dropped), "draft_vocab_size_unset"
+    # (absent or null, whatever the widths: SGLang); "" for no own head.
     head_from_target: str = ""
     # The target may also capture id N, its final residual: targets built on
     # the engine's BaseTransformerModel do (TargetFacts.captures_final_residual).
@@ -351,6 +355,9 @@ class FamilyLoader:
     # though `missing` is "rejects": they are served uninitialised (vLLM
     # counts every parameter of a layer with a quantization method loaded).
     missing_unchecked: tuple[str, ...] = ()
+    # Where the engine reads a declared flag: flag -> dotted paths, the first
+    # not null wins (SGLang: eagle_config's norm_before_fc first).
+    flag_sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name
