@@ -9,6 +9,10 @@ with a destination left empty, which declared features it honours, and
 which tap ids its target accepts. Every fact carries the `Source` it was
 read from, so `dspark families` can print the contract with its provenance
 and a reviewer can check each rule against the engine's code.
+
+Why this module is long: it is the one vocabulary every engine profile is
+written in (sources, name handling, taps, vocabulary, features); split, its
+dataclasses would import one another across modules.
 """
 
 from __future__ import annotations
@@ -97,6 +101,10 @@ class StreamResolution:
     # its value, stripped and lower-cased, is the stream served, whatever the
     # checkpoint declares. None: the engine reads no variable.
     env_override: str | None = None
+    # The target decides, the declaration is never read: the AttnRes mixture
+    # on a Kimi-K3 target whose config sets attn_res_block_size, the prefix
+    # stream on any other (SGLang's DFlash/DSpark capture).
+    target_decides: bool = False
 
 
 # What a tap id k means on the target, before any shift the engine applies.
