@@ -240,7 +240,10 @@ DFLASH_GQA = DraftFamily(
     ),
     # TorchSpec's training module names the same parts like the K3 draft
     # (TorchSpec torchspec/models/draft/dflash.py@6f21829); convert renames them.
-    renames={"context_proj.": "fc.", "context_norm.": "hidden_norm.", "final_norm.": "norm."},
+    renames={"context_proj.": "fc.", "context_norm.": "hidden_norm.", "final_norm.": "norm.",
+             # ...and a native DFlash export names them under `encoder.`
+             # (SGLang aliases them: sglang/srt/models/dflash.py:899-903@sglang==0.5.23).
+             "encoder.fc.": "fc.", "encoder.output_norm_enc.": "hidden_norm."},
     tap_ids=gqa_taps,
     tap_count_field=None,
     target_width_field="hidden_size",
