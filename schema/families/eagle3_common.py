@@ -277,7 +277,11 @@ SHARED_TENSORS = (
 # TorchSpec's `--vllm` export names the block `layers.0.`; the engine maps
 # it to `midlayer.` (models/llama_eagle3.py@f4d8ec6e:687-689;
 # models/deepseek_v3.py@f4d8ec6e:2368).
-EAGLE3_RENAMES = {"layers.0.": "midlayer."}
+# Earlier EAGLE-3 exports name the per-tap norms aux_norm_low/mid/high, which
+# are fc_norm.0/1/2 (SGLang maps them: sglang/srt/models/llama_eagle3.py:
+# 337-348@sglang==0.5.23).
+EAGLE3_RENAMES = {"layers.0.": "midlayer.", "aux_norm_low.": "fc_norm.0.", "aux_norm_mid.": "fc_norm.1.",
+                  "aux_norm_high.": "fc_norm.2."}
 # Both EAGLE-3 loaders take any name holding `d2t` for the hot-token map and
 # skip any holding `t2d` (models/llama_eagle3.py@f4d8ec6e:691-698,
 # models/deepseek_v3.py@f4d8ec6e:2358-2364).
