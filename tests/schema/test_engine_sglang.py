@@ -437,3 +437,24 @@ def test_a_text_config_is_taken_by_every_config_class(tmp_path):
     draft = llama(tmp_path / "d", edit=lambda c: c.update(text_config={"num_attention_heads": 4}))
     assert sglang(draft).passed(strict=True)
     assert "CFG011" in errors(check_checkpoint(draft, engine="tokenspeed"))
+
+
+# Convert for SGLang --------------------------------------------------------------
+
+
+def test_convert_for_sglang_writes_the_tap_list_where_its_target_reads_it(tmp_path):
+    # TorchSpec writes the Llama list at the top level, which SGLang's target
+    # never reads (spec_aux_hidden_state.py:185-196): converting for SGLang
+    # writes it under eagle_config too, and the output then passes there and
+    # on TokenSpeed alike.
+    from dspark.converters.convert import ConvertOptions, convert_checkpoint
+
+    source = write_eagle3_draft(tmp_path / "src", tap_ids=TRAINED)
+    assert not sglang(source).passed()
+    out = tmp_path / "out"
+    convert_checkpoint(source, out, ConvertOptions(engine="sglang"))
+    config = json.loads((out / "config.json").read_text())
+    assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == TRAINED
+    assert config["eagle_aux_hidden_state_layer_ids"] == TRAINED
+    assert sglang(out).passed(strict=True)
+    assert check_checkpoint(out, engine="tokenspeed").passed()
