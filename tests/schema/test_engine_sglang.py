@@ -138,8 +138,9 @@ def test_a_top_level_tap_list_is_read_by_nothing(tmp_path):
     # target reads the top-level list (execution/factory.py@f4d8ec6e:44-75).
     draft = write_eagle3_draft(tmp_path / "d", tap_ids=TRAINED)
     report = sglang(draft)
-    assert errors(report) == Counter({"TAP002": 1})
+    assert errors(report) == Counter({"TAP006": 1})
     assert "is not read by SGLang" in report.errors[0].message
+    assert report.engine_verdicts()[0]["outcome"] == "served_wrong"
     assert check_checkpoint(draft, engine="tokenspeed").passed()
 
 
@@ -374,6 +375,7 @@ def test_torchspec_native_names_are_dropped_without_a_word(tmp_path):
 
     report = sglang(gqa(tmp_path / "d", tensor_edit=tensors))
     assert errors(report) == Counter({"SRV001": 1})
+    assert report.engine_verdicts()[0]["outcome"] == "served_wrong"
 
 
 def test_fc_norm_is_dropped(tmp_path):

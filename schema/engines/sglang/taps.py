@@ -124,10 +124,10 @@ def eagle3_tap_rules(taps: TapReading, model: str, draft_source: Source, forward
 
 
 def _unread_top_level(config_file: str, ids: Any, cite: dict) -> Finding:
-    """TAP002 for a top-level list only: SGLang's target never reads it and
-    captures its defaults, which are the list on at most one target depth.
-    An error (the draft is served other layers than the list names) unless
-    the list is those defaults on some target, then a warning naming it."""
+    """A top-level list only: SGLang's target never reads it and captures
+    its defaults, which are the list on at most one target depth. TAP006
+    (the draft is served other layers than the list names) unless the list
+    is those defaults on some target; then a TAP002 warning naming it."""
     fits = layers_defaulting_to(ids)
     lead = (f"{config_file}: {_TOP} = {_show(ids)} is not read by SGLang: its target reads only {_NESTED}, finds "
             f"none, and captures its defaults {DEFAULT_TAPS_TEXT}")
@@ -141,10 +141,9 @@ def _unread_top_level(config_file: str, ids: Any, cite: dict) -> Finding:
             severity=Severity.WARNING,
         )
     return Finding(
-        "TAP002",
+        "TAP006",
         f"{lead}, never this list: a draft trained on it is served other layers, without a word. Put the list in "
         f"{_NESTED} (keep it at the top level too for engines that read it there).",
         file=config_file,
         detail={"declared": {_TOP: ids}, "target_ids": None, "source": cite},
-        severity=Severity.ERROR,
     )
