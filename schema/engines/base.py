@@ -363,6 +363,10 @@ class FamilyLoader:
     # though `missing` is "rejects": they are served uninitialised (vLLM
     # counts every parameter of a layer with a quantization method loaded).
     missing_unchecked: tuple[str, ...] = ()
+    # Target classes (`architectures` entries) whose model never captures
+    # hidden states for this family; None: the checker's TokenSpeed list
+    # (rules/target.py _NO_CAPTURE_ARCHITECTURES).
+    non_capturing_targets: tuple[str, ...] | None = None
     # Where the engine reads a declared flag: flag -> dotted paths, the first
     # not null wins (SGLang: eagle_config's norm_before_fc first).
     flag_sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

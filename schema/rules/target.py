@@ -93,9 +93,10 @@ class TargetFacts:
             return any(a in _FINAL_RESIDUAL_ARCHITECTURES for a in self.architectures)
         return self.model_type == "llama"
 
-    def never_captures(self) -> bool:
-        """Whether the target's model class returns no captured states."""
-        return bool(self.architectures) and self.architectures[0] in _NO_CAPTURE_ARCHITECTURES
+    def never_captures(self, classes: tuple[str, ...] = _NO_CAPTURE_ARCHITECTURES) -> bool:
+        """Whether the target's model class (one of `classes`, the engine's)
+        returns no captured states."""
+        return bool(self.architectures) and self.architectures[0] in classes
 
     def is_attn_res_model(self) -> bool:
         return self.model_type in _ATTN_RES_MODEL_TYPES
@@ -232,7 +233,8 @@ def target_findings(
                 detail={"draft": draft_value, "target": target_value, "field": draft_field},
                 severity=severity,
             ))
-    if target.never_captures():
+    non_capturing = loader.non_capturing_targets if loader is not None else None
+    if target.never_captures(_NO_CAPTURE_ARCHITECTURES if non_capturing is None else non_capturing):
         hosts = ("Kimi-K3, Kimi-K2.5, Qwen3.5 or MiniMax-M3, whose classes the DFlash drafter wires to"
                  if loader is not None and loader.target_classes is not None
                  else "Llama, DeepSeek/Kimi, GPT-OSS, MiniMax")

@@ -305,6 +305,11 @@ NORM_BEFORE_RESIDUAL = FeatureSupport(
     "its norm, whatever the draft was trained with",
 )
 
+# Every capture setter's model reads layers_to_capture in its layer loop
+# (models/qwen3.py:524-533, models/llama.py:485-494): no target class
+# registers a setter and then captures nothing (FamilyLoader.non_capturing_targets).
+NON_CAPTURING_TARGETS: tuple[str, ...] = ()
+
 SERVE_ELSEWHERE = "Serve the draft on an engine that honours it, or retrain without it."
 
 
@@ -385,10 +390,6 @@ PROFILE_FACTS = dict(
     text_config_model_types=(ANY_MODEL_TYPE,),
     text_config_source=at("547-600", HF_COMMON),
     architectures=ARCHITECTURES,
-    # Every capture setter's model reads layers_to_capture in its layer loop
-    # (models/qwen3.py:524-533, models/llama.py:485-494): no target class
-    # registers a setter and then captures nothing.
-    non_capturing_targets=frozenset(),
     severity_overrides=_INDEX_SEVERITIES,
     severity_sources={code: _INDEX_SOURCE for code in _INDEX_SEVERITIES},
 )

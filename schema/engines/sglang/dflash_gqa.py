@@ -31,6 +31,7 @@ from dspark.schema.engines.sglang.common import (
     QWEN3,
     QWEN3_DEFAULTS,
     SPEC_AUX,
+    NON_CAPTURING_TARGETS,
     at,
     refused,
 )
@@ -228,6 +229,7 @@ LOADER = FamilyLoader(
     stream=StreamResolution(nested_truthy_wins=False, validates_top_level=False, fixed_stream=None,
                             source=at("2765, 2871-2905, 2955-2982", KIMI_K3), target_decides=True),
     taps=TAPS,
+    non_capturing_targets=NON_CAPTURING_TARGETS,
     config_defaults={"qwen3": QWEN3_DEFAULTS},
     sources={
         "load_weights": at("886-1000", _DF),

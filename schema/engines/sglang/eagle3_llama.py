@@ -33,6 +33,7 @@ from dspark.schema.engines.sglang.common import (
     NORM_BEFORE_RESIDUAL,
     QWEN3_DEFAULTS,
     SPEC_AUX,
+    NON_CAPTURING_TARGETS,
     at,
     refused,
     silu_only,
@@ -156,6 +157,7 @@ LOADER = FamilyLoader(
     config_limits=LIMITS,
     stream=None,
     taps=TAPS,
+    non_capturing_targets=NON_CAPTURING_TARGETS,
     # d2t is the hot-token map, never checked (`d2t + arange`); t2d is
     # skipped (models/llama_eagle3.py:350-356). With draft_vocab_size null
     # the worker attaches the target's embedding and head; otherwise the

@@ -32,6 +32,7 @@ from dspark.schema.engines.sglang.common import (
     MLA_EAGLE3,
     NORM_BEFORE_RESIDUAL,
     SPEC_AUX,
+    NON_CAPTURING_TARGETS,
     at,
     refused,
     silu_only,
@@ -143,6 +144,7 @@ LOADER = FamilyLoader(
     config_limits=LIMITS,
     stream=None,
     taps=TAPS,
+    non_capturing_targets=NON_CAPTURING_TARGETS,
     vocab=VocabHandling(d2t=HOT_TOKEN_MAP, t2d=DROPPED, embedding=TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER,
                         source=at("336-369 (init_lm_head); models/kimi_k25_eagle3.py:404-423", EAGLE_WORKER)),
     # getattr(config, "draft_vocab_size", None) is None -> the target's
