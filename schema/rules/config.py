@@ -122,7 +122,9 @@ def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_
     target_layers = config.get("target_num_hidden_layers") if family.tap_count_field else None
     vocab = config.get("vocab_size")
 
-    if layer_ids is None and family.tap_count_field is None and family.needs_mask_token:
+    taps = loader.taps if loader is not None else None
+    derives = taps is not None and (taps.defaults is not None or taps.count_fallback_field is not None)
+    if layer_ids is None and family.tap_count_field is None and family.needs_mask_token and not derives:
         findings.append(Finding(
             "CFG005",
             f"{config_file}: no target_layer_ids (top level or non-empty dflash_config.target_layer_ids); "

@@ -460,3 +460,19 @@ def test_convert_for_sglang_writes_the_tap_list_where_its_target_reads_it(tmp_pa
     assert config["eagle_aux_hidden_state_layer_ids"] == TRAINED
     assert sglang(out).passed(strict=True)
     assert check_checkpoint(out, engine="tokenspeed").passed()
+
+
+def test_a_dflash_draft_without_taps_gets_the_derived_ones(tmp_path):
+    # No list: one tap per draft layer over [1, N-3] (dflash_utils.py:348-385;
+    # models/dflash.py:766-776); TokenSpeed derives none and refuses it.
+    def edit(config):
+        config["dflash_config"].pop("target_layer_ids")
+
+    import torch
+
+    draft = gqa(tmp_path / "d", edit=edit,
+                tensor_edit=lambda t: t.update({"fc.weight": torch.zeros(40, 2 * 40, dtype=torch.bfloat16)}))
+    report = sglang(draft)
+    assert report.passed(strict=True)
+    assert "TAP003" in [f.code for f in report.findings]
+    assert "CFG005" in errors(check_checkpoint(draft, engine="tokenspeed"))

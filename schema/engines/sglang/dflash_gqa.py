@@ -156,7 +156,23 @@ def dspark_markov_and_mask(config: Mapping[str, Any], config_file: str) -> list[
     return findings
 
 
-LIMITS = (taps_within_declared_depth, activation_supported, dspark_markov_and_mask)
+def derived_taps_note(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """Without a list SGLang derives one: a tap per draft layer, spread
+    evenly over target layers [1, N-3] (the middle one for a one-layer
+    draft), the DFlash reference's choice (speculative/dflash_utils.py:348-385)."""
+    if _TAP_PATHS.read(config) != (None, None):
+        return []
+    return [Finding(
+        "TAP003",
+        f"{config_file}: no target_layer_ids; SGLang builds one tap per draft layer "
+        f"({config.get('num_hidden_layers')!r}), spread evenly over target layers 1..N-3 "
+        f"({at('348-385', DFLASH_UTILS).cite()}). Write the list the draft was trained on if it differs.",
+        file=config_file,
+        detail={"draft_taps": config.get("num_hidden_layers"), "target_ids": None},
+    )]
+
+
+LIMITS = (derived_taps_note, taps_within_declared_depth, activation_supported, dspark_markov_and_mask)
 
 LOADER = FamilyLoader(
     family="dflash_gqa",
@@ -229,6 +245,9 @@ LOADER = FamilyLoader(
     stream=StreamResolution(nested_truthy_wins=False, validates_top_level=False, fixed_stream=None,
                             source=at("2765, 2871-2905, 2955-2982", KIMI_K3), target_decides=True),
     taps=TAPS,
+    # fc is built for the list's length, or one tap per draft layer
+    # (models/dflash.py:766-792).
+    dims={"S": TAPS.draft_count},
     non_capturing_targets=NON_CAPTURING_TARGETS,
     config_defaults={"qwen3": QWEN3_DEFAULTS},
     sources={
