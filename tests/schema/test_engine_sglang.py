@@ -401,6 +401,26 @@ def test_num_target_layers_is_the_targets_depth(tmp_path):
 def test_a_dspark_draft_needs_its_mask_token(tmp_path):
     # dspark_config.py:112-121
     report = sglang(gqa(tmp_path / "d", variant="dspark", edit=lambda c: c["dflash_config"].pop("mask_token_id")))
+    assert errors(report) == Counter({"CFG008": 1})
+
+
+def test_the_markov_head_is_read_from_dflash_config_too(tmp_path):
+    # {**dflash_config, **dspark_config} before the top level
+    # (dspark_components/dspark_config.py:193-256); TokenSpeed reads
+    # dspark_config and the top level only (models/dspark.py@f4d8ec6e:75-85).
+    def edit(config):
+        config["dflash_config"].update(markov_rank=config.pop("markov_rank"),
+                                       markov_head_type=config.pop("markov_head_type"))
+
+    draft = gqa(tmp_path / "d", variant="dspark", edit=edit)
+    assert sglang(draft).passed(strict=True)
+    assert "CFG003" in errors(check_checkpoint(draft, engine="tokenspeed"))
+
+
+@pytest.mark.parametrize("field, value", [("markov_rank", 0), ("markov_head_type", "lstm")])
+def test_a_markov_head_sglang_cannot_build_is_refused(tmp_path, field, value):
+    # models/dspark.py:385-405; dspark_config.py:258-269
+    report = sglang(gqa(tmp_path / "d", variant="dspark", edit=lambda c: c.update({field: value})))
     assert errors(report)["CFG003"] == 1
 
 

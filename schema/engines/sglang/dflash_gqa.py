@@ -85,6 +85,15 @@ def _dspark_field(config: Mapping[str, Any], key: str, default: Any = None) -> t
     return config.get(key, default), key
 
 
+def markov_rank(config: Mapping[str, Any]) -> Any:
+    """The rank SGLang builds the Markov head with (None where its int() raises)."""
+    raw, _ = _dspark_field(config, "markov_rank", 0)
+    try:
+        return int(raw) if raw is not None else 0
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def taps_within_declared_depth(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """The draft model checks its own list against num_target_layers, which
     SGLang reads as the target's depth, and raises at startup for an id
@@ -118,19 +127,17 @@ def activation_supported(config: Mapping[str, Any], config_file: str) -> list[Fi
                     "Serve it on an engine with that activation, or retrain with silu.")]
 
 
-def dspark_markov_and_mask(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """A dense DSpark draft needs markov_rank > 0, a markov_head_type SGLang
-    builds (vanilla, gated, rnn; required with a rank unless a `dspark_`
-    prefixed key is set) and, for the DSPARK worker, a mask_token_id
-    (models/dspark.py:385-405, 525-528; dspark_config.py:112-121, 244-274)."""
+def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """A dense DSpark draft needs markov_rank > 0 and a markov_head_type
+    SGLang builds (vanilla, gated, rnn; required with a rank unless a
+    `dspark_` prefixed key is set) (models/dspark.py:385-405, 525-528;
+    dspark_config.py:244-274). (Its mask_token_id, which the DSPARK worker
+    requires (dspark_config.py:112-121), is the family's CFG008.)"""
     if not _is_dspark(config):
         return []
     findings: list[Finding] = []
     raw_rank, rank_path = _dspark_field(config, "markov_rank", 0)
-    try:
-        rank = int(raw_rank) if raw_rank is not None else 0
-    except (TypeError, ValueError, OverflowError):
-        rank = None
+    rank = markov_rank(config)
     source = at("385-405, 525-528", DSPARK_MODEL)
     if rank is None or rank <= 0:
         findings.append(refused(config_file, "markov_rank", f"{rank_path} = {raw_rank!r}: a DSpark draft needs "
@@ -148,11 +155,6 @@ def dspark_markov_and_mask(config: Mapping[str, Any], config_file: str) -> list[
             findings.append(refused(config_file, "markov_head_type", f"{type_path} = {raw_type!r}: SGLang builds "
                                     "vanilla, gated and rnn Markov heads only", at("263-269", DSPARK_CONFIG),
                                     "Set the head type the draft was trained with."))
-    mask, _ = _dspark_field(config, "mask_token_id")
-    if mask is None:
-        findings.append(refused(config_file, "mask_token_id", "mask_token_id is not set (top level, dflash_config, "
-                                "dspark_config or dspark_noise_token_id): the DSPARK worker needs it",
-                                at("112-121", DSPARK_CONFIG), "Set mask_token_id to the id it was trained with."))
     return findings
 
 
@@ -172,7 +174,7 @@ def derived_taps_note(config: Mapping[str, Any], config_file: str) -> list[Findi
     )]
 
 
-LIMITS = (derived_taps_note, taps_within_declared_depth, activation_supported, dspark_markov_and_mask)
+LIMITS = (derived_taps_note, taps_within_declared_depth, activation_supported, dspark_markov_head)
 
 LOADER = FamilyLoader(
     family="dflash_gqa",
@@ -247,7 +249,7 @@ LOADER = FamilyLoader(
     taps=TAPS,
     # fc is built for the list's length, or one tap per draft layer
     # (models/dflash.py:766-792).
-    dims={"S": TAPS.draft_count},
+    dims={"S": TAPS.draft_count, "markov": markov_rank},
     non_capturing_targets=NON_CAPTURING_TARGETS,
     config_defaults={"qwen3": QWEN3_DEFAULTS},
     sources={
