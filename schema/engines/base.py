@@ -342,6 +342,10 @@ class FamilyLoader:
     # taps with the target's own capture setter, whose range is the target
     # class's, not the family's.
     target_classes: frozenset[str] | None = None
+    # What the engine takes from a target class at startup, in words, for a
+    # class outside `target_classes` (TGT007); "" for TokenSpeed's DFlash
+    # drafter's wiring.
+    target_wiring: str = ""
     # Where and how tap ids are read (None: the family's own reading).
     taps: TapReading | None = None
     # d2t / t2d / embedding (None: the family has no token map).

@@ -261,13 +261,15 @@ def _drafter_host_findings(target: TargetFacts, family: DraftFamily, loader: Fam
             and target.architectures[0] not in loader.target_classes:
         wiring = loader.sources.get("target classes")
         cited = wiring.cite() if wiring else None
+        takes = loader.target_wiring or ("the engine's DFlash drafter takes get_input_embeddings() (no argument), "
+                                         "lm_head, the logits processor and set_dflash_layers_to_capture from it")
+        hosts = sorted(loader.target_classes)
+        named = ", ".join(hosts) if len(hosts) <= 12 else ", ".join(hosts[:12]) + f" and {len(hosts) - 12} more"
         findings.append(Finding(
             "TGT007",
-            f"the target ({target.source}) is {target.architectures[0]}, which the engine's DFlash drafter "
-            f"cannot wire a {family.name} draft to: at startup it takes get_input_embeddings() (no "
-            "argument), lm_head, the logits processor and set_dflash_layers_to_capture from the target, "
-            f"and this class lacks one, so the engine refuses to start ({cited}). "
-            f"It serves DFlash-style drafts on {', '.join(sorted(loader.target_classes))} only.",
+            f"the target ({target.source}) is {target.architectures[0]}, which cannot host a {family.name} draft: "
+            f"at startup {takes}, and this class lacks one, so the engine refuses to start ({cited}). "
+            f"It serves {family.name} drafts on {named} only.",
             file=target.source,
             detail={"architecture": target.architectures[0], "supported": sorted(loader.target_classes),
                     "source": cited},
@@ -294,9 +296,12 @@ def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: 
             # hands a Kimi-K2.5 target's capture to).
             # A target config naming no model_type keeps the family's own range.
             high = target.num_hidden_layers - (1 if target.is_attn_res_model() else 2)
-            source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else
-                      "models/base/causal_lm.py@4b9766f6:146-165; models/deepseek_v3.py@4b9766f6:1697-1715")
-        one_based = default_tap_count(family, loader) is not None and target.is_attn_res_model()
+            if not loader.target_wiring:
+                source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else
+                          "models/base/causal_lm.py@4b9766f6:146-165; models/deepseek_v3.py@4b9766f6:1697-1715")
+        hosted = loader.target_classes is None or not target.architectures \
+            or target.architectures[0] in loader.target_classes
+        one_based = default_tap_count(family, loader) is not None and target.is_attn_res_model() and hosted
         if one_based:
             # An EAGLE-3 draft on Kimi-K3: the K3 model takes the ids unchanged
             # as one-based completed-layer ids and refuses any outside [1, N]
