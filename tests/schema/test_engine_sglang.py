@@ -496,3 +496,21 @@ def test_a_dflash_draft_without_taps_gets_the_derived_ones(tmp_path):
     assert report.passed(strict=True)
     assert "TAP003" in [f.code for f in report.findings]
     assert "CFG005" in errors(check_checkpoint(draft, engine="tokenspeed"))
+
+
+def test_a_kimi_k3_target_cannot_host_an_eagle3_draft(tmp_path):
+    # Kimi-K3 has no set_eagle3_layers_to_capture: the engine stops
+    # (attention_backend_setup.py:51-61); TokenSpeed serves it, one-based.
+    k3 = target(tmp_path / "k3", {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+                                   "text_config": {"model_type": "kimi_k3", "hidden_size": 32, "vocab_size": 96,
+                                                   "num_hidden_layers": 12}})
+    report = sglang(llama(tmp_path / "d"), target=k3)
+    assert errors(report) == Counter({"TGT007": 1})
+    assert "set_eagle3_layers_to_capture" in report.errors[0].message
+    assert "TGT007" not in errors(check_checkpoint(tmp_path / "d", engine="tokenspeed", target=k3))
+
+
+def test_a_llama_target_hosts_an_eagle3_draft(tmp_path):
+    llama_target = target(tmp_path / "t", {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                           "hidden_size": 32, "vocab_size": 96, "num_hidden_layers": 12})
+    assert sglang(llama(tmp_path / "d"), target=llama_target).passed(strict=True)

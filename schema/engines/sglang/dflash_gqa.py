@@ -234,6 +234,8 @@ LOADER = FamilyLoader(
                         "dflash_config.num_target_layers", "block_size", "dflash_config.block_size"),
     config_limits=LIMITS,
     target_classes=DFLASH_TARGET_CLASSES,
+    target_wiring=("SGLang calls its set_dflash_layers_to_capture (set_dspark_layers_to_capture for DSPARK) "
+                   "and get_input_embeddings(), and a DSpark draft takes its lm_head"),
     # The startup check takes [0, N) (spec_aux_hidden_state.py:247-250,
     # dflash_utils.py:577-584), but the target adds 1 and its layer loop never
     # reaches layer N, so id N-1 is never captured (models/qwen3.py:793-805).

@@ -24,6 +24,8 @@ from dspark.schema.engines.base import (
 )
 from dspark.schema.engines.sglang.common import (
     EAGLE3_NUMBERING,
+    EAGLE3_TARGET_CLASSES,
+    EAGLE3_TARGET_CLASSES_SOURCE,
     EAGLE3_TARGET_SOURCE,
     EAGLE3_TARGET_TAPS,
     EAGLE_WORKER,
@@ -157,6 +159,10 @@ LOADER = FamilyLoader(
     config_limits=LIMITS,
     stream=None,
     taps=TAPS,
+    # A target class without the EAGLE-3 capture setter stops the engine
+    # (model_runner_components/attention_backend_setup.py:51-61).
+    target_classes=EAGLE3_TARGET_CLASSES,
+    target_wiring="SGLang calls its set_eagle3_layers_to_capture",
     non_capturing_targets=NON_CAPTURING_TARGETS,
     # d2t is the hot-token map, never checked (`d2t + arange`); t2d is
     # skipped (models/llama_eagle3.py:350-356). With draft_vocab_size null
@@ -170,6 +176,7 @@ LOADER = FamilyLoader(
     # (models/llama_eagle3.py:300-314).
     head_from_target="draft_vocab_size_unset",
     sources={
+        "target classes": EAGLE3_TARGET_CLASSES_SOURCE,
         "load_weights": at("325-378", _LE3),
         "taps (draft)": at("156-161", _LE3),
         "taps (target)": at("185-196", SPEC_AUX),

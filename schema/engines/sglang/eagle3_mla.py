@@ -26,6 +26,8 @@ from dspark.schema.engines.sglang.common import (
     DEEPSEEK_V2,
     DEEPSEEK_V3_DEFAULTS,
     EAGLE3_NUMBERING,
+    EAGLE3_TARGET_CLASSES,
+    EAGLE3_TARGET_CLASSES_SOURCE,
     EAGLE3_TARGET_SOURCE,
     EAGLE3_TARGET_TAPS,
     EAGLE_WORKER,
@@ -144,6 +146,10 @@ LOADER = FamilyLoader(
     config_limits=LIMITS,
     stream=None,
     taps=TAPS,
+    # A target class without the EAGLE-3 capture setter stops the engine
+    # (model_runner_components/attention_backend_setup.py:51-61).
+    target_classes=EAGLE3_TARGET_CLASSES,
+    target_wiring="SGLang calls its set_eagle3_layers_to_capture",
     non_capturing_targets=NON_CAPTURING_TARGETS,
     vocab=VocabHandling(d2t=HOT_TOKEN_MAP, t2d=DROPPED, embedding=TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER,
                         source=at("336-369 (init_lm_head); models/kimi_k25_eagle3.py:404-423", EAGLE_WORKER)),
@@ -151,6 +157,7 @@ LOADER = FamilyLoader(
     # embedding and head (models/kimi_k25_eagle3.py:350-364).
     head_from_target="draft_vocab_size_unset",
     sources={
+        "target classes": EAGLE3_TARGET_CLASSES_SOURCE,
         "load_weights": at("428-501", _MLA),
         "one layer": at("243-244", _MLA),
         "taps (draft)": at("48-59, 211", _MLA),
