@@ -75,8 +75,14 @@ def _markov_rank(config: Mapping[str, Any]) -> Any:
 
 
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
+    markov = architecture == "DSparkDraftModel" or (architecture is None and _is_dspark(config))
+    head_type = str(_markov_field(config, "markov_head_type")[0] or "vanilla").lower()
     return {
-        "markov_head": architecture == "DSparkDraftModel" or (architecture is None and _is_dspark(config)),
+        "markov_head": markov,
+        # A gated or RNN Markov head adds its own projection
+        # (sglang/srt/models/dspark.py:310-345@sglang==0.5.23).
+        "markov_gated": markov and head_type == "gated",
+        "markov_rnn": markov and head_type == "rnn",
         "attention_bias": bool(config.get("attention_bias", False)),
     }
 
@@ -226,6 +232,10 @@ DFLASH_GQA = DraftFamily(
         TensorRule("fc_norm.{i}.weight", ("h",), role="fc_norm", when="fc_norm"),
         TensorRule("markov_head.markov_w1.weight", ("vocab", "markov"), when="markov_head"),
         TensorRule("markov_head.markov_w2.weight", ("vocab", "markov"), when="markov_head"),
+        TensorRule("markov_head.gate_proj.weight", ("markov", "h+markov"), when="markov_gated"),
+        TensorRule("markov_head.gate_proj.bias", ("markov",), when="markov_gated"),
+        TensorRule("markov_head.joint_proj.weight", ("3*markov", "2*markov+h"), when="markov_rnn"),
+        TensorRule("markov_head.joint_proj.bias", ("3*markov",), when="markov_rnn"),
         *DECODER_MLP_AND_NORMS,
         TensorRule("layers.{n}.self_attn.q_proj.weight", ("nh*hd", "h")),
         TensorRule("layers.{n}.self_attn.k_proj.weight", ("nkv*hd", "h")),

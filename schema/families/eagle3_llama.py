@@ -70,6 +70,20 @@ EAGLE3_LLAMA = DraftFamily(
         TensorRule("midlayer.self_attn.k_proj.bias", ("nkv*hd",), when="attention_bias"),
         TensorRule("midlayer.self_attn.v_proj.bias", ("nkv*hd",), when="attention_bias"),
         TensorRule("midlayer.self_attn.o_proj.bias", ("h",), when="attention_bias"),
+        # A draft of several layers (num_hidden_layers > 1) names the layers
+        # after the first `layers.{n}`; they read the hidden state alone
+        # (h wide) and normalise it with their hidden_norm, their
+        # input_layernorm unused (sglang/srt/models/llama_eagle3.py:46-119@sglang==0.5.23).
+        TensorRule("layers.{n}.hidden_norm.weight", ("h",), role="norm", start=1),
+        TensorRule("layers.{n}.input_layernorm.weight", ("h",), role="norm", optional=True, start=1),
+        TensorRule("layers.{n}.post_attention_layernorm.weight", ("h",), role="norm", start=1),
+        TensorRule("layers.{n}.self_attn.q_proj.weight", ("nh*hd", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.k_proj.weight", ("nkv*hd", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.v_proj.weight", ("nkv*hd", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*hd"), start=1),
+        TensorRule("layers.{n}.mlp.gate_proj.weight", ("inter", "h"), start=1),
+        TensorRule("layers.{n}.mlp.up_proj.weight", ("inter", "h"), start=1),
+        TensorRule("layers.{n}.mlp.down_proj.weight", ("h", "inter"), start=1),
     ),
     skipped_prefixes=(),
     training_only_prefixes=("t2d",),
