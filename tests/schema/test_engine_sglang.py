@@ -514,3 +514,35 @@ def test_a_llama_target_hosts_an_eagle3_draft(tmp_path):
     llama_target = target(tmp_path / "t", {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
                                            "hidden_size": 32, "vocab_size": 96, "num_hidden_layers": 12})
     assert sglang(llama(tmp_path / "d"), target=llama_target).passed(strict=True)
+
+
+def test_an_eagle3_llama_draft_of_two_layers_is_built_with_both(tmp_path):
+    # LlamaForCausalLMEagle3 builds num_hidden_layers layers, layer 0 reading
+    # [embedding, hidden] and the rest the hidden state alone
+    # (llama_eagle3.py:46-86, 198-204); TokenSpeed refuses more than one
+    # (models/llama_eagle3.py@f4d8ec6e:612-613).
+    two = lambda c: c.update(num_hidden_layers=2)  # noqa: E731
+    report = sglang(edit_config(llama(tmp_path / "a"), two))
+    assert errors(report)["INV001"] > 0  # layer 1 served uninitialised
+    assert report.engine_verdicts()[0]["outcome"] == "served_wrong"
+    # the fabricator ships layers.1.* for a two-layer config
+    draft = llama(tmp_path / "b", edit=two)
+    assert sglang(draft).passed(strict=True)
+    assert "CFG003" in errors(check_checkpoint(draft, engine="tokenspeed"))
+
+
+def test_a_gated_markov_head_needs_its_gate(tmp_path):
+    # GatedMarkovHead adds gate_proj (models/dspark.py:310-315): a draft
+    # without it is served an untrained gate. TokenSpeed builds vanilla only.
+    import torch
+
+    gated = lambda c: c.update(markov_head_type="gated")  # noqa: E731
+    report = sglang(gqa(tmp_path / "a", variant="dspark", edit=gated))
+    assert errors(report) == Counter({"INV001": 2})
+    rank, hidden = 6, 40
+
+    def gate(t):
+        t["markov_head.gate_proj.weight"] = torch.zeros(rank, hidden + rank, dtype=torch.bfloat16)
+        t["markov_head.gate_proj.bias"] = torch.zeros(rank, dtype=torch.bfloat16)
+
+    assert sglang(gqa(tmp_path / "b", variant="dspark", edit=gated, tensor_edit=gate)).passed(strict=True)
