@@ -546,3 +546,26 @@ def test_a_gated_markov_head_needs_its_gate(tmp_path):
         t["markov_head.gate_proj.bias"] = torch.zeros(rank, dtype=torch.bfloat16)
 
     assert sglang(gqa(tmp_path / "b", variant="dspark", edit=gated, tensor_edit=gate)).passed(strict=True)
+
+
+def test_torchspecs_vllm_export_of_a_kimi_k2_draft_is_served_the_defaults(tmp_path):
+    # The export nulls eagle_config and writes the (+1) list at the top level
+    # (tools/convert_to_hf.py@6f21829:146-159): SGLang's MLA draft counts it
+    # (kimi_k25_eagle3.py:48-59) but its target reads eagle_config's only and
+    # captures its defaults (spec_aux_hidden_state.py:185-196): served other
+    # layers, not one layer late. Converting for SGLang writes the layers the
+    # draft was trained on where its target reads them.
+    from dspark.converters.convert import ConvertOptions, convert_checkpoint
+
+    def vllm_kimi(config):
+        config.update(model_type="kimi_k2", _torchspec_version="0.1.0", eagle_config=None,
+                      eagle_aux_hidden_state_layer_ids=[2, 6, 10])
+
+    source = write_eagle3_draft(tmp_path / "vllm", scale="tiny-mla", layout="layers.0", config_edit=vllm_kimi)
+    report = sglang(source)
+    assert errors(report) == Counter({"TAP006": 1})
+    out = tmp_path / "served"
+    convert_checkpoint(source, out, ConvertOptions(engine="sglang"))
+    config = json.loads((out / "config.json").read_text())
+    assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 5, 9]
+    assert sglang(out).passed(strict=True)

@@ -44,7 +44,9 @@ def eagle3_tap_rules(taps: TapReading, model: str, draft_source: Source, forward
         draft_from = (f"{count_from} = {count}" if count_from else
                       f"{draft_path} ({_show(draft_ids)})" if draft_path else f"no list it reads, so {count}")
         top = config.get(_TOP)
-        top_unread = bool(top) and draft_path != _TOP and target_path != _TOP
+        # The target never reads the top-level list (the MLA draft counts it,
+        # which picks no layer).
+        top_unread = bool(top) and target_path != _TOP
         if target_ids is None:
             if count != taps.default_count:
                 return [Finding(
