@@ -85,7 +85,7 @@ def _with_taps_shifted(config: dict, by: int) -> dict:
 
 
 def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True, loader=None,
-                  native_shapes: tuple[str, ...] = ()) -> ServedLayout:
+                  native_shapes: tuple[str, ...] = (), reads_pt: bool = False) -> ServedLayout:
     """Whether the engine's loader would find weights where the user
     pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
     are none; never `.pt`, DCP or a single file named directly
@@ -117,7 +117,8 @@ def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True,
                                 "named, and the engine loads only the folder it is given (point it at that "
                                 "folder, or convert)")
         return ServedLayout(source, checkpoint.format, True)
-    if checkpoint.format == "pt" and all(name.endswith(".bin") for name in checkpoint.weight_files):
+    if checkpoint.format == "pt" and all(name.endswith(".bin") or (reads_pt and name.endswith(".pt"))
+                                         for name in checkpoint.weight_files):
         # The engine yields a .bin's top-level entries as they are
         # (model_loader/weight_utils.py@f4d8ec6e:703-704): a state dict
         # nested under a key, or other entries beside the tensors, reach

@@ -470,6 +470,9 @@ class EngineProfile:
     # speculators config for an engine that reads one): no SRV001 for it,
     # and the draft is judged through dspark's reading of that shape.
     native_config_shapes: tuple[str, ...] = ()
+    # The engine reads a folder's `*.pt` files when it has no `*.safetensors`
+    # and no `*.bin` (as it reads a .bin: the file's top-level entries).
+    reads_pt: bool = False
 
     @property
     def spec(self) -> str:
