@@ -569,3 +569,17 @@ def test_torchspecs_vllm_export_of_a_kimi_k2_draft_is_served_the_defaults(tmp_pa
     config = json.loads((out / "config.json").read_text())
     assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 5, 9]
     assert sglang(out).passed(strict=True)
+
+
+def test_a_folder_holding_only_a_pt_state_dict_is_read(tmp_path):
+    # *.safetensors, else *.bin, else *.pt (model_loader/loader.py:480-548);
+    # TokenSpeed never reads a .pt (SRV001).
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    draft = llama(tmp_path / "d")
+    tensors = load_file(draft / "model.safetensors")
+    (draft / "model.safetensors").unlink()
+    torch.save(tensors, draft / "pytorch_model.pt")
+    assert sglang(draft).passed()
+    assert "SRV001" in errors(check_checkpoint(draft, engine="tokenspeed"))

@@ -390,6 +390,11 @@ PROFILE_FACTS = dict(
     text_config_model_types=(ANY_MODEL_TYPE,),
     text_config_source=at("547-600", HF_COMMON),
     architectures=ARCHITECTURES,
+    # Weight files: *.safetensors, else *.bin, else *.pt (fall_back_to_pt),
+    # the first pattern with matches (model_loader/loader.py:406-430,
+    # 480-548), a .pt loaded with torch.load(weights_only=True) and its
+    # top-level entries yielded (model_loader/weight_utils.py:1398-1419).
+    reads_pt=True,
     severity_overrides=_INDEX_SEVERITIES,
     severity_sources={code: _INDEX_SOURCE for code in _INDEX_SEVERITIES},
 )
