@@ -308,6 +308,14 @@ def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: 
             # (models/kimi_k3.py@f4d8ec6e:2580-2599; the wrapper hands them on,
             # 3023-3028), capturing layer id-1's output (:2555).
             low, high, source = 1, target.num_hidden_layers, _K3_EAGLE3_SOURCE
+        numbering = loader.taps.numbering if loader.taps is not None else None
+        if numbering is not None and numbering.shift is not None and not one_based \
+                and all(is_int(t) for t in layer_ids):
+            # A target that captures the ids as they are rather than one
+            # higher (SGLang's DeepSeek targets, when the first id is not 1)
+            # takes them one higher too.
+            shift = numbering.shift(layer_ids, target.architectures[0] if target.architectures else None)
+            low, high = low - shift, high - shift
         final = (target.num_hidden_layers if loader.tap_final_residual and target.captures_final_residual()
                  and not one_based else None)
         outside = [t for t in layer_ids if is_int(t) and not (low <= t <= high or t == final)]

@@ -552,9 +552,10 @@ def test_torchspecs_vllm_export_of_a_kimi_k2_draft_is_served_the_defaults(tmp_pa
     # The export nulls eagle_config and writes the (+1) list at the top level
     # (tools/convert_to_hf.py@6f21829:146-159): SGLang's MLA draft counts it
     # (kimi_k25_eagle3.py:48-59) but its target reads eagle_config's only and
-    # captures its defaults (spec_aux_hidden_state.py:185-196): served other
-    # layers, not one layer late. Converting for SGLang writes the layers the
-    # draft was trained on where its target reads them.
+    # captures its defaults (spec_aux_hidden_state.py:185-196): not one layer
+    # late (no SRV001), the layers it was trained on (the list 1 lower) only
+    # on the one target depth whose defaults they are. Converting for SGLang
+    # writes them where its target reads them.
     from dspark.converters.convert import ConvertOptions, convert_checkpoint
 
     def vllm_kimi(config):
@@ -563,7 +564,8 @@ def test_torchspecs_vllm_export_of_a_kimi_k2_draft_is_served_the_defaults(tmp_pa
 
     source = write_eagle3_draft(tmp_path / "vllm", scale="tiny-mla", layout="layers.0", config_edit=vllm_kimi)
     report = sglang(source)
-    assert errors(report) == Counter({"TAP006": 1})
+    assert not errors(report) and warnings(report) == Counter({"TAP002": 1})
+    assert "[1, 5, 9]" in report.warnings[0].message and "13-layer target" in report.warnings[0].message
     out = tmp_path / "served"
     convert_checkpoint(source, out, ConvertOptions(engine="sglang"))
     config = json.loads((out / "config.json").read_text())
@@ -583,3 +585,20 @@ def test_a_folder_holding_only_a_pt_state_dict_is_read(tmp_path):
     torch.save(tensors, draft / "pytorch_model.pt")
     assert sglang(draft).passed()
     assert "SRV001" in errors(check_checkpoint(draft, engine="tokenspeed"))
+
+
+def test_a_deepseek_target_takes_ids_not_starting_at_1_as_they_are(tmp_path):
+    # DeepseekV2ForCausalLM adds 1 only when the first id is 1, else captures
+    # the ids as they are (models/deepseek_v2.py:3458-3473): [2, 6, 10] on an
+    # 11-layer target captures the residual entering layers 2, 6 and 10,
+    # which exist; TokenSpeed adds 1 and never reaches layer 11.
+    kimi = target(tmp_path / "t", {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2",
+                                   "hidden_size": 32, "num_hidden_layers": 11, "vocab_size": 96})
+    draft = mla(tmp_path / "d", tap_ids=[2, 6, 10])
+    report = sglang(draft, target=kimi)
+    assert "TGT005" not in errors(report)
+    assert report.resolved.tap_layers == [1, 5, 9]
+    # ...one layer below the layers a list in eagle_config names as its
+    # trainer numbers them (id k: the output of layer k): served wrong
+    assert errors(report) == Counter({"TAP006": 1})
+    assert "TGT005" in errors(check_checkpoint(draft, engine="tokenspeed", target=kimi))
