@@ -355,18 +355,17 @@ def silu_only(model: str, source: Source):
 # models/deepseek_v3/configuration_deepseek_v3.py:82-117 of that release).
 LLAMA_DEFAULTS = {
     "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-    "num_attention_heads": 32, "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False,
+    "num_attention_heads": 32, "rms_norm_eps": 1e-6,
 }
 QWEN3_DEFAULTS = {
     "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
     "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128, "rms_norm_eps": 1e-6,
-    "hidden_act": "silu", "tie_word_embeddings": False, "max_position_embeddings": 32768,
+    "max_position_embeddings": 32768,
 }
 DEEPSEEK_V3_DEFAULTS = {
     "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
     "num_attention_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-6, "hidden_act": "silu",
-    "tie_word_embeddings": False,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-6,
 }
 
 # Profile-wide facts -------------------------------------------------------------
