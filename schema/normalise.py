@@ -53,6 +53,22 @@ def _write_list(out: dict[str, Any], path: str, ids: list, engine: str) -> list[
     return [f"{path}: absent -> {ids!r} (where {engine} reads the tap list)"]
 
 
+def place_eagle3_taps(config: dict[str, Any], family: DraftFamily, engine: EngineProfile) -> list[str]:
+    """Write an EAGLE-3 tap list given in one place only where the engine's
+    target and draft read it, when either would find none (in place), and
+    say what was written: TokenSpeed's Llama draft counts only the
+    top-level list (SpecForge writes eagle_config's), SGLang's target reads
+    only eagle_config's (TorchSpec writes the top level's)."""
+    loader = engine.loader_for(family.name)
+    declared = _declared_eagle_list(config)
+    changes: list[str] = []
+    if loader is not None and loader.taps is not None and family.default_tap_count is not None and declared:
+        for reading in (loader.taps.target, loader.taps.draft):
+            if reading is not None and reading.read(config) == (None, None):
+                changes += _write_list(config, reading.paths[0], declared, engine.spec)
+    return changes
+
+
 def normalise_config(
     config: Mapping[str, Any],
     family: DraftFamily,
@@ -93,16 +109,7 @@ def normalise_config(
     if not isinstance(architectures, list) or not architectures or architectures[0] != first:
         put("architectures", [first or family.architectures[0]], f"the {family.name} family, first")
 
-    # An EAGLE-3 tap list given in one place only goes where the engine's
-    # target and draft read it, when either would find none: TokenSpeed's
-    # Llama draft counts only the top-level list (SpecForge writes
-    # eagle_config's), SGLang's target reads only eagle_config's (TorchSpec
-    # writes the top level's).
-    declared = _declared_eagle_list(out)
-    if loader is not None and loader.taps is not None and family.default_tap_count is not None and declared:
-        for reading in (loader.taps.target, loader.taps.draft):
-            if reading is not None and reading.read(out) == (None, None):
-                changes += _write_list(out, reading.paths[0], declared, engine.spec)
+    changes += place_eagle3_taps(out, family, engine)
 
     if "fc_norm" not in out and not any(family.fc_norm_index(t.name) is not None for t in tensors):
         put("fc_norm", False, "no fc_norm weights shipped; absent means false")

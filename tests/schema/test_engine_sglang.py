@@ -602,3 +602,24 @@ def test_a_deepseek_target_takes_ids_not_starting_at_1_as_they_are(tmp_path):
     # trainer numbers them (id k: the output of layer k): served wrong
     assert errors(report) == Counter({"TAP006": 1})
     assert "TGT005" in errors(check_checkpoint(draft, engine="tokenspeed", target=kimi))
+
+
+def test_the_fabricator_writes_sglangs_tap_layout(tmp_path):
+    # engine="sglang": the list also under eagle_config, where SGLang's
+    # target reads it (spec_aux_hidden_state.py:185-196).
+    draft = write_eagle3_draft(tmp_path / "d", tap_ids=TRAINED, engine="sglang")
+    config = json.loads((draft / "config.json").read_text())
+    assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == TRAINED
+    assert sglang(draft).passed(strict=True)
+    assert check_checkpoint(draft, engine="tokenspeed").passed()
+
+
+def test_the_fabricate_command_writes_sglangs_tap_layout(tmp_path, capsys):
+    from dspark.examples.fabricate import main
+
+    main([str(tmp_path / "d"), "--family", "eagle3_mla", "--engine", "sglang"])
+    assert sglang(tmp_path / "d").passed(strict=True)
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path / "e"), "--family", "eagle3_llama", "--engine", "sglang@9"])
+    assert stop.value.code == 2 and "sglang@9" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()
