@@ -366,7 +366,7 @@ def test_a_dflash_and_a_dspark_draft_pass(tmp_path):
 
 def test_torchspec_native_names_are_dropped_without_a_word(tmp_path):
     # No destination for context_proj/context_norm/final_norm: "Ignore
-    # unexpected weights" (models/dflash.py:941-944), so fc, hidden_norm and
+    # unexpected weights" (models/dflash.py:942-946), so fc, hidden_norm and
     # norm are served uninitialised.
     def tensors(t):
         rename(t, "fc.", "context_proj.")
@@ -406,7 +406,7 @@ def test_a_dspark_draft_needs_its_mask_token(tmp_path):
 
 def test_the_markov_head_is_read_from_dflash_config_too(tmp_path):
     # {**dflash_config, **dspark_config} before the top level
-    # (dspark_components/dspark_config.py:193-256); TokenSpeed reads
+    # (dspark_components/dspark_config.py:206-256); TokenSpeed reads
     # dspark_config and the top level only (models/dspark.py@f4d8ec6e:75-85).
     def edit(config):
         config["dflash_config"].update(markov_rank=config.pop("markov_rank"),
@@ -419,7 +419,7 @@ def test_the_markov_head_is_read_from_dflash_config_too(tmp_path):
 
 @pytest.mark.parametrize("field, value", [("markov_rank", 0), ("markov_head_type", "lstm")])
 def test_a_markov_head_sglang_cannot_build_is_refused(tmp_path, field, value):
-    # models/dspark.py:385-405; dspark_config.py:258-269
+    # models/dspark.py:385-405; dspark_config.py:264-275
     report = sglang(gqa(tmp_path / "d", variant="dspark", edit=lambda c: c.update({field: value})))
     assert errors(report)["CFG003"] == 1
 

@@ -150,10 +150,10 @@ def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Find
         if raw_type is None and not prefixed:
             findings.append(refused(config_file, "markov_head_type", "markov_head_type is absent while "
                                     f"markov_rank = {rank}: SGLang's DSpark config requires it",
-                                    at("258-262", DSPARK_CONFIG), "Set markov_head_type (vanilla, gated or rnn)."))
+                                    at("265-268", DSPARK_CONFIG), "Set markov_head_type (vanilla, gated or rnn)."))
         elif raw_type is not None and str(raw_type).lower() not in _MARKOV_HEAD_TYPES:
             findings.append(refused(config_file, "markov_head_type", f"{type_path} = {raw_type!r}: SGLang builds "
-                                    "vanilla, gated and rnn Markov heads only", at("263-269", DSPARK_CONFIG),
+                                    "vanilla, gated and rnn Markov heads only", at("269-275", DSPARK_CONFIG),
                                     "Set the head type the draft was trained with."))
     return findings
 
@@ -182,7 +182,7 @@ LOADER = FamilyLoader(
     # No "dflash"/"dspark" config type: the draft's config must parse as a
     # transformers config with the GQA fields (utils/hf_transformers/config.py:336-380).
     model_types=("qwen3", "qwen2", "llama", "mistral", "qwen3_moe"),
-    # resolve_param_name (models/dflash.py:906-923): the name as it is, else
+    # resolve_param_name (models/dflash.py:905-923): the name as it is, else
     # without one leading `model.`, else the native export's
     # `encoder.fc.weight` / `encoder.output_norm_enc.weight` aliases.
     name_rewrites=((r"^model\.", ""), (r"^encoder\.fc\.weight$", "fc.weight"),
@@ -210,7 +210,7 @@ LOADER = FamilyLoader(
         ),
     ),
     # "Ignore unexpected weights (e.g., HF rotary caches)" (models/dflash.py:
-    # 941-944): TorchSpec's context_proj/context_norm/final_norm, fc_norm and
+    # 942-946): TorchSpec's context_proj/context_norm/final_norm, fc_norm and
     # any other name without a destination are dropped without a word.
     unexpected="drops",
     missing="uninitialised",
