@@ -69,6 +69,30 @@ def place_eagle3_taps(config: dict[str, Any], family: DraftFamily, engine: Engin
     return changes
 
 
+def _target_depth(config: dict[str, Any], loader: Any, engine: EngineProfile) -> list[str]:
+    """A field the engine reads as the target's layer count that is below
+    a tap id (TorchSpec writes num_target_layers as the number of taps,
+    SGLang reads it as the target's depth and refuses the ids past it)
+    becomes target_num_hidden_layers, or goes when that is unknown."""
+    field = loader.target_depth_field if loader is not None else None
+    ids = loader.taps.target_ids(config)[0] if loader is not None and loader.taps is not None else None
+    if field is None or not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
+        return []
+    changes = []
+    for holder, path in ((config, field), (config.get("dflash_config"), f"dflash_config.{field}")):
+        if not isinstance(holder, dict) or not isinstance(holder.get(field), int) or holder[field] > max(ids):
+            continue
+        depth = config.get("target_num_hidden_layers")
+        if isinstance(depth, int) and not isinstance(depth, bool) and depth > max(ids):
+            changes.append(f"{path}: {holder[field]!r} -> {depth!r} (target_num_hidden_layers: {engine.spec} reads "
+                           f"{field} as the target's layer count)")
+            holder[field] = depth
+        else:
+            changes.append(f"{path}: {holder.pop(field)!r} -> absent ({engine.spec} reads it as the target's layer "
+                           "count, which the config does not give)")
+    return changes
+
+
 def normalise_config(
     config: Mapping[str, Any],
     family: DraftFamily,
@@ -110,6 +134,7 @@ def normalise_config(
         put("architectures", [first or family.architectures[0]], f"the {family.name} family, first")
 
     changes += place_eagle3_taps(out, family, engine)
+    changes += _target_depth(out, loader, engine)
 
     if "fc_norm" not in out and not any(family.fc_norm_index(t.name) is not None for t in tensors):
         put("fc_norm", False, "no fc_norm weights shipped; absent means false")

@@ -371,6 +371,9 @@ class FamilyLoader:
     # hidden states for this family; None: the checker's TokenSpeed list
     # (rules/target.py _NO_CAPTURE_ARCHITECTURES).
     non_capturing_targets: tuple[str, ...] | None = None
+    # The draft field the engine reads as the target's layer count (SGLang's
+    # DFlash: num_target_layers, which other trainers write as the tap count).
+    target_depth_field: str | None = None
     # Where the engine reads a declared flag: flag -> dotted paths, the first
     # not null wins (SGLang: eagle_config's norm_before_fc first).
     flag_sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
