@@ -623,3 +623,22 @@ def test_the_fabricate_command_writes_sglangs_tap_layout(tmp_path, capsys):
         main([str(tmp_path / "e"), "--family", "eagle3_llama", "--engine", "sglang@9"])
     assert stop.value.code == 2 and "sglang@9" in capsys.readouterr().err
     assert not (tmp_path / "e").exists()
+
+
+def test_torchspecs_dflash_tap_count_in_num_target_layers_is_refused_and_converted(tmp_path):
+    # TorchSpec writes num_target_layers as the number of taps
+    # (torchspec/config/dflash_draft_config.json@6f21829:13); SGLang reads it
+    # as the target's depth and refuses the ids past it (models/dflash.py:766-776).
+    # Converting for SGLang writes the target's depth there.
+    from dspark.converters.convert import ConvertOptions, convert_checkpoint
+
+    def torchspec(config):
+        config["num_target_layers"] = 3  # three taps [1, 4, 7] of a 10-layer target
+
+    source = gqa(tmp_path / "src", edit=torchspec)
+    assert errors(sglang(source)) == Counter({"CFG003": 1})
+    assert check_checkpoint(source, engine="tokenspeed").passed()
+    out = tmp_path / "out"
+    convert_checkpoint(source, out, ConvertOptions(engine="sglang"))
+    assert json.loads((out / "config.json").read_text())["num_target_layers"] == 10
+    assert sglang(out).passed(strict=True)

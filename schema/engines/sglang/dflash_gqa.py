@@ -233,6 +233,9 @@ LOADER = FamilyLoader(
     int_coerced_fields=("target_layer_ids", "dflash_config.target_layer_ids", "num_target_layers",
                         "dflash_config.num_target_layers", "block_size", "dflash_config.block_size"),
     config_limits=LIMITS,
+    # num_target_layers is the target's depth here (dflash_utils.py:556-585;
+    # spec_aux_hidden_state.py:221-245), TorchSpec's tap count elsewhere.
+    target_depth_field="num_target_layers",
     target_classes=DFLASH_TARGET_CLASSES,
     target_wiring=("SGLang calls its set_dflash_layers_to_capture (set_dspark_layers_to_capture for DSPARK) "
                    "and get_input_embeddings(), and a DSpark draft takes its lm_head"),
