@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from dspark.schema.engines import FamilyLoader
+from dspark.schema.engines.base import TARGET_UNLESS_WIDTHS_DIFFER
 from dspark.schema.families import DraftFamily
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding, Severity
@@ -135,9 +136,13 @@ def _padded_vocab(size: int) -> int:
 
 
 def _target_embedding_refused(config: Mapping[str, Any], family: DraftFamily, draft_vocab: int, target_vocab: int,
-                              shipped: frozenset[str] | None) -> bool:
+                              shipped: frozenset[str] | None, loader: FamilyLoader | None = None) -> bool:
     """Whether the engine refuses to attach the target's embedding to this
-    EAGLE-3 draft at load (see _EMBEDDING_SHARING_FAMILIES)."""
+    EAGLE-3 draft at load (see _EMBEDDING_SHARING_FAMILIES): TokenSpeed's
+    attachment (`VocabHandling.embedding` TARGET_UNLESS_WIDTHS_DIFFER); SGLang
+    swaps the whole parameter (models/llama.py:910-918@sglang==0.5.23)."""
+    if loader is not None and loader.vocab is not None and loader.vocab.embedding != TARGET_UNLESS_WIDTHS_DIFFER:
+        return False
     if family.name not in _EMBEDDING_SHARING_FAMILIES or _padded_vocab(draft_vocab) == _padded_vocab(target_vocab):
         return False
     if "target_hidden_size" in config and config["target_hidden_size"] != config.get("hidden_size"):
@@ -199,7 +204,8 @@ def target_findings(
                 "does not have",
             }[code]
             ending = "This draft was trained for another target."
-            if code == "TGT004" and _target_embedding_refused(config, family, draft_value, target_value, shipped):
+            if code == "TGT004" and _target_embedding_refused(config, family, draft_value, target_value, shipped,
+                                                              loader):
                 why = (f"the engine shares the target's embedding with the draft, and its "
                        f"{_padded_vocab(target_value)} padded rows do not fit the draft's "
                        f"{_padded_vocab(draft_value)}: it refuses the draft at load")
