@@ -642,3 +642,16 @@ def test_torchspecs_dflash_tap_count_in_num_target_layers_is_refused_and_convert
     convert_checkpoint(source, out, ConvertOptions(engine="sglang"))
     assert json.loads((out / "config.json").read_text())["num_target_layers"] == 10
     assert sglang(out).passed(strict=True)
+
+
+def test_a_target_vocabulary_padded_otherwise_is_still_attached(tmp_path):
+    # set_embed swaps the whole parameter for the target's
+    # (models/llama.py:910-918): no shape to refuse; TokenSpeed rebuilds the
+    # draft's at its own padded size and refuses the target's
+    # (models/llama_eagle3.py@f4d8ec6e:727-751).
+    wider = target(tmp_path / "t", {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                    "hidden_size": 32, "vocab_size": 160, "num_hidden_layers": 12})
+    draft = llama(tmp_path / "d")
+    report = sglang(draft, target=wider)
+    assert not errors(report) and warnings(report)["TGT004"] == 1
+    assert "TGT004" in errors(check_checkpoint(draft, engine="tokenspeed", target=wider))
