@@ -374,9 +374,10 @@ class FamilyLoader:
     # The draft field the engine reads as the target's layer count (SGLang's
     # DFlash: num_target_layers, which other trainers write as the tap count).
     target_depth_field: str | None = None
-    # Where the engine reads a declared flag: flag -> dotted paths, the first
-    # not null wins (SGLang: eagle_config's norm_before_fc first).
-    flag_sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Where the engine reads a declared flag: flag -> the paths it tries and
+    # how it picks (SGLang: eagle_config's norm_before_fc when present;
+    # fc_norm or use_aux_norm, the first true).
+    flag_sources: Mapping[str, "TapPaths"] = field(default_factory=dict)
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name

@@ -33,11 +33,11 @@ def engine_view(
     if loader is None:
         return view, []
     notes: list[str] = []
-    for flag, paths in loader.flag_sources.items():
+    for flag, reading in loader.flag_sources.items():
         # The value the engine reads for a flag it looks up elsewhere than
         # (or besides) the top level: the rules judge that one.
-        value = _first_not_null(view, paths)
-        if value is not None or flag in view:
+        value, _ = reading.read(view)
+        if value is not None:
             view[flag] = value
     defaults = loader.config_defaults.get(str(config.get("model_type")), {})
     filled = [name for name in defaults if name not in view]
@@ -88,16 +88,6 @@ def engine_view(
         file=config_file,
         detail={"notes": notes, "defaults_filled": filled},
     )]
-
-
-def _first_not_null(config: Mapping[str, Any], paths: tuple[str, ...]) -> Any:
-    for path in paths:
-        node: Any = config
-        for part in path.split("."):
-            node = node.get(part) if isinstance(node, Mapping) else None
-        if node is not None:
-            return node
-    return None
 
 
 def _coerce_path(view: dict[str, Any], path: str) -> str | None:
