@@ -184,10 +184,11 @@ def test_an_activation_other_than_silu_is_refused(tmp_path):
     assert "silu only" in report.errors[0].message
 
 
-def test_use_aux_norm_declares_fc_norm(tmp_path):
+@pytest.mark.parametrize("fc_norm", [None, False])
+def test_use_aux_norm_declares_fc_norm(tmp_path, fc_norm):
     # `config.fc_norm or config.use_aux_norm` (llama_eagle3.py:184-196).
     def edit(config):
-        del config["fc_norm"]
+        config["fc_norm"] = fc_norm
         config["use_aux_norm"] = True
 
     assert sglang(edit_config(llama(tmp_path / "d", fc_norm=True), edit)).passed(strict=True)

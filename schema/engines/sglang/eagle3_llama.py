@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from dspark.schema.engines.base import (
     DROPPED,
+    FIRST_PRESENT,
     FIRST_TRUTHY,
     HOT_TOKEN_MAP,
     TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER,
@@ -144,8 +145,8 @@ LOADER = FamilyLoader(
     # fc_norm: `config.fc_norm or config.use_aux_norm`; norm_before_fc:
     # `eagle_config.get("norm_before_fc", config.norm_before_fc)`
     # (models/llama_eagle3.py:169-187).
-    flag_sources={"fc_norm": ("fc_norm", "use_aux_norm"),
-                  "norm_before_fc": ("eagle_config.norm_before_fc", "norm_before_fc")},
+    flag_sources={"fc_norm": TapPaths(("fc_norm", "use_aux_norm"), pick=FIRST_TRUTHY),
+                  "norm_before_fc": TapPaths(("eagle_config.norm_before_fc", "norm_before_fc"), pick=FIRST_PRESENT)},
     unread_flags={"norm_before_residual": NORM_BEFORE_RESIDUAL},
     # fc, each fc_norm and input_norm are built from target_hidden_size
     # when the key exists (models/llama_eagle3.py:151-196).

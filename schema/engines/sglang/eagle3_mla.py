@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from dspark.schema.engines.base import (
     DROPPED,
     FIRST_NOT_NULL,
+    FIRST_TRUTHY,
     HOT_TOKEN_MAP,
     TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER,
     FamilyLoader,
@@ -135,7 +136,7 @@ LOADER = FamilyLoader(
         ),
     },
     # `config.fc_norm or config.use_aux_norm` (models/kimi_k25_eagle3.py:228-232).
-    flag_sources={"fc_norm": ("fc_norm", "use_aux_norm")},
+    flag_sources={"fc_norm": TapPaths(("fc_norm", "use_aux_norm"), pick=FIRST_TRUTHY)},
     unread_flags={"norm_before_residual": NORM_BEFORE_RESIDUAL},
     # fc and every fc_norm are built from `target_hidden_size or hidden_size`
     # (models/kimi_k25_eagle3.py:208-241).
