@@ -656,3 +656,21 @@ def test_a_target_vocabulary_padded_otherwise_is_still_attached(tmp_path):
     report = sglang(draft, target=wider)
     assert not errors(report) and warnings(report)["TGT004"] == 1
     assert "TGT004" in errors(check_checkpoint(draft, engine="tokenspeed", target=wider))
+
+
+@pytest.mark.parametrize("edit, code", [
+    pytest.param(lambda c: c.update(layer_types=["sliding_attention", "full_attention"]), "SWA001", id="no-window"),
+    pytest.param(lambda c: c.update(layer_types=["full_attention"]), "CFG003", id="one-type-short"),
+])
+def test_sliding_layers_need_a_window_sglang_can_read(tmp_path, edit, code):
+    # a Qwen3 config keeps sliding_window only with use_sliding_window, and a
+    # sliding layer without one stops the engine (dflash_utils.py:400-417;
+    # models/dflash.py:166-191)
+    assert code in errors(sglang(gqa(tmp_path / "d", edit=edit)))
+
+
+def test_a_sliding_layer_with_its_window_loads(tmp_path):
+    def edit(config):
+        config.update(layer_types=["sliding_attention", "full_attention"], sliding_window=512, use_sliding_window=True)
+
+    assert sglang(gqa(tmp_path / "d", edit=edit)).passed(strict=True)

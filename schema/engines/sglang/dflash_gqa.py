@@ -174,7 +174,44 @@ def derived_taps_note(config: Mapping[str, Any], config_file: str) -> list[Findi
     )]
 
 
-LIMITS = (derived_taps_note, taps_within_declared_depth, activation_supported, dspark_markov_head)
+# transformers' Qwen2/Qwen3 config classes null sliding_window unless
+# use_sliding_window (models/qwen3/configuration_qwen3.py:86-87 of 5.19.0).
+_WINDOW_NEEDS_FLAG = ("qwen2", "qwen3")
+
+
+def sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """layer_types as SGLang's DFlash attention reads them: one entry per
+    draft layer (transformers refuses another count, configuration_utils.py:
+    567-582 of 5.19.0), full or sliding attention only, and a sliding layer
+    needs config.sliding_window as the config class leaves it
+    (models/dflash.py:166-191; speculative/dflash_utils.py:400-417)."""
+    types, layers = config.get("layer_types"), config.get("num_hidden_layers")
+    if not isinstance(types, list):
+        return []
+    source = at("166-191", _DF)
+    if is_int(layers) and len(types) != layers:
+        return [refused(config_file, "layer_types", f"layer_types lists {len(types)} layers but num_hidden_layers is "
+                        f"{layers}", source, "List one type per layer.")]
+    if any(t not in ("full_attention", "sliding_attention") for t in types):
+        return [refused(config_file, "layer_types", f"layer_types {types!r} holds a type other than full_attention "
+                        "and sliding_attention", source, "Use the two types SGLang's DFlash attention builds.")]
+    window = config.get("sliding_window")
+    if config.get("model_type") in _WINDOW_NEEDS_FLAG and not config.get("use_sliding_window"):
+        window = None
+    if "sliding_attention" not in types or window is not None:
+        return []
+    return [Finding(
+        "SWA001",
+        f"{config_file}: layer_types has sliding_attention layers but SGLang finds no window (sliding_window "
+        f"{config.get('sliding_window', 'absent')!r}, use_sliding_window {config.get('use_sliding_window')!r}; a "
+        f"{config.get('model_type')} config keeps the window only with use_sliding_window): it refuses the draft "
+        f"({at('400-417', DFLASH_UTILS).cite()}). Set the window the draft was trained with.",
+        file=config_file,
+        detail={"field": "sliding_window", "source": at("400-417", DFLASH_UTILS).cite()},
+    )]
+
+
+LIMITS = (derived_taps_note, sliding_layers, taps_within_declared_depth, activation_supported, dspark_markov_head)
 
 LOADER = FamilyLoader(
     family="dflash_gqa",
