@@ -47,6 +47,14 @@ def is_silent(finding: Finding, unexpected: str | None, missing: str | None) -> 
         return unexpected not in (None, "rejects")
     if finding.code in _MISSING:
         return missing not in (None, "rejects")
+    detail = finding.detail or {}
+    if finding.code == "FCN003":
+        # an fc_norm weight missing (left as initialised) or one past the taps (no destination)
+        return (missing if "missing" in detail else unexpected) not in (None, "rejects")
+    if finding.code == "CFG006":
+        # distinct taps out of order are captured in layer order: fc's blocks get other layers
+        ids = detail.get("target_layer_ids")
+        return isinstance(ids, list) and len(set(map(repr, ids))) == len(ids)
     return False
 
 

@@ -674,3 +674,22 @@ def test_a_sliding_layer_with_its_window_loads(tmp_path):
         config.update(layer_types=["sliding_attention", "full_attention"], sliding_window=512, use_sliding_window=True)
 
     assert sglang(gqa(tmp_path / "d", edit=edit)).passed(strict=True)
+
+
+def test_taps_out_of_order_are_served_wrong_and_repeated_ones_refused(tmp_path):
+    # the target captures in layer order (models/qwen3.py:524-533): an
+    # unsorted list feeds fc's blocks other layers; a repeated id is captured
+    # once, so fc gets fewer features and the first request fails
+    # (models/dflash.py:821-833).
+    unsorted = sglang(gqa(tmp_path / "a", edit=lambda c: c["dflash_config"].update(target_layer_ids=[4, 1, 7])))
+    assert unsorted.engine_verdicts()[0]["outcome"] == "served_wrong"
+    repeated = sglang(gqa(tmp_path / "b", edit=lambda c: c["dflash_config"].update(target_layer_ids=[1, 4, 4])))
+    assert repeated.engine_verdicts()[0]["outcome"] == "refused"
+
+
+def test_a_missing_fc_norm_weight_is_served_as_initialised(tmp_path):
+    # fc_norm.2 never loaded keeps its initial ones (no check after load:
+    # model_loader/loader.py:1028-1066)
+    report = sglang(llama(tmp_path / "d", fc_norm=True, tensor_edit=lambda t: t.pop("fc_norm.2.weight")))
+    assert errors(report)["FCN003"] == 1
+    assert report.engine_verdicts()[0]["outcome"] == "served_wrong"
