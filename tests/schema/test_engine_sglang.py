@@ -693,3 +693,10 @@ def test_a_missing_fc_norm_weight_is_served_as_initialised(tmp_path):
     report = sglang(llama(tmp_path / "d", fc_norm=True, tensor_edit=lambda t: t.pop("fc_norm.2.weight")))
     assert errors(report)["FCN003"] == 1
     assert report.engine_verdicts()[0]["outcome"] == "served_wrong"
+
+
+def test_attention_bias_is_not_built_for_the_first_layers_qkv(tmp_path):
+    # qkv_proj rebuilt with bias=False (llama_eagle3.py:66-75)
+    report = sglang(llama(tmp_path / "d", edit=lambda c: c.update(attention_bias=True)))
+    assert errors(report) == Counter({"ENG001": 1})
+    assert report.engine_verdicts()[0]["outcome"] == "served_wrong"

@@ -38,6 +38,7 @@ from dspark.schema.engines.sglang.common import (
     SPEC_AUX,
     NON_CAPTURING_TARGETS,
     at,
+    engine_finding,
     refused,
     silu_only,
 )
@@ -91,7 +92,19 @@ def target_width_readable(config: Mapping[str, Any], config_file: str) -> list[F
                     at("151-167", _LE3), "Remove the key, or set it to the target's hidden_size.")]
 
 
+def qkv_without_bias(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The first layer's qkv_proj is rebuilt without a bias
+    (models/llama_eagle3.py:66-75) whatever attention_bias says: a draft
+    trained with q/k/v biases is served without them (o_proj keeps its)."""
+    if not (config.get("attention_bias") or config.get("bias")):
+        return []
+    return [engine_finding(config_file, "attention_bias is set, but LlamaForCausalLMEagle3 rebuilds the first "
+                           "layer's qkv_proj without a bias: the q/k/v biases the draft was trained with are dropped",
+                           at("66-75", _LE3), "attention_bias")]
+
+
 LIMITS = (
+    qkv_without_bias,
     draft_vocab_size_needed,
     target_width_readable,
     silu_only("LlamaForCausalLMEagle3", at("116-119", LLAMA)),
