@@ -211,7 +211,7 @@ def check_checkpoint(
                                loader=loader, native_shapes=profile.native_config_shapes, reads_pt=profile.reads_pt)
         if config_path is not None and not layout.engine_openable:
             layout = dataclasses.replace(layout, convert_options=("--config", str(config_path)))
-        judged_config = config_as_convert_writes_it(checkpoint)
+        judged_config = config_as_convert_writes_it(checkpoint, loader)
         contract = check_contract(
             judged_config,
             checkpoint.entries,
