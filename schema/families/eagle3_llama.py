@@ -7,7 +7,8 @@ Shapes are those TokenSpeed builds (python/tokenspeed/runtime/models/
 llama_eagle3.py@f4d8ec6e:235-263, 457-498, 612-631; models/llama.py@f4d8ec6e:
 148-160): fc is [hidden_size, hidden_size x taps] (target_hidden_size is never
 read for it), every fc_norm is [hidden_size], input_norm is
-[hidden_size x taps]. The config is a transformers config (model_type llama,
+[hidden_size x taps], the width of each tap `th` (an engine that builds fc
+from target_hidden_size, as SGLang does, sizes input_norm so too). The config is a transformers config (model_type llama,
 qwen2, qwen3, ...); the loader's name handling lives in
 `dspark.schema.engines.tokenspeed`, with what TokenSpeed builds and
 refuses beyond the shapes (one layer, the fc width, the tap counts).
@@ -61,7 +62,7 @@ EAGLE3_LLAMA = DraftFamily(
     },
     tensors=(
         *SHARED_TENSORS,
-        TensorRule("input_norm.weight", ("S*h",), role="norm", when="norm_before_fc"),
+        TensorRule("input_norm.weight", ("S*th",), role="norm", when="norm_before_fc"),
         TensorRule("midlayer.self_attn.q_proj.weight", ("nh*hd", "2*h")),
         TensorRule("midlayer.self_attn.k_proj.weight", ("nkv*hd", "2*h")),
         TensorRule("midlayer.self_attn.v_proj.weight", ("nkv*hd", "2*h")),

@@ -700,3 +700,18 @@ def test_attention_bias_is_not_built_for_the_first_layers_qkv(tmp_path):
     report = sglang(llama(tmp_path / "d", edit=lambda c: c.update(attention_bias=True)))
     assert errors(report) == Counter({"ENG001": 1})
     assert report.engine_verdicts()[0]["outcome"] == "served_wrong"
+
+
+def test_input_norm_spans_the_taps_at_target_hidden_size(tmp_path):
+    # input_norm is RMSNorm(target_hidden_size x taps) (llama_eagle3.py:151-182)
+    import torch
+
+    hidden, wide = 32, 48
+
+    def tensors(t):
+        t["fc.weight"] = torch.zeros(hidden, 3 * wide, dtype=torch.bfloat16)
+        t["input_norm.weight"] = torch.ones(3 * wide, dtype=torch.bfloat16)
+
+    draft = llama(tmp_path / "d", norm_before_fc=True, edit=lambda c: c.update(target_hidden_size=wide),
+                  tensor_edit=tensors)
+    assert sglang(draft).passed()
