@@ -371,6 +371,9 @@ class FamilyLoader:
     # hidden states for this family; None: the checker's TokenSpeed list
     # (rules/target.py _NO_CAPTURE_ARCHITECTURES).
     non_capturing_targets: tuple[str, ...] | None = None
+    # What the engine does when the config names no mask token, in words
+    # ("" : it refuses the draft).
+    mask_token_fallback: str = ""
     # The draft field the engine reads as the target's layer count (SGLang's
     # DFlash: num_target_layers, which other trainers write as the tap count).
     target_depth_field: str | None = None
