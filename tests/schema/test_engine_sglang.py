@@ -399,10 +399,16 @@ def test_num_target_layers_is_the_targets_depth(tmp_path):
     assert "target's layer count" in report.errors[0].message
 
 
-def test_a_dspark_draft_needs_its_mask_token(tmp_path):
-    # dspark_config.py:112-121
-    report = sglang(gqa(tmp_path / "d", variant="dspark", edit=lambda c: c["dflash_config"].pop("mask_token_id")))
-    assert errors(report) == Counter({"CFG008": 1})
+def test_a_dspark_draft_needs_its_mask_token_a_dflash_one_takes_the_tokenizers(tmp_path):
+    # dspark_config.py:112-121 refuses a DSpark draft without one; the DFLASH
+    # worker falls back to the tokenizer's <|MASK|> (dflash_worker_v2.py:1391-1471)
+    no_mask = lambda c: c["dflash_config"].pop("mask_token_id")  # noqa: E731
+    report = sglang(gqa(tmp_path / "d", variant="dspark", edit=no_mask))
+    assert errors(report)["CFG003"] == 1
+    assert report.engine_verdicts()[0]["outcome"] == "refused"
+    dflash = sglang(gqa(tmp_path / "e", edit=no_mask))
+    assert not errors(dflash) and warnings(dflash) == Counter({"CFG008": 1})
+    assert "CFG008" in errors(check_checkpoint(tmp_path / "e", engine="tokenspeed"))
 
 
 def test_the_markov_head_is_read_from_dflash_config_too(tmp_path):

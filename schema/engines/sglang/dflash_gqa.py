@@ -131,8 +131,8 @@ def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Find
     """A dense DSpark draft needs markov_rank > 0 and a markov_head_type
     SGLang builds (vanilla, gated, rnn; required with a rank unless a
     `dspark_` prefixed key is set) (models/dspark.py:385-405, 525-528;
-    dspark_config.py:244-274). (Its mask_token_id, which the DSPARK worker
-    requires (dspark_config.py:112-121), is the family's CFG008.)"""
+    dspark_config.py:244-274), and the DSPARK worker a mask_token_id
+    (dspark_config.py:112-121)."""
     if not _is_dspark(config):
         return []
     findings: list[Finding] = []
@@ -155,6 +155,11 @@ def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Find
             findings.append(refused(config_file, "markov_head_type", f"{type_path} = {raw_type!r}: SGLang builds "
                                     "vanilla, gated and rnn Markov heads only", at("269-275", DSPARK_CONFIG),
                                     "Set the head type the draft was trained with."))
+    mask, _ = _dspark_field(config, "mask_token_id")
+    if mask is None:
+        findings.append(refused(config_file, "mask_token_id", "mask_token_id is not set (top level, dflash_config, "
+                                "dspark_config or dspark_noise_token_id): the DSPARK worker needs it",
+                                at("112-121", DSPARK_CONFIG), "Set mask_token_id to the id it was trained with."))
     return findings
 
 
@@ -251,6 +256,11 @@ LOADER = FamilyLoader(
     # any other name without a destination are dropped without a word.
     unexpected="drops",
     missing="uninitialised",
+    # The DFLASH worker takes the target tokenizer's "<|MASK|>" id, adding
+    # the token when the tokenizer lacks it (speculative/dflash_worker_v2.py:
+    # 1391-1471; dflash_utils.py:27, 677-681); a DSpark draft is refused
+    # without one (dspark_markov_head above).
+    mask_token_fallback="SGLang's DFLASH worker uses the target tokenizer's <|MASK|> token, adding it when missing",
     features={
         "fc_norm": FeatureSupport(
             supported=False,
