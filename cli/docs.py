@@ -111,7 +111,7 @@ def _engine_groups(family: str) -> list[tuple[list[str], dict]]:
     are identical under one heading."""
     groups: list[tuple[list[str], dict]] = []
     for row in contract_table():
-        if row["family"] != family:
+        if row["family"] != family or not row.get("served", True):
             continue
         facts = {key: value for key, value in row.items() if key != "engine"}
         for specs, known in groups:
@@ -194,6 +194,9 @@ def family_block(family: DraftFamily) -> str:
         lines += ["", "No engine profile serves this family yet."]
     for specs, facts in groups:
         lines += _engine_section(specs, facts)
+    unserved = [p.spec for p in all_profiles() if p.loader_for(family.name) is None]
+    if unserved:
+        lines += ["", f"Not served by {_engines(unserved)}: the engine has no model for it (ENG006)."]
     lines += ["", END]
     return "\n".join(lines)
 

@@ -68,7 +68,8 @@ def contract_table(family: str | None = None, engine: str | None = None) -> list
                     for name, support in loader.features.items()
                 },
                 "stream": None if loader.stream is None else {
-                    "fixed": loader.stream.fixed_stream, "source": loader.stream.source.cite()},
+                    "fixed": loader.stream.fixed_stream, "target_decides": loader.stream.target_decides,
+                    "source": loader.stream.source.cite()},
                 "skipped": [{"pattern": s.pattern, "source": s.source.cite()} for s in loader.skips],
                 "fused": [{"parameter": f.fused, "parts": list(f.parts), "pre_fused_accepted": f.fused_accepted,
                            "pre_fused": f.when_pre_fused or None, "source": f.source.cite()} for f in loader.fused],
@@ -122,6 +123,9 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
     def rule(text: str, source: str | None = None) -> None:
         lines.extend(wrap(text, width, first="  ", indent="    "))
         if source:
+            if width is not None and len(source.split(" ", 1)[0]) > width - 4:
+                # a path too long for the line: its version goes below it, the path stays whole
+                source = source.replace("@", " @", 1)
             lines.extend(wrap(source, width, first="    ", indent="      "))
 
     for row in rows:
@@ -138,7 +142,9 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
             rule(f"{name}: {'honoured' if feature['honoured'] else 'NOT honoured'}", feature["source"])
         if row["stream"] is not None:
             fixed = row["stream"]["fixed"]
-            rule(f"aux_hidden_stream: {'only ' + fixed if fixed else 'as declared'}", row["stream"]["source"])
+            served = ("the target's (AttnRes on a Kimi-K3 target that sets attn_res_block_size, else prefix)"
+                      if row["stream"]["target_decides"] else "only " + fixed if fixed else "as declared")
+            rule(f"aux_hidden_stream: {served}", row["stream"]["source"])
         for fused in row["fused"]:
             rule(f"{fused['parameter']} <- {' + '.join(fused['parts'])}"
                  f"{' (or pre-fused)' if fused['pre_fused_accepted'] else ''}", fused["source"])

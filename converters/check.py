@@ -208,7 +208,7 @@ def check_checkpoint(
     if checkpoint.config is not None:
         loader = profile.loader_for(checkpoint.family.name) if checkpoint.family is not None else None
         layout = served_layout(checkpoint, rejects_unknown_names=loader is not None and loader.unexpected == "rejects",
-                               loader=loader, native_shapes=profile.native_config_shapes)
+                               loader=loader, native_shapes=profile.native_config_shapes, reads_pt=profile.reads_pt)
         if config_path is not None and not layout.engine_openable:
             layout = dataclasses.replace(layout, convert_options=("--config", str(config_path)))
         judged_config = config_as_convert_writes_it(checkpoint, loader)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint
+from dspark.schema.engines import FamilyLoader
 from dspark.schema.engines.base import LAYER_OUTPUT
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, target_capture_ids
 from dspark.schema.inventory import printable_name
@@ -39,6 +40,16 @@ def _numbers_by_layer_output(loader) -> bool:
     vLLM's hidden_states numbering, are then one too high for it."""
     taps = getattr(loader, "taps", None)
     return taps is None or taps.numbering.base == LAYER_OUTPUT
+
+
+def _target_reads_the_shifted_list(checkpoint: Checkpoint, loader: FamilyLoader | None) -> bool:
+    """Whether the target reads a tap list of this config (the engine's
+    reading, `loader.taps`; TokenSpeed's without a loader): a shifted list
+    it never reads captures nothing one layer late (SGLang's target reads
+    eagle_config's alone, which the export leaves null)."""
+    if loader is not None and loader.taps is not None:
+        return loader.taps.target_ids(checkpoint.config)[0] is not None
+    return bool(target_capture_ids(checkpoint.config)[0])
 
 
 def config_as_convert_writes_it(checkpoint: Checkpoint, loader=None) -> dict:
@@ -74,14 +85,14 @@ def _with_taps_shifted(config: dict, by: int) -> dict:
 
 
 def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True, loader=None,
-                  native_shapes: tuple[str, ...] = ()) -> ServedLayout:
+                  native_shapes: tuple[str, ...] = (), reads_pt: bool = False) -> ServedLayout:
     """Whether the engine's loader would find weights where the user
     pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
     are none; never `.pt`, DCP or a single file named directly
     (model_loader/loader.py@f4d8ec6e:258-318)."""
     source = str(checkpoint.source)
     if (_torchspec_vllm_export(checkpoint) and _numbers_by_layer_output(loader)
-            and target_capture_ids(checkpoint.config)[0]):
+            and _target_reads_the_shifted_list(checkpoint, loader)):
         # only a shifted list the target reads captures the wrong layers
         return ServedLayout(source, checkpoint.format, False,
                             "TorchSpec's --vllm export added 1 to this kimi_k2 draft's tap ids for vLLM "
@@ -106,7 +117,8 @@ def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True,
                                 "named, and the engine loads only the folder it is given (point it at that "
                                 "folder, or convert)")
         return ServedLayout(source, checkpoint.format, True)
-    if checkpoint.format == "pt" and all(name.endswith(".bin") for name in checkpoint.weight_files):
+    if checkpoint.format == "pt" and all(name.endswith(".bin") or (reads_pt and name.endswith(".pt"))
+                                         for name in checkpoint.weight_files):
         # The engine yields a .bin's top-level entries as they are
         # (model_loader/weight_utils.py@f4d8ec6e:703-704): a state dict
         # nested under a key, or other entries beside the tensors, reach

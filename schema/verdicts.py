@@ -37,10 +37,24 @@ def is_silent(finding: Finding, unexpected: str | None, missing: str | None) -> 
         return unexpected not in (None, "rejects")
     if finding.code in _SILENT or finding.severity is not Severity.ERROR:
         return True
+    if finding.code == "SRV001":
+        # Names the engine finds no parameter for, in files it opens: a
+        # loader that drops them serves their parameters as they were.
+        detail = finding.detail or {}
+        names_only = detail.get("openable") and "renamed_count" in detail and "model_type" not in detail
+        return bool(names_only) and unexpected not in (None, "rejects")
     if finding.code in _UNEXPECTED:
         return unexpected not in (None, "rejects")
     if finding.code in _MISSING:
         return missing not in (None, "rejects")
+    detail = finding.detail or {}
+    if finding.code == "FCN003":
+        # an fc_norm weight missing (left as initialised) or one past the taps (no destination)
+        return (missing if "missing" in detail else unexpected) not in (None, "rejects")
+    if finding.code == "CFG006":
+        # distinct taps out of order are captured in layer order: fc's blocks get other layers
+        ids = detail.get("target_layer_ids")
+        return isinstance(ids, list) and len(set(map(repr, ids))) == len(ids)
     return False
 
 

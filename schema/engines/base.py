@@ -9,6 +9,10 @@ with a destination left empty, which declared features it honours, and
 which tap ids its target accepts. Every fact carries the `Source` it was
 read from, so `dspark families` can print the contract with its provenance
 and a reviewer can check each rule against the engine's code.
+
+Why this module is long: it is the one vocabulary every engine profile is
+written in (sources, name handling, taps, vocabulary, features); split, its
+dataclasses would import one another across modules.
 """
 
 from __future__ import annotations
@@ -97,6 +101,10 @@ class StreamResolution:
     # its value, stripped and lower-cased, is the stream served, whatever the
     # checkpoint declares. None: the engine reads no variable.
     env_override: str | None = None
+    # The target decides, the declaration is never read: the AttnRes mixture
+    # on a Kimi-K3 target whose config sets attn_res_block_size, the prefix
+    # stream on any other (SGLang's DFlash/DSpark capture).
+    target_decides: bool = False
 
 
 # What a tap id k means on the target, before any shift the engine applies.
@@ -200,6 +208,25 @@ class TapReading:
     defaults_text: str = ""
     # The tap count the draft builds for when it reads no list.
     default_count: int | None = None
+    # Paths whose ids are numbered otherwise than `numbering` (vLLM reads
+    # `eagle_aux_hidden_state_layer_ids` as hidden_states ids and
+    # `target_layer_ids` as layer outputs, in one search).
+    path_numbering: Mapping[str, TapNumbering] = field(default_factory=dict)
+    # Config fields that give the draft's tap count outright, tried before
+    # its list (vLLM's `num_aux_hidden_states`): the first not null wins.
+    count_fields: tuple[str, ...] = ()
+    # The config field the draft's tap count falls back to when it reads no
+    # list, in place of `default_count` (vLLM DFlash: `num_hidden_layers`).
+    count_fallback_field: str | None = None
+
+    def numbering_for(self, path: str | None) -> TapNumbering:
+        """The numbering of the ids read from `path` (a TapPaths.read path,
+        `text_config.` prefix and all)."""
+        if path is not None:
+            bare = path.split(".", 1)[1] if path.startswith("text_config.") else path
+            if bare in self.path_numbering:
+                return self.path_numbering[bare]
+        return self.numbering
 
     def target_ids(self, config: Mapping[str, Any]) -> tuple[Any, str | None]:
         return self.target.read(config)
@@ -208,12 +235,16 @@ class TapReading:
         return (self.draft or self.target).read(config)
 
     def draft_count(self, config: Mapping[str, Any]) -> Any:
-        """The tap count the draft builds fc for, from the list it reads.
-
-        `default_count` when it reads none, None when what it reads is not a
-        list (the engine's len() raises)."""
+        """How many taps the draft builds fc for: the length of the list it
+        reads, `default_count` when it reads none, None when what it reads
+        is not a list (the engine's len() raises)."""
+        for name in self.count_fields:
+            if config.get(name) is not None:
+                return config[name]
         ids, path = self.draft_ids(config)
         if ids is None and path is None:
+            if self.count_fallback_field is not None:
+                return config.get(self.count_fallback_field)
             return self.default_count
         return len(ids) if isinstance(ids, list) else None
 
@@ -228,6 +259,10 @@ TARGET = "target"  # always replaced by the target's
 # the target's, unless target_hidden_size is present and differs from
 # hidden_size: then the draft's own, shipped or not
 TARGET_UNLESS_WIDTHS_DIFFER = "target_unless_widths_differ"
+# the draft's own (shipped or not) with its own head and a target_hidden_size apart, else the target's
+TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER = "target_unless_own_head_and_widths_differ"
+# In `text_config_model_types`: every config class takes a `text_config`.
+ANY_MODEL_TYPE = "*"
 
 
 @dataclass(frozen=True)
@@ -292,7 +327,9 @@ class FamilyLoader:
     # When the engine serves the target's head instead of the draft's
     # (families with their own `lm_head`): "draft_vocab_size_null" (absent
     # or null), "draft_vocab_size_absent" (only absent, and a shipped head
-    # keeps the draft's); "" for families that never own a head.
+    # keeps the draft's), "not_shipped" (whenever the draft ships none:
+    # vLLM), "always" (a shipped head is dropped), "draft_vocab_size_unset"
+    # (absent or null, whatever the widths: SGLang); "" for no own head.
     head_from_target: str = ""
     # The target may also capture id N, its final residual: targets built on
     # the engine's BaseTransformerModel do (TargetFacts.captures_final_residual).
@@ -305,6 +342,10 @@ class FamilyLoader:
     # taps with the target's own capture setter, whose range is the target
     # class's, not the family's.
     target_classes: frozenset[str] | None = None
+    # What the engine takes from a target class at startup, in words, for a
+    # class outside `target_classes` (TGT007); "" for TokenSpeed's DFlash
+    # drafter's wiring.
+    target_wiring: str = ""
     # Where and how tap ids are read (None: the family's own reading).
     taps: TapReading | None = None
     # d2t / t2d / embedding (None: the family has no token map).
@@ -324,6 +365,23 @@ class FamilyLoader:
     # capture tap id N, the residual after the last layer (with tap_final_residual).
     targets_without_capture: frozenset[str] = frozenset()
     final_residual_targets: frozenset[str] = frozenset()
+    # Names without a destination that the loader drops without a word even
+    # though `unexpected` is "rejects" (vLLM ignores any unexpected `.bias`).
+    unexpected_dropped: tuple[SkipRule, ...] = ()
+    # Served-name patterns whose absence the loader does not notice even
+    # though `missing` is "rejects": they are served uninitialised (vLLM
+    # counts every parameter of a layer with a quantization method loaded).
+    missing_unchecked: tuple[str, ...] = ()
+    # What the engine does when the config names no mask token, in words
+    # ("" : it refuses the draft).
+    mask_token_fallback: str = ""
+    # The draft field the engine reads as the target's layer count (SGLang's
+    # DFlash: num_target_layers, which other trainers write as the tap count).
+    target_depth_field: str | None = None
+    # Where the engine reads a declared flag: flag -> the paths it tries and
+    # how it picks (SGLang: eagle_config's norm_before_fc when present;
+    # fc_norm or use_aux_norm, the first true).
+    flag_sources: Mapping[str, "TapPaths"] = field(default_factory=dict)
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name
@@ -333,6 +391,15 @@ class FamilyLoader:
 
     def skip_rule(self, engine_name: str) -> SkipRule | None:
         return next((rule for rule in self.skips if rule.matches(engine_name)), None)
+
+    def dropped_unexpected(self, engine_name: str) -> SkipRule | None:
+        return next((rule for rule in self.unexpected_dropped if rule.matches(engine_name)), None)
+
+    def missing_action(self, served_name: str) -> str:
+        """"rejects" or "uninitialised": what a never-loaded `served_name` gets."""
+        if self.missing == "rejects" and any(re.search(p, served_name) for p in self.missing_unchecked):
+            return "uninitialised"
+        return self.missing
 
     def supports(self, feature: str) -> bool:
         support = self.features.get(feature)
@@ -355,6 +422,9 @@ class ArchitectureResolution:
     # model_type -> architectures the config class fills in when absent
     default_architectures: Mapping[str, tuple[str, ...]]
     source: Source
+    # Other names the engine registers for a family's model class (any
+    # entry): registered name -> the family's architecture name.
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def resolve(self, architectures: object, model_type: object) -> tuple[str | None, list[str]]:
         """The class name the engine loads (None: it refuses), and the list
@@ -375,8 +445,8 @@ class ArchitectureResolution:
                     first = self.first_entry_exact_rewrites.get(first, first + self.appended_suffix)
             names[0] = first
         for name in names:
-            if isinstance(name, str) and name in self.registered:
-                return name, names
+            if isinstance(name, str) and self.aliases.get(name, name) in self.registered:
+                return self.aliases.get(name, name), names
         return None, names
 
 
@@ -408,6 +478,9 @@ class EngineProfile:
     # speculators config for an engine that reads one): no SRV001 for it,
     # and the draft is judged through dspark's reading of that shape.
     native_config_shapes: tuple[str, ...] = ()
+    # The engine reads a folder's `*.pt` files when it has no `*.safetensors`
+    # and no `*.bin` (as it reads a .bin: the file's top-level entries).
+    reads_pt: bool = False
 
     @property
     def spec(self) -> str:

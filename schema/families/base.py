@@ -37,6 +37,9 @@ class TensorRule:
     # For integer tensors (`d2t`): every value[i] + i must lie in
     # [0, this expression) (checked on the payload, `--deep`).
     values_below: str | None = None
+    # The first `{n}` it exists for (1: every layer after the first, which
+    # an EAGLE-3 family names `midlayer`).
+    start: int = 0
 
     @property
     def scope(self) -> str:
@@ -176,7 +179,7 @@ class DraftFamily:
             except KeyError:
                 unresolved.append(rule.name)
                 continue
-            for index in range(count):
+            for index in range(rule.start, count):
                 name = rule.name.replace("{n}", str(index)).replace("{i}", str(index))
                 expected[name] = ExpectedTensor(name, shape, rule.role, rule, below)
         return expected, unresolved

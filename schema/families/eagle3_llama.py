@@ -7,7 +7,8 @@ Shapes are those TokenSpeed builds (python/tokenspeed/runtime/models/
 llama_eagle3.py@f4d8ec6e:235-263, 457-498, 612-631; models/llama.py@f4d8ec6e:
 148-160): fc is [hidden_size, hidden_size x taps] (target_hidden_size is never
 read for it), every fc_norm is [hidden_size], input_norm is
-[hidden_size x taps]. The config is a transformers config (model_type llama,
+[hidden_size x taps], the width of each tap `th` (an engine that builds fc
+from target_hidden_size, as SGLang does, sizes input_norm so too). The config is a transformers config (model_type llama,
 qwen2, qwen3, ...); the loader's name handling lives in
 `dspark.schema.engines.tokenspeed`, with what TokenSpeed builds and
 refuses beyond the shapes (one layer, the fc width, the tap counts).
@@ -54,11 +55,14 @@ EAGLE3_LLAMA = DraftFamily(
         "vocab": "vocab_size",
         "draft_vocab": head_rows,
         "S": trainer_tap_count,
+        # Each fc_norm is hidden_size wide in TokenSpeed's build (an engine that builds
+        # it otherwise overrides "fcn" in its loader's dims).
+        "fcn": "hidden_size",
         "th": trainer_tap_width,
     },
     tensors=(
         *SHARED_TENSORS,
-        TensorRule("input_norm.weight", ("S*h",), role="norm", when="norm_before_fc"),
+        TensorRule("input_norm.weight", ("S*th",), role="norm", when="norm_before_fc"),
         TensorRule("midlayer.self_attn.q_proj.weight", ("nh*hd", "2*h")),
         TensorRule("midlayer.self_attn.k_proj.weight", ("nkv*hd", "2*h")),
         TensorRule("midlayer.self_attn.v_proj.weight", ("nkv*hd", "2*h")),
@@ -67,6 +71,20 @@ EAGLE3_LLAMA = DraftFamily(
         TensorRule("midlayer.self_attn.k_proj.bias", ("nkv*hd",), when="attention_bias"),
         TensorRule("midlayer.self_attn.v_proj.bias", ("nkv*hd",), when="attention_bias"),
         TensorRule("midlayer.self_attn.o_proj.bias", ("h",), when="attention_bias"),
+        # A draft of several layers (num_hidden_layers > 1) names the layers
+        # after the first `layers.{n}`; they read the hidden state alone
+        # (h wide) and normalise it with their hidden_norm, their
+        # input_layernorm unused (sglang/srt/models/llama_eagle3.py:46-119@sglang==0.5.23).
+        TensorRule("layers.{n}.hidden_norm.weight", ("h",), role="norm", start=1),
+        TensorRule("layers.{n}.input_layernorm.weight", ("h",), role="norm", optional=True, start=1),
+        TensorRule("layers.{n}.post_attention_layernorm.weight", ("h",), role="norm", start=1),
+        TensorRule("layers.{n}.self_attn.q_proj.weight", ("nh*hd", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.k_proj.weight", ("nkv*hd", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.v_proj.weight", ("nkv*hd", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*hd"), start=1),
+        TensorRule("layers.{n}.mlp.gate_proj.weight", ("inter", "h"), start=1),
+        TensorRule("layers.{n}.mlp.up_proj.weight", ("inter", "h"), start=1),
+        TensorRule("layers.{n}.mlp.down_proj.weight", ("h", "inter"), start=1),
     ),
     skipped_prefixes=(),
     training_only_prefixes=("t2d",),

@@ -45,6 +45,9 @@ EAGLE3_MLA = DraftFamily(
         "vocab": "vocab_size",
         "draft_vocab": head_rows,
         "S": trainer_tap_count,
+        # Each fc_norm is hidden_size wide in TokenSpeed's build (an engine that builds
+        # it otherwise overrides "fcn" in its loader's dims).
+        "fcn": "hidden_size",
         "th": lambda c: c.get("target_hidden_size", c.get("hidden_size")),
         "q_lora": "q_lora_rank",
         "kv_lora": "kv_lora_rank",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from dspark.schema.engines import FamilyLoader
+from dspark.schema.engines.base import TARGET_UNLESS_WIDTHS_DIFFER
 from dspark.schema.families import DraftFamily
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding, Severity
@@ -120,9 +121,13 @@ def _padded_vocab(size: int) -> int:
 
 
 def _target_embedding_refused(config: Mapping[str, Any], family: DraftFamily, draft_vocab: int, target_vocab: int,
-                              shipped: frozenset[str] | None) -> bool:
+                              shipped: frozenset[str] | None, loader: FamilyLoader | None = None) -> bool:
     """Whether the engine refuses to attach the target's embedding to this
-    EAGLE-3 draft at load (see _EMBEDDING_SHARING_FAMILIES)."""
+    EAGLE-3 draft at load (see _EMBEDDING_SHARING_FAMILIES): TokenSpeed's
+    attachment (`VocabHandling.embedding` TARGET_UNLESS_WIDTHS_DIFFER); SGLang
+    swaps the whole parameter (models/llama.py:910-918@sglang==0.5.23)."""
+    if loader is not None and loader.vocab is not None and loader.vocab.embedding != TARGET_UNLESS_WIDTHS_DIFFER:
+        return False
     if family.name not in _EMBEDDING_SHARING_FAMILIES or _padded_vocab(draft_vocab) == _padded_vocab(target_vocab):
         return False
     if "target_hidden_size" in config and config["target_hidden_size"] != config.get("hidden_size"):
@@ -184,7 +189,8 @@ def target_findings(
                 "does not have",
             }[code]
             ending = "This draft was trained for another target."
-            if code == "TGT004" and _target_embedding_refused(config, family, draft_value, target_value, shipped):
+            if code == "TGT004" and _target_embedding_refused(config, family, draft_value, target_value, shipped,
+                                                              loader):
                 why = (f"the engine shares the target's embedding with the draft, and its "
                        f"{_padded_vocab(target_value)} padded rows do not fit the draft's "
                        f"{_padded_vocab(draft_value)}: it refuses the draft at load")
@@ -245,13 +251,15 @@ def _drafter_host_findings(target: TargetFacts, family: DraftFamily, loader: Fam
             and target.architectures[0] not in loader.target_classes:
         wiring = loader.sources.get("target classes")
         cited = wiring.cite() if wiring else None
+        takes = loader.target_wiring or ("the engine's DFlash drafter takes get_input_embeddings() (no argument), "
+                                         "lm_head, the logits processor and set_dflash_layers_to_capture from it")
+        hosts = sorted(loader.target_classes)
+        named = ", ".join(hosts) if len(hosts) <= 12 else ", ".join(hosts[:12]) + f" and {len(hosts) - 12} more"
         findings.append(Finding(
             "TGT007",
-            f"the target ({target.source}) is {target.architectures[0]}, which the engine's DFlash drafter "
-            f"cannot wire a {family.name} draft to: at startup it takes get_input_embeddings() (no "
-            "argument), lm_head, the logits processor and set_dflash_layers_to_capture from the target, "
-            f"and this class lacks one, so the engine refuses to start ({cited}). "
-            f"It serves DFlash-style drafts on {', '.join(sorted(loader.target_classes))} only.",
+            f"the target ({target.source}) is {target.architectures[0]}, which cannot host a {family.name} draft: "
+            f"at startup {takes}, and this class lacks one, so the engine refuses to start ({cited}). "
+            f"It serves {family.name} drafts on {named} only.",
             file=target.source,
             detail={"architecture": target.architectures[0], "supported": sorted(loader.target_classes),
                     "source": cited},
@@ -278,15 +286,26 @@ def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: 
             # hands a Kimi-K2.5 target's capture to).
             # A target config naming no model_type keeps the family's own range.
             high = target.num_hidden_layers - (1 if target.is_attn_res_model() else 2)
-            source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else
-                      "models/base/causal_lm.py@4b9766f6:146-165; models/deepseek_v3.py@4b9766f6:1697-1715")
-        one_based = default_tap_count(family, loader) is not None and target.is_attn_res_model()
+            if not loader.target_wiring:
+                source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else
+                          "models/base/causal_lm.py@4b9766f6:146-165; models/deepseek_v3.py@4b9766f6:1697-1715")
+        hosted = loader.target_classes is None or not target.architectures \
+            or target.architectures[0] in loader.target_classes
+        one_based = default_tap_count(family, loader) is not None and target.is_attn_res_model() and hosted
         if one_based:
             # An EAGLE-3 draft on Kimi-K3: the K3 model takes the ids unchanged
             # as one-based completed-layer ids and refuses any outside [1, N]
             # (models/kimi_k3.py@f4d8ec6e:2580-2599; the wrapper hands them on,
             # 3023-3028), capturing layer id-1's output (:2555).
             low, high, source = 1, target.num_hidden_layers, _K3_EAGLE3_SOURCE
+        numbering = loader.taps.numbering if loader.taps is not None else None
+        if numbering is not None and numbering.shift is not None and not one_based \
+                and all(is_int(t) for t in layer_ids):
+            # A target that captures the ids as they are rather than one
+            # higher (SGLang's DeepSeek targets, when the first id is not 1)
+            # takes them one higher too.
+            shift = numbering.shift(layer_ids, target.architectures[0] if target.architectures else None)
+            low, high = low - shift, high - shift
         final = (target.num_hidden_layers
                  if loader.tap_final_residual and target.captures_final_residual(loader.final_residual_targets)
                  and not one_based else None)

@@ -19,7 +19,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from dspark.schema.dtypes import is_floating
 from dspark.schema.engines import FamilyLoader
-from dspark.schema.engines.base import REJECTED, REJECTED_WHEN_FULL_VOCAB, TARGET_UNLESS_WIDTHS_DIFFER
+from dspark.schema.engines.base import (
+    REJECTED,
+    REJECTED_WHEN_FULL_VOCAB,
+    TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER,
+    TARGET_UNLESS_WIDTHS_DIFFER,
+)
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry
@@ -75,14 +80,34 @@ def own_head_served(loader: FamilyLoader | None, config: Mapping[str, Any], head
     tied embedding or the target's head)."""
     if config.get("tie_word_embeddings"):
         return False
+    rule = loader.head_from_target if loader is not None else ""
+    if rule == "not_shipped":
+        return head_shipped
+    if rule == "always":
+        return False
+    if rule == "draft_vocab_size_unset":
+        return config.get("draft_vocab_size") is not None
     if _shares_nothing(config, loader):
         return True  # nothing of the target's is attached: the draft's own head, or garbage
-    rule = loader.head_from_target if loader is not None else ""
     if rule == "draft_vocab_size_null":
         return config.get("draft_vocab_size") is not None
     if rule == "draft_vocab_size_absent":
         return "draft_vocab_size" in config or head_shipped
     return True
+
+
+def _embedding_left_to_the_draft(loader: FamilyLoader | None, config: Mapping[str, Any],
+                                 shipped: Mapping[str, TensorEntry]) -> bool:
+    """Whether the engine keeps the draft's own embedding, shipped or not,
+    because of target_hidden_size: always when it differs (TokenSpeed), or
+    only when the draft's own head is served too (SGLang attaches the
+    target's embedding with its head whatever the widths)."""
+    if loader is not None and loader.vocab is not None \
+            and loader.vocab.embedding == TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER:
+        width = config.get("target_hidden_size")
+        return (width is not None and width != config.get("hidden_size")
+                and own_head_served(loader, config, HEAD_NAME in shipped))
+    return _shares_nothing(config, loader)
 
 
 def _shares_nothing(config: Mapping[str, Any], loader: FamilyLoader | None = None) -> bool:
@@ -187,7 +212,8 @@ def vocab_findings(
         findings += _table_findings(table, config, shipped, config_file)
         findings += _table_value_findings(table, shipped, token_map)
     embedding = expected_all.get(EMBEDDING_NAME)
-    if embedding is not None and _shares_nothing(config, loader) and embedding.name not in shipped:
+    if (embedding is not None and embedding.name not in shipped
+            and _embedding_left_to_the_draft(loader, config, shipped)):
         declared = config.get("target_hidden_size")
         why = ("is null" if declared is None else
                f"{declared!r} differs from hidden_size {config.get('hidden_size')!r}")
@@ -201,7 +227,8 @@ def vocab_findings(
             file=config_file,
             tensor=embedding.name,
             detail={"expected_shape": list(embedding.shape),
-                    "source": "models/deepseek_v3.py@f4d8ec6e:2408-2413; models/llama_eagle3.py@f4d8ec6e:729-733"},
+                    "source": loader.vocab.source.cite() if loader is not None and loader.vocab is not None else
+                    "models/deepseek_v3.py@f4d8ec6e:2408-2413; models/llama_eagle3.py@f4d8ec6e:729-733"},
         ))
     return findings
 

@@ -66,3 +66,10 @@ def test_an_unknown_family_or_engine_is_a_usage_error_naming_the_choices(dspark)
     assert run.exit_code == 2 and "k3_dspark" in run.stderr
     run = dspark("families", "--engine", "trt-llm")
     assert run.exit_code == 2 and "tokenspeed" in run.stderr
+
+
+def test_families_on_sglang_say_the_target_picks_the_gqa_stream_and_k3_is_not_served(dspark):
+    run = dspark("families", "--engine", "sglang")
+    assert run.exit_code == 0
+    assert "k3_dspark on sglang@0.5.23: NOT served" in run.stdout
+    assert "aux_hidden_stream: the target's (AttnRes on a Kimi-K3 target" in run.stdout
