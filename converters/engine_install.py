@@ -324,11 +324,11 @@ def _by_version(distribution: str, versions: Mapping[str, str]) -> Callable[[Pat
         from dspark.schema.engines import engine_by_spec
 
         try:
-            engine_by_spec(profile)
+            spec = engine_by_spec(profile).spec
         except UsageError:
             return InstalledEngine(distribution, version, str(package), None,
                                    note=f"dspark has no {profile!r} engine profile in this install")
-        return InstalledEngine(distribution, version, str(package), profile)
+        return InstalledEngine(distribution, version, str(package), spec)
 
     return identify
 
@@ -336,8 +336,8 @@ def _by_version(distribution: str, versions: Mapping[str, str]) -> Callable[[Pat
 # Tried in this order; the first found is the engine judged.
 DETECTORS: tuple[EngineDetector, ...] = (
     EngineDetector("tokenspeed", "tokenspeed", identify_tokenspeed),
-    EngineDetector("vllm", "vllm", _by_version("vllm", {"0.33.0": "vllm"})),
-    EngineDetector("sglang", "sglang", _by_version("sglang", {"0.5.23": "sglang"})),
+    EngineDetector("vllm", "vllm", _by_version("vllm", {"0.33.0": "vllm@0.33.0"})),
+    EngineDetector("sglang", "sglang", _by_version("sglang", {"0.5.23": "sglang@0.5.23"})),
 )
 
 

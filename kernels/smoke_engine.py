@@ -108,14 +108,36 @@ def _import(module: str, root: str | None):
     of the same name imported earlier from elsewhere is set aside, so the
     installed one is the one that runs."""
     head = module.split(".")[0]
+    set_aside = {}
     if root is not None:
         for name in [n for n in sys.modules if n == head or n.startswith(head + ".")]:
-            where = getattr(sys.modules[name], "__file__", None) or ""
-            if not Path(where).resolve().is_relative_to(Path(root).resolve()):
-                del sys.modules[name]
-    with _on_path(root):
-        loaded = importlib.import_module(module)
-    return getattr(loaded, ts.KERNEL_FUNCTION)
+            if not _under(sys.modules[name], root):
+                set_aside[name] = sys.modules.pop(name)
+    before = set(sys.modules)
+    try:
+        with _on_path(root):
+            loaded = importlib.import_module(module)
+        return getattr(loaded, ts.KERNEL_FUNCTION)
+    finally:
+        if root is not None:
+            # The function keeps what it needs; left in sys.modules, the
+            # engine's package would be what a later look-up in this
+            # process finds (the runtime probe, another --engine-path)
+            # instead of what is installed where it looks.
+            added = [name for name in set(sys.modules) - before if _under(sys.modules[name], root)]
+            for name in added:
+                sys.modules.pop(name, None)
+            sys.modules.update(set_aside)
+
+
+def _under(module, root: str) -> bool:
+    places = [getattr(module, "__file__", None)]
+    try:  # a namespace package's path is computed from its parent's
+        places += list(getattr(module, "__path__", None) or ())
+    except (KeyError, AttributeError):
+        pass
+    base = Path(root).resolve()
+    return any(place and Path(place).resolve().is_relative_to(base) for place in places)
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ serving engine installed), and with TokenSpeed installs fabricated on disk
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -140,7 +141,7 @@ def test_runtime_finds_the_engine_on_the_python_path_without_importing_it(dspark
     site = fabricated_engine("pr1031")
     (site / "tokenspeed" / "__init__.py").write_text("raise RuntimeError('imported: the probe must only read')\n")
     run = dspark_process("check", tiny_draft(fc_norm=True), "--runtime", "--format", "json",
-                         env={"PYTHONPATH": str(site)})
+                         env={"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))})
     assert run.exit_code == EXIT_OK, run.stderr
     assert json.loads(run.stdout)["engine"] == "tokenspeed@pr1031"
     assert "imported" not in run.stderr

@@ -126,3 +126,21 @@ def test_not_asked_for_the_engines_kernel_that_cannot_run_is_a_warning(tiny_draf
                               engine_path=fabricated_engine("main"), engine_required=False)
     (warning,) = [f for f in report.findings if f.code == "SMK011"]
     assert "builds no fc_norm" in warning.message and report.passed
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+def test_the_engines_package_does_not_stay_imported_after_its_kernel_ran(tiny_draft, fabricated_engine):
+    """A gate run in-process imports the engine's kernel for its smoke; a
+    later runtime probe in the same process must find what is installed
+    where it looks, not the package the smoke left in sys.modules."""
+    import sys
+
+    from dspark.converters.runtime import probe_runtime
+    from dspark.kernels.smoke_checkpoint import smoke_checkpoint
+
+    site = fabricated_engine("pr1031")
+    report = smoke_checkpoint(tiny_draft(fc_norm=True), device=DEVICE, kernel="both", engine_path=site,
+                              engine_required=True)
+    assert report.engine_kernel is not None and report.engine_kernel.available
+    assert not [name for name in sys.modules if name == "tokenspeed" or name.startswith("tokenspeed.")]
+    assert probe_runtime(environ={}).profile != "tokenspeed@pr1031"
