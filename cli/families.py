@@ -9,15 +9,17 @@ import typer
 
 from dspark.cli.options import DataFormat, QuietOption
 from dspark.cli.terminal import page_width, wrap
-from dspark.schema.engines import PROFILES
-from dspark.schema.families import FAMILIES
+from dspark.schema import engines as engine_registry
+from dspark.schema import families as family_registry
 
 
 def contract_table() -> list[dict]:
     """Family x engine revision x feature, with where each rule was read."""
     rows = []
-    for family in FAMILIES:
-        for engine in PROFILES:
+    # Every family and engine is imported here, when they are listed, not
+    # when the command is registered (the registries are lazy).
+    for family in family_registry.FAMILIES:
+        for engine in engine_registry.PROFILES:
             loader = engine.loader_for(family.name)
             if loader is None:
                 continue

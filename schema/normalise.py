@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any, Mapping, Protocol, Sequence
 
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES, is_floating
-from dspark.schema.engines import DEFAULT_ENGINE, EngineProfile
+from dspark.schema.engines import EngineProfile, default_engine
 from dspark.schema.families import EAGLE3_LLAMA, DraftFamily, nested_field
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
 from dspark.schema.rules import DEFAULT_STREAM, STREAMS, load_config_schema
@@ -33,7 +33,7 @@ def normalise_config(
     family: DraftFamily,
     tensors: Sequence[WrittenWeight],
     *,
-    engine: EngineProfile = DEFAULT_ENGINE,
+    engine: EngineProfile | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The config as the server should read it: family identity, `fc_norm`
     and `aux_hidden_stream` explicit, `torch_dtype` true to the data.
@@ -42,6 +42,7 @@ def normalise_config(
     absent (the check then fails, as it must); an invalid stream is left
     for the check to report.
     """
+    engine = default_engine() if engine is None else engine
     out = copy.deepcopy(dict(config))
     changes: list[str] = []
 

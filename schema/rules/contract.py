@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from dspark.schema.engines import DEFAULT_ENGINE, EngineProfile, FamilyLoader
+from dspark.schema.engines import EngineProfile, FamilyLoader, default_engine
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
@@ -49,7 +49,7 @@ def check_contract(
     config_file: str = "config.json",
     target: TargetFacts | None = None,
     environ: Mapping[str, str] | None = None,
-    engine: EngineProfile = DEFAULT_ENGINE,
+    engine: EngineProfile | None = None,
     training_output: bool = False,
     token_map: TokenMapValues | None = None,
     payloads_read: bool = False,
@@ -63,6 +63,7 @@ def check_contract(
     first values of the shipped d2t (the caller reads them; rules call it
     only where their verdict depends on them: TGT004 always, VOC003 when
     `payloads_read`)."""
+    engine = default_engine() if engine is None else engine
     environ = {} if environ is None else environ
     resolved = ResolvedDraft(engine=engine.spec, target_checked=target is not None)
     resolution = resolve_family(config, engine, config_file)
