@@ -1,7 +1,7 @@
 """Benchmark `dspark check` against baselines measured in the same run.
 
     python tests/benchmarks/bench_check.py [--workdir DIR] [--layers N] [--repeat R]
-        [--python PYTHON] [--skip-deep] [--smoke]
+        [--python PYTHON] [--skip-deep] [--smoke] [--instructions]
 
 Goals (docs/check.md records the figures):
 
@@ -137,6 +137,17 @@ class Runner:
             cpu={name: min(values) for name, values in cpu.items()},
         )
 
+    def instructions(self, command: list[str]) -> int:
+        """Instructions the command executes, counted by valgrind's callgrind:
+        the same on a loaded machine as on an idle one, where wall time is
+        not (about 50 times slower to take)."""
+        done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=self.environment)
+        counted = [line for line in done.stderr.splitlines() if "Collected :" in line]
+        if done.returncode != 0 or not counted:
+            raise SystemExit(f"valgrind {' '.join(command)} exited {done.returncode}:\n{done.stderr[-2000:]}")
+        return int(counted[-1].split(":")[-1].strip())
+
     def import_times(self, command: list[str]) -> list[tuple[int, int, int, str]]:
         """(depth, self us, cumulative us, module) per import, in the order
         of -X importtime (a module after everything it imported)."""
@@ -260,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the interpreter that runs the measured commands and the floor (default: this "
                              "one); give a venv's where dspark is installed with `pip install .`")
     parser.add_argument("--skip-deep", action="store_true", help="only the header-only figures")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions of the floor and of check K3 (valgrind): a ratio that "
+                             "other work on the machine does not move")
     parser.add_argument("--smoke", action="store_true",
                         help="the smallest run, to show the script works: one run each, --deep on the tiny "
                              "example only, goals printed but not judged")
@@ -286,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
             args.repeat,
         )
         beyond = runner.start_up_beyond([python, "-c", FLOOR], [python, "-c", CLI, "check", str(sparse)])
+        counted = None
+        if args.instructions:
+            counted = (runner.instructions([python, "-c", FLOOR]),
+                       runner.instructions([python, "-c", CLI, "check", str(sparse)]))
         # Sized now: a temporary workdir is gone by the time the table prints.
         sparse_bytes = (sparse / "model.safetensors").stat().st_size
         deep_dir = tiny if args.smoke else real
@@ -331,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     cpu = header.cpu
     print(f"  CPU time, best: floor {cpu['floor'] * 1000:.1f} ms, check K3 {cpu['check_k3'] * 1000:.1f} ms: "
           f"{cpu['check_k3'] / cpu['floor']:.2f}x (for a loaded machine, where wall time waits for a core)")
+    if counted is not None:
+        print(f"  instructions: floor {counted[0] / 1e6:.1f} M, check K3 {counted[1] / 1e6:.1f} M: "
+              f"{counted[1] / counted[0]:.3f}x (valgrind; the same whatever else runs)")
     print("  start-up beyond the import floor (import time, one run):")
     for name, micros in beyond:
         print(f"    {micros / 1000:6.1f} ms  {name}")
