@@ -373,9 +373,7 @@ def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
             path=finding.file,
             hint="Pass --config PATH/config.json, or put config.json beside the weights or in the folder above.",
         )
-    if checkpoint.family is None:
-        # As `check` (converters/check.py): a family dspark does not model is
-        # input dspark cannot judge or convert, exit 2, not a broken draft.
+    if checkpoint.family is None:  # exit 2 as in check: input dspark cannot judge, not a broken draft
         config = checkpoint.config
         raise UnsupportedFamilyError(
             f"{checkpoint.config_display}: model_type {config.get('model_type')!r} / architectures "

@@ -57,7 +57,8 @@ def test_a_check_imports_neither_the_gate_policy_nor_other_commands(tmp_path):
     draft = write_draft(tmp_path / "draft")
     code, loaded = loaded_by("check", str(draft))
     assert code == 0
-    assert "dspark.schema.policy" not in loaded
+    assert "dspark.schema.policy" not in loaded  # no project settings here to parse
+    assert "dspark.schema.explanations" not in loaded
     assert [m for m in loaded if m.startswith(("dspark.converters.gate", "dspark.converters.convert",
                                                "dspark.converters.doctor", "dspark.kernels"))] == []
 
