@@ -25,7 +25,7 @@ PROBE = textwrap.dedent(
         main()
     except SystemExit as exit:
         code = exit.code
-    loaded = sorted(m for m in sys.modules if m.startswith("dspark."))
+    loaded = sorted(m for m in sys.modules if m.startswith("dspark.") or m in ("numpy", "torch", "yaml"))
     sys.stderr.write(json.dumps({"exit": code, "loaded": loaded}) + "\\n")
     """
 )
@@ -59,6 +59,8 @@ def test_a_check_imports_neither_the_gate_policy_nor_other_commands(tmp_path):
     assert code == 0
     assert "dspark.schema.policy" not in loaded  # no project settings here to parse
     assert "dspark.schema.explanations" not in loaded
+    # a header-only check reads no value: neither numpy nor the YAML reader
+    assert [m for m in ("numpy", "torch", "yaml") if m in loaded] == []
     assert [m for m in loaded if m.startswith(("dspark.converters.gate", "dspark.converters.convert",
                                                "dspark.converters.doctor", "dspark.kernels"))] == []
 
