@@ -12,11 +12,12 @@ from dspark.schema.errors import UsageError
 
 # --- lazy registry -----------------------------------------------------------
 # Engine name -> its module (a module or a package; the full name, which
-# tests/test_project.py reads as an import), which defines PROFILES (every revision dspark models) and
-# CURRENT (the revision `NAME` alone means). A module is imported when a
-# profile of its engine is asked for, so a check for one engine loads that
-# engine's profiles only. `PROFILES` (every engine's, for `dspark
-# families` and the tests) and `DEFAULT_ENGINE` import on first use.
+# tests/test_project.py reads as an import), which defines PROFILES (every
+# revision dspark models) and CURRENT (the revision `NAME` alone means). A
+# module is imported when a profile of its engine is asked for, so a check
+# for one engine loads that engine's profiles only. `PROFILES` (every
+# engine's, for `dspark families` and the tests) and `DEFAULT_ENGINE`
+# import on first use. A new engine (vllm, sglang) is one line here.
 ENGINE_MODULES: dict[str, str] = {
     "tokenspeed": "dspark.schema.engines.tokenspeed",
 }
