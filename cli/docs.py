@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from dspark.cli.families import contract_table
-from dspark.schema.engines import PROFILES, EngineProfile
+from dspark.schema.engines import EngineProfile, all_profiles
 from dspark.schema.explanations import EXPLANATIONS, GROUPS, rule_sources
 from dspark.schema.families import FAMILIES, DraftFamily
 from dspark.schema.findings import FINDING_CODES
@@ -67,7 +67,8 @@ the target, files, declared features, the tensor inventory, payload values,
 then smoke and the serving kernels."""
 
 
-def codes_page(engines: tuple[EngineProfile, ...] = PROFILES) -> str:
+def codes_page(engines: tuple[EngineProfile, ...] | None = None) -> str:
+    engines = all_profiles() if engines is None else engines
     lines = ["# Finding codes", "", BEGIN, "", _CODES_INTRO, ""]
     lines += _table(("code", "severity", "meaning"),
                     ((f"`{c}`", s.severity.value, f"[{s.title}](#{c})") for c, s in FINDING_CODES.items()))
@@ -110,7 +111,7 @@ def _engine_groups(family: str) -> list[tuple[list[str], dict]]:
     are identical under one heading."""
     groups: list[tuple[list[str], dict]] = []
     for row in contract_table():
-        if row["family"] != family:
+        if row["family"] != family or not row.get("served", True):
             continue
         facts = {key: value for key, value in row.items() if key != "engine"}
         for specs, known in groups:
@@ -128,10 +129,10 @@ _MISSING = {"rejects": "the load fails", "uninitialised": "served with whatever 
 
 
 def _engine_section(specs: list[str], facts: dict) -> list[str]:
-    repositories = sorted({p.repository for p in PROFILES if p.spec in specs})
+    repositories = sorted({p.repository for p in all_profiles() if p.spec in specs})
     # the commits (or versions) the citations name; the profiles' own when none do
     commits = sorted(set(re.findall(r"@([^:@\s\"`]+):", json.dumps(facts)))) or \
-        sorted({p.commit for p in PROFILES if p.spec in specs})
+        sorted({p.commit for p in all_profiles() if p.spec in specs})
     lines = ["", f"### {_engines(specs)}: `{facts['model_class']}`", "",
              f"Read from {', '.join(repositories)} at {', '.join(f'`{c}`' for c in commits)}.", "",
              f"- `model_type`s its config loader parses: {', '.join(f'`{t}`' for t in facts['model_types'])}",
@@ -193,6 +194,9 @@ def family_block(family: DraftFamily) -> str:
         lines += ["", "No engine profile serves this family yet."]
     for specs, facts in groups:
         lines += _engine_section(specs, facts)
+    unserved = [p.spec for p in all_profiles() if p.loader_for(family.name) is None]
+    if unserved:
+        lines += ["", f"Not served by {_engines(unserved)}: the engine has no model for it (ENG006)."]
     lines += ["", END]
     return "\n".join(lines)
 
@@ -225,12 +229,63 @@ def families_index() -> str:
              *_table(("family", "what", "recognised by", "engines"),
                      ((f"[`{f.name}`]({f.name}.md)", f.description,
                        _recognised(f),
-                       _engines(p.spec for p in PROFILES if p.loader_for(f.name)))
+                       _engines(p.spec for p in all_profiles() if p.loader_for(f.name)))
                       for f in FAMILIES)),
              "", *_table(("engine", "commit", "repository", "what it models"),
-                         ((f"`{p.spec}`", p.commit, p.repository, p.description) for p in PROFILES)),
+                         ((f"`{p.spec}`", p.commit, p.repository, p.description) for p in all_profiles())),
              "", END, ""]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# docs/contract.md: the family x engine table
+
+CONTRACT_PAGE = "docs/contract.md"
+
+
+def _engine_cell(profile: EngineProfile, family: str) -> str:
+    loader = profile.loader_for(family)
+    if loader is None:
+        return "**not served** (ENG006)"
+    taps = loader.taps
+    unread = [name for name, support in {**loader.features, **loader.unread_flags}.items() if not support.supported]
+    parts = [f"`{loader.model_class}`", f"unknown names: {loader.unexpected}", f"unfilled: {loader.missing}"]
+    if taps is not None:
+        parts.append(f"taps from `{taps.target.paths[0]}`" + (" (then " + ", ".join(
+            f"`{p}`" for p in taps.target.paths[1:]) + ")" if len(taps.target.paths) > 1 else "")
+            + f", {taps.numbering.base.replace('_', ' ')}")
+    if unread:
+        parts.append("not honoured: " + ", ".join(f"`{name}`" for name in unread))
+    return "; ".join(parts)
+
+
+def engine_matrix() -> str:
+    """Family x engine revision, one cell per pair: whether the engine
+    serves the family and how its loader reads it."""
+    profiles = all_profiles()
+    lines = [BEGIN, "",
+             "Family x engine revision, from the profiles (`schema/engines/<engine>/`): the model class the "
+             "engine loads, what it does with a name it has no destination for and with a parameter never "
+             "filled, where the target reads tap ids and how it numbers them (layer output: id k is the output "
+             "of layer k; hidden states: id k is `hidden_states[k]`), and the features it does not honour. "
+             "`dspark families --family F --engine E` prints each rule with its citation.", "",
+             *_table(("family", *(f"`{p.spec}`" for p in profiles)),
+                     ((f"[`{f.name}`](families/{f.name}.md)", *(_engine_cell(p, f.name) for p in profiles))
+                      for f in FAMILIES)),
+             "", END]
+    return "\n".join(lines)
+
+
+def contract_page(current: str) -> str:
+    """docs/contract.md with its family x engine table made afresh (the
+    hand-written text around the block is kept; a page without the block
+    gets it after its first paragraph)."""
+    block = engine_matrix()
+    if BEGIN in current and END in current:
+        head, rest = current.split(BEGIN, 1)
+        return head + block + rest.split(END, 1)[1]
+    title, _, body = current.partition("\n## ")
+    return f"{title.rstrip()}\n\n## Family x engine\n\n{block}\n\n## {body}"
 
 
 # --------------------------------------------------------------------------
@@ -240,6 +295,8 @@ def pages(root: Path | None = None) -> dict[str, str]:
     """Relative path -> the page as it should be committed."""
     root = ROOT if root is None else root
     out = {"docs/codes.md": codes_page(), "docs/families/index.md": families_index()}
+    if (root / CONTRACT_PAGE).is_file():
+        out[CONTRACT_PAGE] = contract_page((root / CONTRACT_PAGE).read_text(encoding="utf-8"))
     for family in FAMILIES:
         path = f"docs/families/{family.name}.md"
         current = (root / path).read_text(encoding="utf-8") if (root / path).is_file() else None

@@ -9,7 +9,7 @@ import typer
 
 from dspark.cli.options import DataFormat, QuietOption
 from dspark.cli.terminal import page_width, wrap
-from dspark.schema import engines as engine_registry
+from dspark.schema.engines import all_profiles
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import FINDING_CODES
 
@@ -54,12 +54,12 @@ def explain(
 ) -> None:
     """Say what a finding code means, why the engine cares, what to do, and where its rule was read."""
     # Imported when the command runs: the explanations (about 25 ms) and
-    # every engine's profiles are not for the other commands to load.
+    # every engine's profiles (all_profiles(), below) are not for the
+    # other commands to load.
     from dspark.schema.explanations import explain as explanation
 
-    profiles = engine_registry.PROFILES
     if code is None:
-        entries = [explanation(c, profiles) for c in FINDING_CODES]
+        entries = [explanation(c, all_profiles()) for c in FINDING_CODES]
         if output is DataFormat.json:
             typer.echo(json.dumps(entries, indent=2))
         elif not quiet:
@@ -69,7 +69,7 @@ def explain(
                                  indent=" " * 16):
                     typer.echo(line)
         return
-    entry = explanation(_known(code), profiles)
+    entry = explanation(_known(code), all_profiles())
     if output is DataFormat.json:
         typer.echo(json.dumps(entry, indent=2))
     elif not quiet:

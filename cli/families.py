@@ -3,29 +3,64 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from dspark.cli.options import DataFormat, QuietOption
 from dspark.cli.terminal import page_width, wrap
-from dspark.schema import engines as engine_registry
 from dspark.schema import families as family_registry
+from dspark.schema.engines import all_profiles, engine_by_spec, engine_specs, profiles_of
+from dspark.schema.errors import UsageError
 
 
-def contract_table() -> list[dict]:
-    """Family x engine revision x feature, with where each rule was read."""
+def _profiles(engine: str | None):
+    """Every revision of every engine; `--engine NAME` every revision of
+    that engine, `NAME@REV` that one, several with commas (or all)."""
+    if not engine:
+        return all_profiles()
+    chosen = []
+    for item in [part.strip() for part in engine.split(",") if part.strip()]:
+        if item.lower() == "all":
+            found = list(all_profiles())
+        elif "@" in item:
+            found = [engine_by_spec(item)]
+        else:
+            engine_by_spec(item)  # an unknown name is a usage error naming the choices
+            found = list(profiles_of(item.lower()))
+        chosen += [p for p in found if not any(p is q for q in chosen)]
+    return tuple(chosen) or engine_specs(None)
+
+
+def _families(family: str | None):
+    # The registries are lazy: a family is imported here, when the command
+    # lists it, not when the CLI registers the command.
+    if not family:
+        return family_registry.FAMILIES
+    chosen = []
+    for name in [part.strip() for part in family.split(",") if part.strip()]:
+        found = family_registry.family_by_name(name)
+        if found is None:
+            raise UsageError(f"--family {name!r} is not a family dspark models.",
+                             hint=f"Choices: {', '.join(e.name for e in family_registry.REGISTRY)}.")
+        chosen.append(found)
+    return tuple(chosen) or family_registry.FAMILIES
+
+
+def contract_table(family: str | None = None, engine: str | None = None) -> list[dict]:
+    """Family x engine revision x feature, with where each rule was read;
+    a family an engine does not serve is a row saying so."""
     rows = []
-    # Every family and engine is imported here, when they are listed, not
-    # when the command is registered (the registries are lazy).
-    for family in family_registry.FAMILIES:
-        for engine in engine_registry.PROFILES:
-            loader = engine.loader_for(family.name)
+    for draft_family in _families(family):
+        for profile in _profiles(engine):
+            loader = profile.loader_for(draft_family.name)
             if loader is None:
+                rows.append({"family": draft_family.name, "engine": profile.spec, "served": False})
                 continue
             rows.append({
-                "family": family.name,
-                "engine": engine.spec,
+                "served": True,
+                "family": draft_family.name,
+                "engine": profile.spec,
                 "model_class": loader.model_class,
                 "model_types": list(loader.model_types),
                 "unexpected_tensor": loader.unexpected,
@@ -35,11 +70,28 @@ def contract_table() -> list[dict]:
                     for name, support in loader.features.items()
                 },
                 "stream": None if loader.stream is None else {
-                    "fixed": loader.stream.fixed_stream, "source": loader.stream.source.cite()},
+                    "fixed": loader.stream.fixed_stream, "target_decides": loader.stream.target_decides,
+                    "source": loader.stream.source.cite()},
                 "skipped": [{"pattern": s.pattern, "source": s.source.cite()} for s in loader.skips],
                 "fused": [{"parameter": f.fused, "parts": list(f.parts), "pre_fused_accepted": f.fused_accepted,
                            "pre_fused": f.when_pre_fused or None, "source": f.source.cite()} for f in loader.fused],
                 "taps": [loader.tap_low, f"N{loader.tap_high_offset:+d}"],
+                "tap_ids": None if loader.taps is None else {
+                    "read_from": list(loader.taps.target.paths),
+                    "draft_reads": list((loader.taps.draft or loader.taps.target).paths),
+                    "numbering": loader.taps.numbering.base,
+                    "meaning": loader.taps.numbering.text,
+                    "when_absent": loader.taps.defaults_text or None,
+                    "source": loader.taps.source.cite(),
+                },
+                "builds": {symbol: source if isinstance(source, str)
+                           else ((source.__doc__ or "").strip().splitlines() or ["derived"])[0].rstrip(".")
+                           for symbol, source in loader.dims.items()},
+                "tap_width_field": loader.target_width_field or draft_family.target_width_field,
+                "token_maps": None if loader.vocab is None else {
+                    "d2t": loader.vocab.d2t, "t2d": loader.vocab.t2d, "embedding": loader.vocab.embedding,
+                    "source": loader.vocab.source.cite()},
+                "targets_without_capture": sorted(loader.targets_without_capture),
                 "sources": {key: source.cite() for key, source in loader.sources.items()},
             })
     return rows
@@ -47,10 +99,15 @@ def contract_table() -> list[dict]:
 
 def families(
     output: Annotated[DataFormat, typer.Option("--format", help="human: a page to read; json: the table as data.")] = DataFormat.human,
+    family: Annotated[Optional[str], typer.Option(
+        "--family", metavar="NAME[,...]", help="Only these families (k3_dspark, dflash_gqa, eagle3_llama, eagle3_mla).")] = None,
+    engine: Annotated[Optional[str], typer.Option(
+        "--engine", metavar="NAME[@REV][,...]|all",
+        help="Only these engines: a name lists every revision modelled, NAME@REV one.")] = None,
     quiet: QuietOption = False,
 ) -> None:
     """List draft families x engine revisions x features, with the engine code each rule was read from."""
-    rows = contract_table()
+    rows = contract_table(family, engine)
     if output is DataFormat.json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -68,9 +125,17 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
     def rule(text: str, source: str | None = None) -> None:
         lines.extend(wrap(text, width, first="  ", indent="    "))
         if source:
+            if width is not None and len(source.split(" ", 1)[0]) > width - 4:
+                # a path too long for the line: its version goes below it, the path stays whole
+                source = source.replace("@", " @", 1)
             lines.extend(wrap(source, width, first="    ", indent="      "))
 
     for row in rows:
+        if not row["served"]:
+            lines.extend(wrap(f"{row['family']} on {row['engine']}: NOT served (the engine has no model for it; "
+                              "ENG006)", width, indent="  "))
+            lines.append("")
+            continue
         lines.extend(wrap(f"{row['family']} on {row['engine']} ({row['model_class']})", width, indent="  "))
         rule(f"model_type: {', '.join(row['model_types'])}")
         rule(f"a tensor without a destination: {row['unexpected_tensor']}; "
@@ -79,7 +144,9 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
             rule(f"{name}: {'honoured' if feature['honoured'] else 'NOT honoured'}", feature["source"])
         if row["stream"] is not None:
             fixed = row["stream"]["fixed"]
-            rule(f"aux_hidden_stream: {'only ' + fixed if fixed else 'as declared'}", row["stream"]["source"])
+            served = ("the target's (AttnRes on a Kimi-K3 target that sets attn_res_block_size, else prefix)"
+                      if row["stream"]["target_decides"] else "only " + fixed if fixed else "as declared")
+            rule(f"aux_hidden_stream: {served}", row["stream"]["source"])
         for fused in row["fused"]:
             rule(f"{fused['parameter']} <- {' + '.join(fused['parts'])}"
                  f"{' (or pre-fused)' if fused['pre_fused_accepted'] else ''}", fused["source"])
@@ -88,6 +155,15 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
         for skip in row["skipped"]:
             rule(f"skipped: /{skip['pattern']}/", skip["source"])
         rule(f"taps accepted by the target: [{row['taps'][0]}, {row['taps'][1]}]")
+        if row["tap_ids"] is not None:
+            taps = row["tap_ids"]
+            rule(f"tap ids read from: {', '.join(taps['read_from'])}; {taps['meaning']}"
+                 f"{'; when absent: ' + taps['when_absent'] if taps['when_absent'] else ''}", taps["source"])
+        if row["token_maps"] is not None:
+            maps = row["token_maps"]
+            rule(f"d2t: {maps['d2t']}; t2d: {maps['t2d']}; embedding: {maps['embedding']}", maps["source"])
+        if row["builds"]:
+            rule("builds: " + "; ".join(f"{k}: {v}" for k, v in row["builds"].items()))
         for key, source in row["sources"].items():
             rule(f"{key}:", source)
         lines.append("")

@@ -111,11 +111,12 @@ EngineOption = Annotated[
     Optional[str],
     typer.Option(
         "--engine",
-        metavar="NAME[@REV]",
-        help="The serving engine whose loader is the contract: tokenspeed (= tokenspeed@current), "
-        "tokenspeed@pr1031, tokenspeed@pr1016, tokenspeed@main. See `dspark families`. Default: the `engine` "
-        "of the project settings (dspark.toml, or [tool.dspark] in pyproject.toml, found from the working directory upward), "
-        "else tokenspeed.",
+        metavar="NAME[@REV][,...]|all",
+        help="The serving engine(s) whose loader is the contract: tokenspeed (= tokenspeed@current), "
+        "tokenspeed@pr1031, tokenspeed@pr1016, tokenspeed@main, ...; several at once with commas (tokenspeed,vllm) "
+        "or all: one verdict per engine, and any engine failing fails the run. See `dspark families`. Default: "
+        "the `engine` of the project settings (dspark.toml, or [tool.dspark] in pyproject.toml, found from the "
+        "working directory upward), else tokenspeed.",
     ),
 ]
 EnginePathOption = Annotated[

@@ -6,6 +6,10 @@ report says so (PAY005, `payloads_read: false`). The one payload a
 header-only check may read is an EAGLE-3 draft's small `d2t` table, only
 where a verdict depends on its values and under a size cap
 (converters/token_map.py). Never imports torch for a safetensors checkpoint.
+
+Why this module is long: it is `check`'s one orchestration (open the folder,
+judge it for each engine, scan the payloads once, verify the manifest) and
+the report it fills; merging engines' reports is engine_verdicts.py's.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from dspark.converters.configs import read_target_facts
 from dspark.converters.holes import hole_findings
 from dspark.converters.layouts.hf import MANIFEST_NAME
+from dspark.converters.layouts.tap_origin import trained_tap_findings
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.readers import copies
 from dspark.converters.readers.base import served_name_for
@@ -28,7 +33,8 @@ from dspark.converters.readers.safetensors import INDEXED_TENSORS, resolve_store
 from dspark.converters.served_layout import config_as_convert_writes_it, served_layout
 from dspark.converters.sources import is_url
 from dspark.converters.token_map import TokenMapReader
-from dspark.schema.engines import EngineProfile, engine_by_spec
+from dspark.converters.engine_verdicts import apply_engine_severities, engine_verdict, merge_engine_reports
+from dspark.schema.engines import EngineProfile, engine_specs
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, report_findings
@@ -64,6 +70,12 @@ class CheckReport:
     metadata: dict[str, Any] = field(default_factory=dict)
     engine: str | None = None
     verdict: str = "served"
+    # What the engine's loader does with a name without destination and a
+    # parameter never filled: decides refused vs served wrong.
+    loader_unexpected: str | None = None
+    loader_missing: str | None = None
+    # One report per engine when several were asked for (this one merges them).
+    engine_reports: list["CheckReport"] = field(default_factory=list)
 
     @property
     def errors(self) -> list[Finding]:
@@ -89,10 +101,16 @@ class CheckReport:
         served_ok = contents_ok and not layout
         return {"served": served_ok, "contents": contents_ok}
 
+    def engine_verdicts(self, strict: bool = False) -> list[dict[str, Any]]:
+        """One row per engine judged: pass / refused at load / served wrong."""
+        return [engine_verdict(report, strict) for report in (self.engine_reports or [self])]
+
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
         return {
             "checkpoint": self.checkpoint,
             "engine": self.engine,
+            "engines": [report.engine for report in (self.engine_reports or [self])],
+            "engine_verdicts": self.engine_verdicts(strict),
             # which of the two verdicts decided `passed` (report_format 1 called it "verdict")
             "judged_as": self.verdict,
             "verdicts": self.verdicts(strict),
@@ -129,9 +147,10 @@ def check_checkpoint(
     environ: Mapping[str, str] | None = None,
     config_path: Path | str | None = None,
     progress: ProgressStart | None = None,
-    engine: EngineProfile | str | None = None,
+    engine: EngineProfile | str | Sequence[str] | None = None,
     verdict: str = "served",
     payload_stats: Mapping[str, PayloadStats] | None = None,
+    _shared: dict | None = None,
 ) -> CheckReport:
     """Check a draft checkpoint against the contract of a serving engine.
 
@@ -139,7 +158,8 @@ def check_checkpoint(
     every payload (NaN/Inf, zero norms and matrices, identity fc_norm) and,
     with a manifest, hashes it from the same read. `verify_hashes` does the
     same read and fails without a manifest. `engine` is a profile or
-    `NAME[@REV]` (default: TokenSpeed as deployed today). `verdict`
+    `NAME[@REV]` (default: TokenSpeed as deployed today); several (`a,b`,
+    `all`, a list) give one merged report, a verdict per engine. `verdict`
     "served" (the default) judges the folder as the engine will open it;
     "contents" judges only what is inside, for training-time CI, and reports
     the layout the engine cannot open as a note. `progress`, when given, is
@@ -150,14 +170,26 @@ def check_checkpoint(
     """
     if verdict not in VERDICTS:
         raise UsageError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}.")
-    profile = engine if isinstance(engine, EngineProfile) else engine_by_spec(engine)
+    profiles = engine_specs(engine)
+    if len(profiles) > 1:
+        shared: dict = {}  # the folder is opened, and its payloads read, once for every engine
+        reports = [check_checkpoint(path, target=target, deep=deep, verify_hashes=verify_hashes, environ=environ,
+                                    config_path=config_path, progress=progress, engine=profile, verdict=verdict,
+                                    payload_stats=payload_stats, _shared=shared) for profile in profiles]
+        merged = merge_engine_reports(reports)
+        merged.engine = ",".join(profile.spec for profile in profiles)
+        return merged
+    profile = profiles[0]
     target_facts = read_target_facts(target) if target is not None else None
     if verify_hashes and is_url(path):
         raise UsageError(
             f"{printable_name(str(path))}: --verify reads a local checkpoint (its manifest hashes every file).",
             hint="Use --deep to read every value remotely, or download the checkpoint and --verify the copy.",
         )
-    checkpoint = open_checkpoint(path, config_path=config_path)
+    shared = {} if _shared is None else _shared
+    if "checkpoint" not in shared:
+        shared["checkpoint"] = open_checkpoint(path, config_path=config_path)
+    checkpoint = shared["checkpoint"]
     environ = os.environ if environ is None else environ
     read_payloads = deep or verify_hashes
     file_findings = list(checkpoint.findings)
@@ -175,11 +207,13 @@ def check_checkpoint(
     expected: dict = {}
     if checkpoint.config is not None:
         loader = profile.loader_for(checkpoint.family.name) if checkpoint.family is not None else None
-        layout = served_layout(checkpoint, rejects_unknown_names=loader is not None and loader.unexpected == "rejects")
+        layout = served_layout(checkpoint, rejects_unknown_names=loader is not None and loader.unexpected == "rejects",
+                               loader=loader, native_shapes=profile.native_config_shapes, reads_pt=profile.reads_pt)
         if config_path is not None and not layout.engine_openable:
             layout = dataclasses.replace(layout, convert_options=("--config", str(config_path)))
+        judged_config = config_as_convert_writes_it(checkpoint, loader)
         contract = check_contract(
-            config_as_convert_writes_it(checkpoint),
+            judged_config,
             checkpoint.entries,
             config_file=checkpoint.config_display,
             target=target_facts,
@@ -212,7 +246,10 @@ def check_checkpoint(
                                      by_stored_name, limit=limit) for f in contract.findings]
         resolved = contract.resolved
         expected = contract.expected
-    findings = _apply_engine_severities(findings, profile, verdict)
+        if contract.loader is not None:
+            findings += trained_tap_findings(checkpoint, contract.family, contract.resolved, judged_config,
+                                             profile.spec)
+    findings = apply_engine_severities(findings, profile, verdict)
     findings = _traced_to_unreadable_files(
         findings, lambda stored: served_name_for(checkpoint.family, stored))
 
@@ -225,8 +262,8 @@ def check_checkpoint(
         findings += payload_findings(pairs, expected, values_judged=token_map.judged)
         scanned = sum(e.nbytes for e, _ in pairs)
     elif read_payloads:
-        findings_from_scan, scanned, digests = _scan_payloads(checkpoint, expected, progress, digest=has_manifest,
-                                                              values_judged=token_map.judged)
+        findings_from_scan, scanned, digests = _scan_payloads(
+            checkpoint, expected, progress, digest=has_manifest, shared=shared, values_judged=token_map.judged)
         findings += findings_from_scan
     else:
         findings.append(_not_read_finding())
@@ -243,6 +280,9 @@ def check_checkpoint(
     report = _report(checkpoint, resolved, findings, deep=deep, scanned=scanned, target=target_facts)
     report.engine = profile.spec
     report.verdict = verdict
+    loader = profile.loader_for(report.family) if report.family is not None else None
+    report.loader_unexpected = loader.unexpected if loader is not None else None
+    report.loader_missing = loader.missing if loader is not None else None
     report.payloads_read = payload_stats is not None or read_payloads
     return report
 
@@ -318,7 +358,8 @@ def _no_manifest_finding(checkpoint: Checkpoint) -> Finding:
 
 
 def _scan_payloads(
-    checkpoint: Checkpoint, expected, progress: ProgressStart | None, *, digest: bool, values_judged=frozenset()
+    checkpoint: Checkpoint, expected, progress: ProgressStart | None, *, digest: bool, values_judged=frozenset(),
+    shared: dict,
 ) -> tuple[list[Finding], int, dict[str, str | None] | None]:
     """Payload findings, the bytes actually scanned and, with `digest`,
     each payload's sha256 by stored name (None where it could not be
@@ -326,8 +367,10 @@ def _scan_payloads(
     (PAY003); the others are still scanned."""
     from dspark.converters.payload_scan import scan_payloads
 
-    advance = progress(checkpoint.total_bytes()) if progress else None
-    scans = scan_payloads(checkpoint.reader, checkpoint.entries, progress=advance, digest=digest)
+    if "scans" not in shared:  # one read whatever the number of engines
+        advance = progress(checkpoint.total_bytes()) if progress else None
+        shared["scans"] = scan_payloads(checkpoint.reader, checkpoint.entries, progress=advance, digest=digest)
+    scans = shared["scans"]
     findings: list[Finding] = []
     scanned = []
     digests = {scan.entry.stored_name: scan.sha256 for scan in scans} if digest else None
@@ -362,23 +405,6 @@ def _bytes_by_file(entry) -> list[tuple[str, int]]:
                 shares[chunk.file] = shares.get(chunk.file, 0) + chunk.numel * itemsize
         return list(shares.items())
     return [(entry.file, entry.nbytes)]
-
-
-def _apply_engine_severities(findings: list[Finding], profile: EngineProfile, verdict: str) -> list[Finding]:
-    """File-level problems the engine never looks at become warnings
-    (its `severity_overrides`); under the contents verdict the layout
-    finding is a note."""
-    out = []
-    for finding in findings:
-        severity = profile.severity_overrides.get(finding.code)
-        if finding.detail.get("stray_shard"):
-            severity = None  # a file the index does not name is never opened: its tensors do not load
-        if finding.code == "SRV001" and verdict == "contents":
-            severity = "info"
-        if severity is not None and severity != finding.severity.value:
-            finding = dataclasses.replace(finding, severity=Severity(severity))
-        out.append(finding)
-    return out
 
 
 def _report(

@@ -4,7 +4,12 @@ byte is written.
 `plan_conversion(src, dst, options) -> ConvertPlan` reads the source's
 headers and decides every rename, drop, cast and shard, and the config to
 write (`schema/normalise.py`); the plan's findings say whether the output
-would pass `dspark check`. `convert.py` carries it out.
+would pass `dspark check` (on every engine asked for). `convert.py`
+carries it out.
+
+Why this module is long: a plan is one value built in one pass over the
+source (renames, drops, splits, casts, shards, the config and its verdict);
+the helpers read that pass's state and nothing else.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any, Iterator, Mapping
 
 from dspark.converters.casting import CASTABLE, output_dtype
 from dspark.converters.destination import check_paths
+from dspark.converters.engine_verdicts import on_every_engine
 from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits, refuse_fused_beside_parts
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
@@ -33,7 +39,7 @@ from dspark.converters.writers.safetensors import (
     plan_shards,
 )
 from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES, nbytes_of
-from dspark.schema.engines import engine_by_spec
+from dspark.schema.engines import engine_specs
 from dspark.schema.errors import CheckpointError, UnsupportedFamilyError, UsageError
 from dspark.schema.families import DraftFamily, known_families_text
 from dspark.schema.findings import Finding, Severity, report_findings
@@ -52,7 +58,8 @@ class ConvertOptions:
     config_path: Path | None = None
     force: bool = False
     environ: Mapping[str, str] | None = None  # for the verification; os.environ when None
-    engine: str | None = None  # the engine the output is written and verified for (NAME[@REV])
+    # NAME@REV the output is written for; several comma-joined: written for the first, verified for all
+    engine: str | None = None
 
     @classmethod
     def from_flags(
@@ -79,7 +86,7 @@ class ConvertOptions:
             config_path=Path(config_path) if config_path is not None else None,
             force=force,
             environ=environ,
-            engine=engine_by_spec(engine).spec if engine else None,
+            engine=",".join(profile.spec for profile in engine_specs(engine)) if engine else None,
         )
 
 
@@ -271,7 +278,7 @@ def plan_conversion(
     _refuse_unconvertible(checkpoint)
     family: DraftFamily = checkpoint.family
 
-    profile = engine_by_spec(options.engine)
+    profile = (profiles := engine_specs(options.engine))[0]
     refuse_fused_beside_parts(checkpoint.entries, family, profile.loader_for(family.name), checkpoint.config)
     # Pre-fused tensors the engine's loader refuses are written as their parts.
     splits: dict[str, FusedSplit] = plan_fused_splits(
@@ -323,7 +330,9 @@ def plan_conversion(
         TensorEntry(t.name, t.name, t.dtype, t.shape, t.shard) for t in tensors
     ]
     environ = os.environ if options.environ is None else options.environ
-    contract = check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=profile)
+    judge = lambda p: check_contract(config, planned_entries, config_file=CONFIG_NAME, environ=environ, engine=p)  # noqa: E731
+    contract = judge(profile)
+    contract = dataclasses.replace(contract, findings=on_every_engine(profiles, contract.findings, judge))
     # Converting reads every payload: a head shipped beside tie_word_embeddings
     # is compared with the embedding in full (LMH002).
     sources = {t.name: t.source for t in tensors if t.rows is None}

@@ -10,7 +10,7 @@ The detection is a table, `DETECTORS`: one row per distribution (the name
 pip installs), in the order they are tried, each saying which package to
 find and how to tell its revision. TokenSpeed installs as 0.1.0 at every
 revision dspark knows, so its code decides: the fingerprints of
-schema/engines/tokenspeed_revisions.py are read from its files. vLLM and
+schema/engines/tokenspeed/revisions.py are read from its files. vLLM and
 SGLang are told by their distribution version.
 """
 
@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Mapping
 
-from dspark.schema.engines import tokenspeed_revisions as ts
+from dspark.schema.engines.tokenspeed import revisions as ts
 from dspark.schema.errors import UsageError
 
 ENGINE_PATH_ENV = "DSPARK_ENGINE_PATH"

@@ -3,7 +3,7 @@ the parts it builds them from.
 
 TokenSpeed's MLA EAGLE-3 loader fills `fused_qkv_a_proj_with_mqa` and
 `gate_up_proj` only from their parts, and a pre-fused tensor under the
-fused name fails the load or is dropped (`schema/engines/tokenspeed.py`,
+fused name fails the load or is dropped (`schema/engines/tokenspeed/`,
 EAGLE3_MLA_LOADER `fused=`, `fused_accepted=False`). Its parts are rows of
 the fused weight, in the order the loader stacks them:
 
@@ -110,7 +110,7 @@ def refuse_fused_beside_parts(
     shipped: dict[str, TensorEntry] = {}
     for entry in entries:
         shipped.setdefault(entry.served_name, entry)
-    collisions = fused_collision_findings(loader, family.resolve_dims(view), shipped)
+    collisions = fused_collision_findings(loader, family.resolve_dims(view, loader.dims), shipped)
     if not collisions:
         return
     first = collisions[0]

@@ -27,7 +27,7 @@ from dspark.converters.engine_install import (
     find_installed_engines,
 )
 from dspark.schema.engines import DEFAULT_ENGINE, engine_by_spec
-from dspark.schema.engines import tokenspeed_revisions as ts
+from dspark.schema.engines.tokenspeed import revisions as ts
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Finding
 

@@ -10,11 +10,14 @@ a file named directly, a config in another trainer's shape or TorchSpec's
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint
-from dspark.schema.families.eagle3_common import target_capture_ids
+from dspark.schema.engines import FamilyLoader
+from dspark.schema.engines.base import LAYER_OUTPUT
+from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, target_capture_ids
 from dspark.schema.inventory import printable_name
 from dspark.schema.rules import ServedLayout
 
@@ -31,32 +34,72 @@ def _torchspec_vllm_export(checkpoint: Checkpoint) -> bool:
     return vllm_shifted_taps(checkpoint.config, (e.stored_name for e in checkpoint.entries))
 
 
-def config_as_convert_writes_it(checkpoint: Checkpoint) -> dict:
+def _numbers_by_layer_output(loader) -> bool:
+    """Whether the engine reads tap ids as layer outputs (TokenSpeed, and
+    any loader that does not say): the --vllm export's ids, written in
+    vLLM's hidden_states numbering, are then one too high for it."""
+    taps = getattr(loader, "taps", None)
+    return taps is None or taps.numbering.base == LAYER_OUTPUT
+
+
+def _target_reads_the_shifted_list(checkpoint: Checkpoint, loader: FamilyLoader | None) -> bool:
+    """Whether the target reads a tap list of this config (the engine's
+    reading, `loader.taps`; TokenSpeed's without a loader): a shifted list
+    it never reads captures nothing one layer late (SGLang's target reads
+    eagle_config's alone, which the export leaves null)."""
+    if loader is not None and loader.taps is not None:
+        return loader.taps.target_ids(checkpoint.config)[0] is not None
+    return bool(target_capture_ids(checkpoint.config)[0])
+
+
+def config_as_convert_writes_it(checkpoint: Checkpoint, loader=None) -> dict:
     """The config the contents are judged with: as convert would write it.
     TorchSpec's --vllm export of a kimi_k2 draft carries taps one higher
-    than the layers the draft was trained on; SRV001 says so, and the taps
-    are judged (against `--target` too) as convert writes them, 1 lower."""
-    if not _torchspec_vllm_export(checkpoint):
+    than the layers the draft was trained on; for an engine that numbers
+    ids by layer output (`loader`'s TapNumbering) SRV001 says so, and the
+    taps are judged (against `--target` too) as convert writes them, 1
+    lower. An engine that numbers them as the export does reads them as
+    they are."""
+    if _trainer_shape(checkpoint) is not None and not _numbers_by_layer_output(loader):
+        # dspark reads a trainer's shape into layer-output ids (speculators'
+        # are one lower than written); this engine numbers them as written
+        return _with_taps_shifted(checkpoint.config, +1)
+    if not _torchspec_vllm_export(checkpoint) or not _numbers_by_layer_output(loader):
         return checkpoint.config
     from dspark.converters.layouts.torchspec import unshift_vllm_taps
 
     return unshift_vllm_taps(checkpoint.config)[0]
 
 
-def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True) -> ServedLayout:
+def _trainer_shape(checkpoint: Checkpoint):
+    return next((f for f in checkpoint.config_findings if f.code == TRAINER_CONFIG_CODE), None)
+
+
+def _with_taps_shifted(config: dict, by: int) -> dict:
+    out = json.loads(json.dumps(config))
+    for holder in (out, out.get("eagle_config")):
+        ids = holder.get(TAP_IDS_FIELD) if isinstance(holder, dict) else None
+        if isinstance(ids, list):
+            holder[TAP_IDS_FIELD] = [i + by if isinstance(i, int) and not isinstance(i, bool) else i for i in ids]
+    return out
+
+
+def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True, loader=None,
+                  native_shapes: tuple[str, ...] = (), reads_pt: bool = False) -> ServedLayout:
     """Whether the engine's loader would find weights where the user
     pointed: a folder with top-level `*.safetensors`, or `*.bin` when there
     are none; never `.pt`, DCP or a single file named directly
     (model_loader/loader.py@f4d8ec6e:258-318)."""
     source = str(checkpoint.source)
-    if _torchspec_vllm_export(checkpoint) and target_capture_ids(checkpoint.config)[0]:
+    if (_torchspec_vllm_export(checkpoint) and _numbers_by_layer_output(loader)
+            and _target_reads_the_shifted_list(checkpoint, loader)):
         # only a shifted list the target reads captures the wrong layers
         return ServedLayout(source, checkpoint.format, False,
                             "TorchSpec's --vllm export added 1 to this kimi_k2 draft's tap ids for vLLM "
                             "(tools/convert_to_hf.py@6f21829:146-159); the engine reads them as layer ids and "
                             "would capture every tap one layer late; convert takes the 1 off")
-    trainer_shape = next((f for f in checkpoint.config_findings if f.code == TRAINER_CONFIG_CODE), None)
-    if trainer_shape is not None:
+    trainer_shape = _trainer_shape(checkpoint)
+    if trainer_shape is not None and trainer_shape.detail.get("trainer") not in native_shapes:
         return ServedLayout(source, checkpoint.format, False,
                             f"{checkpoint.config_display} is in {trainer_shape.detail['trainer']}' shape, which "
                             "the engine's config loader does not parse (no model_type it knows, no architecture "
@@ -74,7 +117,8 @@ def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True)
                                 "named, and the engine loads only the folder it is given (point it at that "
                                 "folder, or convert)")
         return ServedLayout(source, checkpoint.format, True)
-    if checkpoint.format == "pt" and all(name.endswith(".bin") for name in checkpoint.weight_files):
+    if checkpoint.format == "pt" and all(name.endswith(".bin") or (reads_pt and name.endswith(".pt"))
+                                         for name in checkpoint.weight_files):
         # The engine yields a .bin's top-level entries as they are
         # (model_loader/weight_utils.py@f4d8ec6e:703-704): a state dict
         # nested under a key, or other entries beside the tensors, reach

@@ -70,6 +70,7 @@ from dspark.examples.fabricate_parts import (  # noqa: F401 - re-exported
     write_header_only,
     write_safetensors,
 )
+from dspark.schema.errors import UsageError
 from dspark.schema.findings import FINDING_CODES, Severity
 
 
@@ -345,9 +346,9 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         description="EAGLE-3 Llama (LlamaForCausalLMEagle3); full size: on Llama-3.1-8B",
         scales={"tiny": "tiny-llama", "full": "llama3-8b"},
         defects=EAGLE3_LLAMA_DEFECTS,
-        options={"fc_norm": False, "norm_before_fc": False},
+        options={"fc_norm": False, "norm_before_fc": False, "engine": None},
         config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
-                                              norm_before_fc=o["norm_before_fc"]),
+                                              norm_before_fc=o["norm_before_fc"], engine=o["engine"]),
         specs=lambda scale, config, o: eagle3_tensor_specs(config),
         tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
         target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="llama"),
@@ -357,8 +358,8 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         description="EAGLE-3 MLA (Eagle3DeepseekV2ForCausalLM); full size: TorchSpec's Kimi-K2.5 draft",
         scales={"tiny": "tiny-mla", "full": "kimi-k25-mla"},
         defects=EAGLE3_MLA_DEFECTS,
-        options={"fc_norm": False},
-        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"]),
+        options={"fc_norm": False, "engine": None},
+        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"], engine=o["engine"]),
         specs=lambda scale, config, o: eagle3_tensor_specs(config),
         tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
         target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="kimi_k25"),
@@ -367,7 +368,7 @@ FABRICATORS: dict[str, FamilyFabricator] = {
 
 # The command's flag for each build option (`skipped`, K3's skipped tensors, is the library's only).
 _OPTION_FLAGS = {"fc_norm": "--fc-norm/--no-fc-norm", "stream": "--stream", "variant": "--variant",
-                 "norm_before_fc": "--norm-before-fc"}
+                 "norm_before_fc": "--norm-before-fc", "engine": "--engine"}
 
 
 def fabricator(family: str) -> FamilyFabricator:
@@ -572,6 +573,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--norm-before-fc", action="store_const", const=True, default=None,
                         help="eagle3_llama: declare norm_before_fc and ship input_norm")
     parser.add_argument("--stream", help="k3_dspark: aux_hidden_stream (default prefix)")
+    parser.add_argument("--engine", metavar="NAME[@REV]",
+                        help="eagle3_*: also write the tap list where this engine reads it (sglang: eagle_config)")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--sparse", action="store_true", help="header only; payload left as a hole")
@@ -593,7 +596,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: --target-config {args.target_config} is a folder; name the file to write, "
                        f"e.g. {args.target_config / 'config.json'}.\n")
     options = {"fc_norm": args.fc_norm, "stream": args.stream, "variant": args.variant,
-               "norm_before_fc": args.norm_before_fc}
+               "norm_before_fc": args.norm_before_fc, "engine": args.engine}
     try:
         plan_draft(family, args.scale, args.defect, **options)
     except FabricateError as error:
@@ -611,6 +614,8 @@ def main(argv: list[str] | None = None) -> None:
             args.target_config.write_text(json.dumps(target_config(family, args.scale), indent=2) + "\n")
     except FabricateError as error:
         parser.exit(2, f"error: {error}\n")
+    except UsageError as error:  # an engine dspark does not model
+        parser.exit(2, f"error: {error.message}\n")
     except OSError as error:
         parser.exit(2, f"error: {error.filename or args.out}: {error.strerror or error}\n")
     print(args.out)

@@ -84,11 +84,13 @@ EAGLE3_SCALES: dict[str, Eagle3Spec] = {
 
 
 def eagle3_config(
-    spec: Eagle3Spec, *, fc_norm: bool = False, norm_before_fc: bool = False, tap_ids: list[int] | None = None
+    spec: Eagle3Spec, *, fc_norm: bool = False, norm_before_fc: bool = False, tap_ids: list[int] | None = None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     """A config TokenSpeed parses for the family (TorchSpec's fields).
     `tap_ids` (default: the spec's) go where the family's draft and the
-    target both read them."""
+    target both read them; with `engine` (NAME[@REV]) also where that
+    engine's draft and target read them (SGLang: eagle_config)."""
     config: dict[str, Any] = {
         "hidden_size": spec.hidden_size,
         "intermediate_size": spec.intermediate_size,
@@ -122,6 +124,12 @@ def eagle3_config(
         config["fc_norm"] = True
     if norm_before_fc:
         config["norm_before_fc"] = True
+    if engine is not None:
+        from dspark.schema.engines import engine_by_spec
+        from dspark.schema.families import family_by_name
+        from dspark.schema.normalise import place_eagle3_taps
+
+        place_eagle3_taps(config, family_by_name(spec.family), engine_by_spec(engine))
     return config
 
 
@@ -129,12 +137,15 @@ def eagle3_tensor_specs(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ..
     """Served name -> (shape, safetensors dtype) of every tensor a good draft
     of `config` ships, read off the family (bf16 weights, int64 d2t). A
     tensor whose dimensions the config does not give is left out."""
+    from dspark.schema.engines import default_engine
     from dspark.schema.families import family_for_config
 
     family = family_for_config(config)
+    # the layout TokenSpeed loads: its loader sizes fc (FamilyLoader.dims)
+    engine_dims = default_engine().loader_for(family.name).dims
     features = {name: bool(config.get(name)) for name in family.declared_features}
     features.update(family.derived_features(config, None))
-    expected, _ = family.expected_tensors(family.resolve_dims(config), features)
+    expected, _ = family.expected_tensors(family.resolve_dims(config, engine_dims), features)
     specs: dict[str, tuple[tuple[int, ...], str]] = {}
     for name, want in expected.items():
         if want.role == "token_map":
@@ -354,11 +365,14 @@ def write_eagle3_draft(
     config_edit: Callable[[dict], None] | None = None,
     tensor_edit: Callable[[dict], None] | None = None,
     seed: int = 0,
+    engine: str | None = None,
 ) -> Path:
     """Write an EAGLE-3 draft folder. `layout` "midlayer" writes TorchSpec's
     native names, "layers.0" its `--vllm` export's. `defect` names one of
-    `EAGLE3_DEFECTS`."""
-    config = eagle3_config(EAGLE3_SCALES[scale], fc_norm=fc_norm, norm_before_fc=norm_before_fc, tap_ids=tap_ids)
+    `EAGLE3_DEFECTS`. `engine`: the tap list is written where that engine
+    reads it too."""
+    config = eagle3_config(EAGLE3_SCALES[scale], fc_norm=fc_norm, norm_before_fc=norm_before_fc, tap_ids=tap_ids,
+                           engine=engine)
     if config_edit:
         config_edit(config)
     tensors = eagle3_tensors(config, seed=seed)

@@ -18,6 +18,7 @@ import torch
 from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.sources.local import why_not_a_file
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
+from dspark.schema.engines import default_engine
 from dspark.schema.errors import (
     CheckpointError,
     DeviceUnavailableError,
@@ -287,7 +288,7 @@ def _projection_shape(checkpoint: Checkpoint):
             code=checkpoint.config_findings[0].code if checkpoint.config_findings else "CFG001",
             hint=f"Run `dspark check {checkpoint.source}` and fix what it reports first.",
         )
-    dims = family.resolve_dims(config)
+    dims = _engine_dims(family, config)
     eps = config.get("rms_norm_eps")
     if "S" not in dims or "th" not in dims or not isinstance(eps, (int, float)) or isinstance(eps, bool) or eps <= 0:
         raise CheckpointError(
@@ -350,7 +351,7 @@ def _refuse_unmodelled_features(checkpoint: Checkpoint) -> None:
     over the concatenated taps before fc) is not what it tests: say so
     rather than pass a projection the engine does not run."""
     family = checkpoint.family
-    expected, _ = family.expected_tensors(family.resolve_dims(checkpoint.config), None)
+    expected, _ = family.expected_tensors(_engine_dims(family, checkpoint.config), None)
     for feature in family.declared_features:
         if feature == "fc_norm":
             continue
@@ -522,3 +523,9 @@ def _engine_findings(result: ProjectionSmokeResult, kernel: str, engine_kernel) 
         ))
     return findings
 
+def _engine_dims(family, config) -> dict[str, int]:
+    """The draft's dimensions as the engine whose kernel smoke tests (the
+    default one) builds them: its loader may size taps otherwise than the
+    trainer wrote (`FamilyLoader.dims`)."""
+    loader = default_engine().loader_for(family.name)
+    return family.resolve_dims(config, loader.dims if loader is not None else None)

@@ -4,7 +4,7 @@
 DSpark model imports `segmented_rmsnorm` from; this module imports that
 module (the engine's kernel is code to run, unlike the engine, which is only
 read) and adapts dspark's call to the engine's signature, read from the
-engine's code at each revision (schema/engines/tokenspeed_revisions.py,
+engine's code at each revision (schema/engines/tokenspeed/revisions.py,
 `KERNEL_CALLS`): both revisions take the taps as ``[..., S, th]``, the
 stacked weights ``[S, th]``, eps and an optional ``out``
 (tokenspeed_kernel/ops/layernorm/triton.py@5f1e48b5:160-211;
@@ -30,7 +30,7 @@ import torch
 
 from dspark.converters.doctor import ABSENT, NOT_RUN, OK, PROBLEM, DoctorRow
 from dspark.converters.runtime import Runtime
-from dspark.schema.engines import tokenspeed_revisions as ts
+from dspark.schema.engines.tokenspeed import revisions as ts
 from dspark.schema.errors import first_line
 
 from .reference import segmented_rmsnorm_reference

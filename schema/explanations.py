@@ -79,6 +79,7 @@ _FACTS = {
     "quantization": "config keys that make the engine quantize",
     "text_config": "the config loader's text_config handling",
     "severity": "the engine's severity for this code",
+    "tap numbering": "where the engine reads tap ids and what an id means",
 }
 
 
@@ -168,6 +169,23 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "was trained on them.",
                  "Nothing, if the draft was trained on the target's defaults; otherwise write the trained ids.",
                  "taps (target)"),
+    "TAP004": _x("A tap id means another layer under each trainer's numbering (layer output for SGLang, SpecForge "
+                 "and TorchSpec; hidden_states index for vLLM and speculators): dspark says which it read the ids "
+                 "in, and from what in the folder.",
+                 "Nothing, if the origin named is right; otherwise fix the folder (or its run's config.yaml).",
+                 "tap numbering"),
+    "TAP005": _x("Nothing in the folder says which trainer wrote the tap ids, so the layers the draft was trained "
+                 "on are one of two sets, one layer apart: an engine may serve it the wrong ones without a word.",
+                 "Check the ids against the training run; convert from the trainer's own output so its origin is "
+                 "known.", "tap numbering"),
+    "TAP006": _x("The engine reads the list the draft was trained on but numbers it otherwise: it captures layers "
+                 "one off from the trained ones and serves the draft wrong, without a word.",
+                 "Write the ids in that engine's numbering (dspark convert --engine), or serve on an engine that "
+                 "numbers them as the trainer did.", "tap numbering"),
+    "TAP007": _x("The engines asked for read the tap ids from different places or number them differently, so "
+                 "one folder taps different layers on each.",
+                 "Serve on the engines that capture the trained layers (TAP004), or write the ids where each "
+                 "engine reads them.", "tap numbering"),
     # heads and token maps
     "LMH001": _x("The engine serves the target's head (or the tied embedding) in place of the shipped lm_head: "
                  "the shipped tensor costs bytes and is never used.",
@@ -251,6 +269,8 @@ EXPLANATIONS: dict[str, Explanation] = {
     "ENG005": _x("A quantization block makes the engine build quantized layers whose scales the draft does not "
                  "ship: the load fails.",
                  "Remove quantization_config from a floating-point draft's config.", "quantization"),
+    "ENG006": _x("The engine has no model for this draft family: it refuses the draft, whatever the folder holds.",
+                 "Serve the draft on an engine that serves the family (dspark families --family NAME)."),
     "OVR001": _x("The drafter reads dflash_config first; a value there that differs from the validated top-level "
                  "one is the one served.",
                  "Make dflash_config agree with the top level, or remove the duplicate."),
@@ -429,6 +449,10 @@ def _fact_sources(engine: EngineProfile, code: str, fact: str) -> list[tuple[str
             found += [(family, f"skips /{s.pattern}/", s.source) for s in loader.skips]
         elif fact == "fused":
             found += [(family, f"fuses {f.fused}", f.source) for f in loader.fused]
+        elif fact == "tap numbering":
+            if loader.taps is not None:
+                found += [(family, "tap ids read", loader.taps.source),
+                          (family, "tap numbering", loader.taps.numbering.source)]
         elif fact == "stream":
             if loader.stream is not None:
                 found.append((family, fact, loader.stream.source))

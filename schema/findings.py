@@ -61,6 +61,10 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("TAP001", E, "the draft's tap count differs from the number of taps the target captures"),
     ("TAP002", W, "a tap list the target does not read (it captures another, or its defaults)"),
     ("TAP003", I, "no tap ids: the engine assumes 3 taps at the target's defaults"),
+    ("TAP004", I, "the tap numbering the draft was trained with, inferred from where the folder comes from"),
+    ("TAP005", W, "the tap numbering the draft was trained with is unknown: both readings given"),
+    ("TAP006", E, "the engine captures other target layers than the draft was trained on"),
+    ("TAP007", W, "the engines asked for capture different target layers for this draft"),
     # the draft's own head and its token map (EAGLE-3)
     ("LMH001", W, "lm_head shipped but not served (tied, or replaced by the target's head)"),
     ("LMH002", E, "tie_word_embeddings is true but the shipped lm_head is not the embedding: a trained head dropped"),
@@ -92,6 +96,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("ENG003", W, "the engine coerces or ignores a config value"),
     ("ENG004", I, "a launch setting the draft needs"),
     ("ENG005", E, "the config declares quantization the draft's tensors do not carry"),
+    ("ENG006", E, "the engine does not serve this draft family at all"),
     ("OVR001", E, "dflash_config overrides a top-level value with a different one"),
     ("ROP001", E, "RoPE scaling lacks a key the engine needs"),
     ("ROP002", W, "RoPE parameters the engine fills in or replaces silently"),

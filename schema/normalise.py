@@ -13,7 +13,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES, is_floating
 from dspark.schema.engines import EngineProfile, default_engine
-from dspark.schema.families import EAGLE3_LLAMA, DraftFamily, nested_field
+from dspark.schema.families import DraftFamily, nested_field
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
 from dspark.schema.rules import DEFAULT_STREAM, STREAMS, load_config_schema
 
@@ -26,6 +26,71 @@ class WrittenWeight(Protocol):
 
     @property
     def nbytes(self) -> int: ...
+
+
+def _declared_eagle_list(config: Mapping[str, Any]) -> list | None:
+    """The EAGLE-3 tap list the config spells out: eagle_config's, else the
+    top level's (None when neither is a non-empty list)."""
+    nested = config.get("eagle_config")
+    for ids in ((nested or {}).get(TAP_IDS_FIELD) if isinstance(nested, dict) else None, config.get(TAP_IDS_FIELD)):
+        if isinstance(ids, list) and ids:
+            return list(ids)
+    return None
+
+
+def _write_list(out: dict[str, Any], path: str, ids: list, engine: str) -> list[str]:
+    """Write `ids` at a dotted `path` (one section deep at most), making the
+    section when absent; nothing when a section of another type is there."""
+    section, _, key = path.rpartition(".")
+    holder = out
+    if section:
+        if out.get(section) is None:
+            out[section] = {}
+        if not isinstance(out[section], dict):
+            return []
+        out[section] = holder = dict(out[section])
+    holder[key] = list(ids)
+    return [f"{path}: absent -> {ids!r} (where {engine} reads the tap list)"]
+
+
+def place_eagle3_taps(config: dict[str, Any], family: DraftFamily, engine: EngineProfile) -> list[str]:
+    """Write an EAGLE-3 tap list given in one place only where the engine's
+    target and draft read it, when either would find none (in place), and
+    say what was written: TokenSpeed's Llama draft counts only the
+    top-level list (SpecForge writes eagle_config's), SGLang's target reads
+    only eagle_config's (TorchSpec writes the top level's)."""
+    loader = engine.loader_for(family.name)
+    declared = _declared_eagle_list(config)
+    changes: list[str] = []
+    if loader is not None and loader.taps is not None and family.default_tap_count is not None and declared:
+        for reading in (loader.taps.target, loader.taps.draft):
+            if reading is not None and reading.read(config) == (None, None):
+                changes += _write_list(config, reading.paths[0], declared, engine.spec)
+    return changes
+
+
+def _target_depth(config: dict[str, Any], loader: Any, engine: EngineProfile) -> list[str]:
+    """A field the engine reads as the target's layer count that is below
+    a tap id (TorchSpec writes num_target_layers as the number of taps,
+    SGLang reads it as the target's depth and refuses the ids past it)
+    becomes target_num_hidden_layers, or goes when that is unknown."""
+    field = loader.target_depth_field if loader is not None else None
+    ids = loader.taps.target_ids(config)[0] if loader is not None and loader.taps is not None else None
+    if field is None or not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
+        return []
+    changes = []
+    for holder, path in ((config, field), (config.get("dflash_config"), f"dflash_config.{field}")):
+        if not isinstance(holder, dict) or not isinstance(holder.get(field), int) or holder[field] > max(ids):
+            continue
+        depth = config.get("target_num_hidden_layers")
+        if isinstance(depth, int) and not isinstance(depth, bool) and depth > max(ids):
+            changes.append(f"{path}: {holder[field]!r} -> {depth!r} (target_num_hidden_layers: {engine.spec} reads "
+                           f"{field} as the target's layer count)")
+            holder[field] = depth
+        else:
+            changes.append(f"{path}: {holder.pop(field)!r} -> absent ({engine.spec} reads it as the target's layer "
+                           "count, which the config does not give)")
+    return changes
 
 
 def normalise_config(
@@ -42,7 +107,6 @@ def normalise_config(
     absent (the check then fails, as it must); an invalid stream is left
     for the check to report.
     """
-    engine = default_engine() if engine is None else engine
     out = copy.deepcopy(dict(config))
     changes: list[str] = []
 
@@ -52,6 +116,7 @@ def normalise_config(
             out[key] = value
             changes.append(f"{key}: {before} -> {value!r} ({why})")
 
+    engine = engine if engine is not None else default_engine()
     loader = engine.loader_for(family.name)
     parseable = loader.model_types if loader is not None else family.model_types
     if out.get("model_type") not in parseable:
@@ -68,13 +133,8 @@ def normalise_config(
     if not isinstance(architectures, list) or not architectures or architectures[0] != first:
         put("architectures", [first or family.architectures[0]], f"the {family.name} family, first")
 
-    # The Llama EAGLE-3 draft counts only the top-level tap list while the
-    # target reads eagle_config's first (eagle3_common.py): a list given only
-    # under eagle_config (SpecForge's configs) is written at the top level too.
-    nested_taps = out.get("eagle_config")
-    if (family.name == EAGLE3_LLAMA.name and TAP_IDS_FIELD not in out and isinstance(nested_taps, dict)
-            and isinstance(nested_taps.get(TAP_IDS_FIELD), list) and nested_taps[TAP_IDS_FIELD]):
-        put(TAP_IDS_FIELD, list(nested_taps[TAP_IDS_FIELD]), "eagle_config's list, which the target captures")
+    changes += place_eagle3_taps(out, family, engine)
+    changes += _target_depth(out, loader, engine)
 
     if "fc_norm" not in out and not any(family.fc_norm_index(t.name) is not None for t in tensors):
         put("fc_norm", False, "no fc_norm weights shipped; absent means false")

@@ -3,7 +3,8 @@
 The policy is data a team keeps beside its drafts (`[tool.dspark]` in
 pyproject.toml, or dspark.toml; converters/policy.py reads the file):
 
-    engine = "tokenspeed@pr1031"          # the engine whose loader is the contract
+    engine = "tokenspeed@pr1031"          # the engine whose loader is the contract, or a list:
+                                          # ["tokenspeed", "vllm"] (every one must pass), "all"
     require_target = true                 # the gate refuses to run without --target
     runtime = true                        # judge with the engine installed here (as check --runtime)
     fail_on_warnings = true               # or a list of warning codes: ["INV007", "PAY006"]
@@ -86,14 +87,18 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
 
     engine = table.get("engine")
     if engine is not None:
+        # One engine, or a list of them (every one must pass): kept as the
+        # comma-joined spec `--engine` takes.
+        if isinstance(engine, list) and engine and all(isinstance(e, str) for e in engine):
+            engine = ",".join(engine)
         if not isinstance(engine, str):
-            raise fail("engine", f"must be a string such as 'tokenspeed@pr1031', not {engine!r}.")
-        from dspark.schema.engines import engine_by_spec
+            raise fail("engine", f"must be a string such as 'tokenspeed@pr1031' or a list of them, not {engine!r}.")
+        from dspark.schema.engines import engine_specs
 
         try:
-            engine_by_spec(engine)
+            engine_specs(engine)
         except UsageError as error:
-            raise fail("engine", f"{engine!r} is not an engine dspark models. {error.hint or ''}".strip()) from None
+            raise fail("engine", f"{error.message} {error.hint or ''}".strip()) from None
 
     require_target = table.get("require_target", False)
     if not isinstance(require_target, bool):

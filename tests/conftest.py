@@ -59,7 +59,7 @@ def segmented_rmsnorm(x, weight, eps, out=None):
 """
 
 # The lines each revision's files carry that tell them apart (the real
-# engine's lines, cited in schema/engines/tokenspeed_revisions.py); the rest
+# engine's lines, cited in schema/engines/tokenspeed/revisions.py); the rest
 # of each file is left out.
 _K3_MODEL = {
     "main": "from tokenspeed.runtime.layers.layernorm import RMSNorm\n",

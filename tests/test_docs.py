@@ -43,7 +43,7 @@ def test_every_family_and_engine_has_its_place():
     index = (ROOT / "docs" / "families" / "index.md").read_text(encoding="utf-8")
     for family in docs.FAMILIES:
         assert f"[`{family.name}`]({family.name}.md)" in index
-    for engine in docs.PROFILES:
+    for engine in docs.all_profiles():
         assert f"`{engine.spec}`" in index
 
 
@@ -61,3 +61,15 @@ def test_the_readme_links_the_pages():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for page in ("docs/codes.md", "docs/families/index.md", "docs/families/k3_dspark.md"):
         assert f"]({page}" in readme, page
+
+
+def test_the_contract_page_has_a_family_by_engine_table():
+    page = (ROOT / "docs" / "contract.md").read_text(encoding="utf-8")
+    block = page.split(docs.BEGIN, 1)[1].split(docs.END, 1)[0]
+    for family in docs.FAMILIES:
+        assert f"[`{family.name}`](families/{family.name}.md)" in block
+    for engine in docs.all_profiles():
+        assert f"`{engine.spec}`" in block
+    assert "not honoured: `fc_norm`" in block  # tokenspeed@main's K3 model
+    fresh = docs.contract_page("# t\n\nintro\n\n## Next\n\ntext\n")
+    assert fresh.startswith("# t\n\nintro\n\n## Family x engine\n\n" + docs.BEGIN) and fresh.endswith("## Next\n\ntext\n")

@@ -160,12 +160,36 @@ def check_page(report: Report) -> None:
     lines.append([])
     lines += judged_lines(report.findings)
     lines.append([])
+    lines += engine_verdict_lines(check, bool(report.document.get("strict")))
     verdict = verdict_segments(report)
     strict = report.document.get("strict")
     if strict and count_by_severity(j.finding for j in report.findings)["warning"]:
         verdict.append((None, "  (--strict: warnings fail)"))
     lines.append(verdict)
     write_lines(lines)
+
+
+VERDICT_STYLE = {"pass": "bold green", "refused": "bold red", "served_wrong": "bold red"}
+
+
+def engine_verdict_lines(check: CheckReport, strict: bool = False) -> list[list[Segment]]:
+    """One row per engine when several were judged: its verdict and the
+    first finding that decides it."""
+    if len(check.engine_reports) < 2:
+        return []
+    rows = check.engine_verdicts(strict)
+    width = max(len(row["engine"]) for row in rows)
+    lines: list[list[Segment]] = []
+    for row in rows:
+        line: list[Segment] = [("dim", f"{row['engine']:>{width}}"), (None, "  "),
+                               (VERDICT_STYLE[row["outcome"]], row["outcome_text"].upper())]
+        if row["why"]:
+            first = row["why"][0]
+            more = f" (+{len(row['why']) - 1} more)" if len(row["why"]) > 1 else ""
+            line += [(None, "  "), ("bold", first["code"]), (None, " " + printable_name(first["message"]) + more)]
+        lines.append(line)
+    lines.append([])
+    return lines
 
 
 def inspect_page(report: Report) -> None:
@@ -203,6 +227,8 @@ def inspect_page(report: Report) -> None:
             skipped.add_row(_shown(row["name"]), row["dtype"], human_bytes(row["nbytes"]))
         stdout.print(skipped)
 
+    if len(check.engine_reports) > 1:
+        write_lines(engine_verdict_lines(check))
     counts = count_by_severity(check.findings)
     if counts["error"] or counts["warning"]:
         # the codes, so that a failing inspect says what fails without another run
@@ -213,7 +239,8 @@ def inspect_page(report: Report) -> None:
         verdict = "[bold red]FAIL[/] " if counts["error"] else ""
         stdout.print(
             f"\n{verdict}[yellow]{'; '.join(said)}:[/] "
-            f"run [bold]dspark check {_shown(check.checkpoint)}[/] for the findings."
+            f"run [bold]dspark check {_shown(check.checkpoint)}"
+            f"{' --engine ' + _shown(check.engine) if len(check.engine_reports) > 1 else ''}[/] for the findings."
         )
     else:
         stdout.print("\n[green]no errors or warnings[/] (dspark check gives the full report)")
@@ -368,6 +395,7 @@ def gate_page(report: Report) -> None:
     if gate.unused_waivers:
         shown.append([("dim", f"note: waivers that matched no finding: {', '.join(gate.unused_waivers)}")])
     lines += shown + ([[]] if shown else [])
+    lines += engine_verdict_lines(gate.check)
     lines += _table([(s.name, s.status, s.detail) for s in gate.steps], ("step", "result", "detail"))
     lines.append([])
     lines.append(verdict_segments(report))

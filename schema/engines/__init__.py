@@ -1,84 +1,127 @@
-"""The registry of serving-engine profiles: one module per engine, one line
-here. `--engine NAME[@REV]` picks one; the default is TokenSpeed as a deploy
-should assume it today."""
+"""The registry of serving engines: one package per engine
+(`schema/engines/<name>/`), one line here. An engine's package is imported
+only when it is asked for: `engine_by_spec("vllm")` imports the vLLM
+profiles and nothing else, so `dspark check` pays only for the engines it
+judges with.
+
+Each engine package exports `PROFILES` (every revision it models) and
+`DEFAULT` (the profile a bare `NAME` means). `--engine NAME[@REV]` picks
+one; `--engine a,b` or `--engine all` several (`engine_specs`). Without
+`--engine` the default is TokenSpeed as a deploy should assume it today.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import Any
 
 from dspark.schema.engines.base import EngineProfile, FamilyLoader, Source
 from dspark.schema.errors import UsageError
 
-# --- lazy registry -----------------------------------------------------------
-# Engine name -> its module (a module or a package; the full name, which
-# tests/test_project.py reads as an import), which defines PROFILES (every
-# revision dspark models) and CURRENT (the revision `NAME` alone means). A
-# module is imported when a profile of its engine is asked for, so a check
-# for one engine loads that engine's profiles only. `PROFILES` (every
-# engine's, for `dspark families` and the tests) and `DEFAULT_ENGINE`
-# import on first use. A new engine (vllm, sglang) is one line here.
-ENGINE_MODULES: dict[str, str] = {
+# name -> the package holding its profiles, in the order `all` lists them.
+ENGINES: dict[str, str] = {
     "tokenspeed": "dspark.schema.engines.tokenspeed",
+    "sglang": "dspark.schema.engines.sglang",
 }
 DEFAULT_ENGINE_NAME = "tokenspeed"
-
-if TYPE_CHECKING:
-    PROFILES: tuple[EngineProfile, ...]
-    DEFAULT_ENGINE: EngineProfile
+ALL = "all"
 
 
-def engine_module(name: str) -> Any:
-    """The module of engine `name` (a key of ENGINE_MODULES), imported now."""
-    return importlib.import_module(ENGINE_MODULES[name])
+def _package(name: str) -> ModuleType:
+    return importlib.import_module(ENGINES[name])
 
 
-def default_engine() -> EngineProfile:
-    return engine_module(DEFAULT_ENGINE_NAME).CURRENT
+def engine_names() -> tuple[str, ...]:
+    """Every engine dspark models, without importing any of them."""
+    return tuple(ENGINES)
+
+
+def profiles_of(name: str) -> tuple[EngineProfile, ...]:
+    """Every revision modelled of one engine."""
+    return tuple(_package(name).PROFILES)
 
 
 def all_profiles() -> tuple[EngineProfile, ...]:
-    return tuple(profile for name in ENGINE_MODULES for profile in engine_module(name).PROFILES)
+    """Every revision of every engine (imports them all: `dspark families`)."""
+    return tuple(profile for name in ENGINES for profile in profiles_of(name))
 
 
-def __getattr__(name: str) -> Any:
-    # PEP 562: the module-level names that need engine modules load them on
-    # first use and are kept in the module's dict afterwards.
-    if name == "PROFILES":
-        value: Any = all_profiles()
-    elif name == "DEFAULT_ENGINE":
-        value = default_engine()
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-# -----------------------------------------------------------------------------
+def default_engine() -> EngineProfile:
+    return _package(DEFAULT_ENGINE_NAME).DEFAULT
+
+
+def _choices() -> str:
+    return ", ".join(ENGINES) + f", {ALL} (every engine), or NAME@REVISION (`dspark families` lists them)"
 
 
 def engine_by_spec(spec: str | None) -> EngineProfile:
-    """`tokenspeed`, `tokenspeed@current`, `tokenspeed@main`, ..."""
-    if spec is None or spec == "":
+    """`tokenspeed`, `tokenspeed@current`, `tokenspeed@main`, ...; None or
+    "" the default engine. An unknown engine or revision is a UsageError
+    naming the choices (exit 2)."""
+    if spec is None or spec.strip() == "":
         return default_engine()
-    name, _, revision = spec.partition("@")
-    revision = revision or "current"
-    if name in ENGINE_MODULES:
-        for profile in engine_module(name).PROFILES:
-            if profile.name == name and profile.revision == revision:
-                return profile
-    known = ", ".join(p.spec for p in all_profiles())
-    raise UsageError(f"--engine {spec!r} is not an engine dspark models.", hint=f"Known: {known}.")
+    name, at, revision = spec.strip().partition("@")
+    name = name.strip().lower()
+    if name not in ENGINES:
+        raise UsageError(f"--engine {spec!r} is not an engine dspark models.", hint=f"Choices: {_choices()}.")
+    package = _package(name)
+    if not at:
+        return package.DEFAULT
+    revision = revision.strip()
+    for profile in package.PROFILES:
+        if profile.revision == revision:
+            return profile
+    known = ", ".join(p.spec for p in package.PROFILES)
+    raise UsageError(f"--engine {spec!r}: dspark models no revision {revision!r} of {name}.",
+                     hint=f"Known revisions: {known} ({name} alone means {package.DEFAULT.spec}).")
+
+
+def engine_specs(specs: Any) -> tuple[EngineProfile, ...]:
+    """Several engines at once: `tokenspeed,vllm`, `all` (the default
+    revision of every engine), a list of such strings (a policy file's), or
+    None (the default engine); a profile, or a list of profiles, as they
+    are. Repeats are dropped, the order kept."""
+    if specs is None:
+        return (default_engine(),)
+    if isinstance(specs, EngineProfile):
+        return (specs,)
+    if isinstance(specs, (list, tuple)) and specs and all(isinstance(p, EngineProfile) for p in specs):
+        return tuple(specs)
+    parts = [specs] if isinstance(specs, str) else list(specs)
+    items = [item.strip() for part in parts for item in str(part).split(",")]
+    items = [item for item in items if item]
+    if not items:
+        return (default_engine(),)
+    profiles: list[EngineProfile] = []
+    for item in items:
+        chosen = ([_package(name).DEFAULT for name in ENGINES] if item.lower() == ALL
+                  else [engine_by_spec(item)])
+        profiles += [p for p in chosen if not any(p is q for q in profiles)]
+    return tuple(profiles)
+
+
+def __getattr__(name: str) -> Any:
+    # DEFAULT_ENGINE and PROFILES stay importable for callers written before
+    # engines were lazy; each imports what it names on first use.
+    if name == "DEFAULT_ENGINE":
+        return default_engine()
+    if name == "PROFILES":
+        return all_profiles()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
-    "DEFAULT_ENGINE",
+    "ALL",
     "DEFAULT_ENGINE_NAME",
-    "ENGINE_MODULES",
-    "PROFILES",
+    "ENGINES",
     "EngineProfile",
     "FamilyLoader",
     "Source",
     "all_profiles",
     "default_engine",
     "engine_by_spec",
-    "engine_module",
+    "engine_names",
+    "engine_specs",
+    "profiles_of",
 ]

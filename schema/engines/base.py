@@ -9,13 +9,17 @@ with a destination left empty, which declared features it honours, and
 which tap ids its target accepts. Every fact carries the `Source` it was
 read from, so `dspark families` can print the contract with its provenance
 and a reviewer can check each rule against the engine's code.
+
+Why this module is long: it is the one vocabulary every engine profile is
+written in (sources, name handling, taps, vocabulary, features); split, its
+dataclasses would import one another across modules.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,9 @@ class Source:
     commit: str
 
     def cite(self) -> str:
-        return f"{self.path}@{self.commit[:8]}:{self.lines}"
+        # A git commit is shortened to 8 digits; a version (`vllm==0.33.0`) is kept whole.
+        commit = self.commit[:8] if re.fullmatch(r"[0-9a-f]{9,40}", self.commit) else self.commit
+        return f"{self.path}@{commit}:{self.lines}"
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,179 @@ class StreamResolution:
     # its value, stripped and lower-cased, is the stream served, whatever the
     # checkpoint declares. None: the engine reads no variable.
     env_override: str | None = None
+    # The target decides, the declaration is never read: the AttnRes mixture
+    # on a Kimi-K3 target whose config sets attn_res_block_size, the prefix
+    # stream on any other (SGLang's DFlash/DSpark capture).
+    target_decides: bool = False
+
+
+# What a tap id k means on the target, before any shift the engine applies.
+LAYER_OUTPUT = "layer_output"  # the output of decoder layer k (0-based); -1 the embeddings
+HIDDEN_STATES = "hidden_states"  # hidden_states[k]: the embeddings for 0, the output of layer k-1 otherwise
+NUMBERINGS = (LAYER_OUTPUT, HIDDEN_STATES)
+
+# How a tap path is picked (TapPaths.pick).
+FIRST_TRUTHY = "first_truthy"  # the first non-empty value wins; null, [] fall through
+FIRST_NOT_NULL = "first_not_null"  # the first value that is not null wins ([] included)
+FIRST_PRESENT = "first_present"  # the first key present wins, null included
+
+
+def _walk(config: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+    """(present, value) of a dotted path; a section that is not an object
+    holds nothing."""
+    node: Any = config
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+@dataclass(frozen=True)
+class TapPaths:
+    """Where an engine reads tap ids: dotted config paths, tried in order.
+
+    For each root (the config, then each section of `also_under` that is an
+    object) the paths are tried in order and the first that `pick` accepts
+    wins. With `section_shadows`, a nested path whose section is present
+    (not null) ends the search in that root even when it holds no list:
+    TokenSpeed's target reads only `eagle_config`'s list once `eagle_config`
+    exists."""
+
+    paths: tuple[str, ...]
+    pick: str = FIRST_TRUTHY
+    section_shadows: bool = False
+    also_under: tuple[str, ...] = ()
+
+    def read(self, config: Mapping[str, Any]) -> tuple[Any, str | None]:
+        """The ids and the path they came from; (None, None) when none is
+        picked."""
+        roots: list[tuple[Mapping[str, Any], str]] = [(config, "")]
+        roots += [(config[s], f"{s}.") for s in self.also_under if isinstance(config.get(s), Mapping)]
+        for root, prefix in roots:
+            for path in self.paths:
+                section, _, _ = path.rpartition(".")
+                present, value = _walk(root, path)
+                shadowing = self.section_shadows and section and root.get(section.split(".")[0]) is not None
+                if self._accepts(present, value):
+                    return value, prefix + path
+                if shadowing:
+                    break
+        return None, None
+
+    def _accepts(self, present: bool, value: Any) -> bool:
+        if self.pick == FIRST_PRESENT:
+            return present
+        if self.pick == FIRST_NOT_NULL:
+            return value is not None
+        return bool(value)
+
+
+@dataclass(frozen=True)
+class TapNumbering:
+    """What an id the engine reads captures on the target.
+
+    `base` is LAYER_OUTPUT or HIDDEN_STATES. `shift(ids, target_class)`
+    is the offset the engine adds before it captures (SGLang's DeepSeek
+    and Kimi-K2 targets add 1 only when the first id is 1); None: no
+    offset. `text` says it in words for findings."""
+
+    base: str
+    text: str
+    source: Source
+    shift: Callable[[Sequence[int], str | None], int] | None = None
+
+    def layer_outputs(self, ids: Sequence[int], target_class: str | None = None) -> list[int]:
+        """The decoder layer whose output each id captures (0-based; -1 is
+        the embeddings): the engine-neutral reading two engines compare."""
+        offset = self.shift(ids, target_class) if self.shift is not None else 0
+        base = 0 if self.base == LAYER_OUTPUT else -1
+        return [int(i) + offset + base for i in ids]
+
+
+@dataclass(frozen=True)
+class TapReading:
+    """How one engine picks a draft's taps for one family."""
+
+    # Where the target reads the ids it captures.
+    target: TapPaths
+    numbering: TapNumbering
+    source: Source
+    # Where the draft reads the list it builds fc for (its length is the
+    # tap count); None: the same list as the target.
+    draft: TapPaths | None = None
+    # The ids the target captures when it reads none: its layer count N ->
+    # ids, in this engine's numbering; None where a list is required.
+    defaults: Callable[[int], list[int]] | None = None
+    defaults_text: str = ""
+    # The tap count the draft builds for when it reads no list.
+    default_count: int | None = None
+    # Paths whose ids are numbered otherwise than `numbering` (vLLM reads
+    # `eagle_aux_hidden_state_layer_ids` as hidden_states ids and
+    # `target_layer_ids` as layer outputs, in one search).
+    path_numbering: Mapping[str, TapNumbering] = field(default_factory=dict)
+    # Config fields that give the draft's tap count outright, tried before
+    # its list (vLLM's `num_aux_hidden_states`): the first not null wins.
+    count_fields: tuple[str, ...] = ()
+    # The config field the draft's tap count falls back to when it reads no
+    # list, in place of `default_count` (vLLM DFlash: `num_hidden_layers`).
+    count_fallback_field: str | None = None
+
+    def numbering_for(self, path: str | None) -> TapNumbering:
+        """The numbering of the ids read from `path` (a TapPaths.read path,
+        `text_config.` prefix and all)."""
+        if path is not None:
+            bare = path.split(".", 1)[1] if path.startswith("text_config.") else path
+            if bare in self.path_numbering:
+                return self.path_numbering[bare]
+        return self.numbering
+
+    def target_ids(self, config: Mapping[str, Any]) -> tuple[Any, str | None]:
+        return self.target.read(config)
+
+    def draft_ids(self, config: Mapping[str, Any]) -> tuple[Any, str | None]:
+        return (self.draft or self.target).read(config)
+
+    def draft_count(self, config: Mapping[str, Any]) -> Any:
+        """How many taps the draft builds fc for: the length of the list it
+        reads, `default_count` when it reads none, None when what it reads
+        is not a list (the engine's len() raises)."""
+        for name in self.count_fields:
+            if config.get(name) is not None:
+                return config[name]
+        ids, path = self.draft_ids(config)
+        if ids is None and path is None:
+            if self.count_fallback_field is not None:
+                return config.get(self.count_fallback_field)
+            return self.default_count
+        return len(ids) if isinstance(ids, list) else None
+
+
+# What a loader does with a token map or a shipped embedding.
+HOT_TOKEN_MAP = "hot_token_map"  # read: draft token i is target token i + d2t[i]
+DROPPED = "dropped"  # skipped without a word
+REJECTED = "rejected"  # a name without destination: fails the load
+REJECTED_WHEN_FULL_VOCAB = "rejected_when_full_vocab"  # fails the load when draft vocab == target vocab
+DRAFT_IF_SHIPPED = "draft_if_shipped"  # the draft's own when shipped, else the target's
+TARGET = "target"  # always replaced by the target's
+# the target's, unless target_hidden_size is present and differs from
+# hidden_size: then the draft's own, shipped or not
+TARGET_UNLESS_WIDTHS_DIFFER = "target_unless_widths_differ"
+# the draft's own (shipped or not) with its own head and a target_hidden_size apart, else the target's
+TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER = "target_unless_own_head_and_widths_differ"
+# In `text_config_model_types`: every config class takes a `text_config`.
+ANY_MODEL_TYPE = "*"
+
+
+@dataclass(frozen=True)
+class VocabHandling:
+    """What the loader does with `d2t`, `t2d` and the draft's embedding (its
+    head: `FamilyLoader.head_from_target`)."""
+
+    d2t: str
+    t2d: str
+    embedding: str
+    source: Source
 
 
 @dataclass(frozen=True)
@@ -148,7 +327,9 @@ class FamilyLoader:
     # When the engine serves the target's head instead of the draft's
     # (families with their own `lm_head`): "draft_vocab_size_null" (absent
     # or null), "draft_vocab_size_absent" (only absent, and a shipped head
-    # keeps the draft's); "" for families that never own a head.
+    # keeps the draft's), "not_shipped" (whenever the draft ships none:
+    # vLLM), "always" (a shipped head is dropped), "draft_vocab_size_unset"
+    # (absent or null, whatever the widths: SGLang); "" for no own head.
     head_from_target: str = ""
     # The target may also capture id N, its final residual: targets built on
     # the engine's BaseTransformerModel do (TargetFacts.captures_final_residual).
@@ -161,6 +342,46 @@ class FamilyLoader:
     # taps with the target's own capture setter, whose range is the target
     # class's, not the family's.
     target_classes: frozenset[str] | None = None
+    # What the engine takes from a target class at startup, in words, for a
+    # class outside `target_classes` (TGT007); "" for TokenSpeed's DFlash
+    # drafter's wiring.
+    target_wiring: str = ""
+    # Where and how tap ids are read (None: the family's own reading).
+    taps: TapReading | None = None
+    # d2t / t2d / embedding (None: the family has no token map).
+    vocab: VocabHandling | None = None
+    # Dimensions the engine builds differently from what the trainer wrote
+    # (symbol -> config field or callable, over the family's `dims`): the
+    # Llama EAGLE-3 fc is hidden_size per tap in TokenSpeed whatever
+    # target_hidden_size says.
+    dims: Mapping[str, Any] = field(default_factory=dict)
+    # The draft field the engine sizes each tap from, which the target's
+    # hidden_size must equal, and the one it falls back to when that is
+    # absent; None: the family's (`DraftFamily.target_width_field`).
+    target_width_field: str | None = None
+    target_width_fallback: str | None = None
+    # Target model classes whose forward returns no captured states (TGT006;
+    # cite them as sources["targets without capture"]), and those that also
+    # capture tap id N, the residual after the last layer (with tap_final_residual).
+    targets_without_capture: frozenset[str] = frozenset()
+    final_residual_targets: frozenset[str] = frozenset()
+    # Names without a destination that the loader drops without a word even
+    # though `unexpected` is "rejects" (vLLM ignores any unexpected `.bias`).
+    unexpected_dropped: tuple[SkipRule, ...] = ()
+    # Served-name patterns whose absence the loader does not notice even
+    # though `missing` is "rejects": they are served uninitialised (vLLM
+    # counts every parameter of a layer with a quantization method loaded).
+    missing_unchecked: tuple[str, ...] = ()
+    # What the engine does when the config names no mask token, in words
+    # ("" : it refuses the draft).
+    mask_token_fallback: str = ""
+    # The draft field the engine reads as the target's layer count (SGLang's
+    # DFlash: num_target_layers, which other trainers write as the tap count).
+    target_depth_field: str | None = None
+    # Where the engine reads a declared flag: flag -> the paths it tries and
+    # how it picks (SGLang: eagle_config's norm_before_fc when present;
+    # fc_norm or use_aux_norm, the first true).
+    flag_sources: Mapping[str, "TapPaths"] = field(default_factory=dict)
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name
@@ -170,6 +391,15 @@ class FamilyLoader:
 
     def skip_rule(self, engine_name: str) -> SkipRule | None:
         return next((rule for rule in self.skips if rule.matches(engine_name)), None)
+
+    def dropped_unexpected(self, engine_name: str) -> SkipRule | None:
+        return next((rule for rule in self.unexpected_dropped if rule.matches(engine_name)), None)
+
+    def missing_action(self, served_name: str) -> str:
+        """"rejects" or "uninitialised": what a never-loaded `served_name` gets."""
+        if self.missing == "rejects" and any(re.search(p, served_name) for p in self.missing_unchecked):
+            return "uninitialised"
+        return self.missing
 
     def supports(self, feature: str) -> bool:
         support = self.features.get(feature)
@@ -192,6 +422,9 @@ class ArchitectureResolution:
     # model_type -> architectures the config class fills in when absent
     default_architectures: Mapping[str, tuple[str, ...]]
     source: Source
+    # Other names the engine registers for a family's model class (any
+    # entry): registered name -> the family's architecture name.
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def resolve(self, architectures: object, model_type: object) -> tuple[str | None, list[str]]:
         """The class name the engine loads (None: it refuses), and the list
@@ -212,8 +445,8 @@ class ArchitectureResolution:
                     first = self.first_entry_exact_rewrites.get(first, first + self.appended_suffix)
             names[0] = first
         for name in names:
-            if isinstance(name, str) and name in self.registered:
-                return name, names
+            if isinstance(name, str) and self.aliases.get(name, name) in self.registered:
+                return self.aliases.get(name, name), names
         return None, names
 
 
@@ -241,6 +474,13 @@ class EngineProfile:
     # config.json fails the engine's config loader, and where.
     text_config_model_types: tuple[str, ...] = ()
     text_config_source: Source | None = None
+    # Trainers whose own config shape this engine parses as it is (a
+    # speculators config for an engine that reads one): no SRV001 for it,
+    # and the draft is judged through dspark's reading of that shape.
+    native_config_shapes: tuple[str, ...] = ()
+    # The engine reads a folder's `*.pt` files when it has no `*.safetensors`
+    # and no `*.bin` (as it reads a .bin: the file's top-level entries).
+    reads_pt: bool = False
 
     @property
     def spec(self) -> str:

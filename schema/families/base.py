@@ -37,6 +37,9 @@ class TensorRule:
     # For integer tensors (`d2t`): every value[i] + i must lie in
     # [0, this expression) (checked on the payload, `--deep`).
     values_below: str | None = None
+    # The first `{n}` it exists for (1: every layer after the first, which
+    # an EAGLE-3 family names `midlayer`).
+    start: int = 0
 
     @property
     def scope(self) -> str:
@@ -138,12 +141,14 @@ class DraftFamily:
         match = _FC_NORM_NAME.fullmatch(served_name)
         return int(match.group(1)) if match else None
 
-    def resolve_dims(self, config: Mapping[str, Any]) -> dict[str, int]:
+    def resolve_dims(self, config: Mapping[str, Any],
+                     overrides: Mapping[str, str | Callable[[Mapping[str, Any]], Any]] | None = None) -> dict[str, int]:
         """Dimension values from a config; a dimension whose source is
         missing, not an integer or past its bound is left out (schema
-        findings cover it)."""
+        findings cover it). `overrides`: the dimensions an engine builds
+        otherwise (`FamilyLoader.dims`)."""
         dims: dict[str, int] = {}
-        for symbol, source in self.dims.items():
+        for symbol, source in {**self.dims, **(overrides or {})}.items():
             value = source(config) if callable(source) else config.get(source)
             if isinstance(value, int) and not isinstance(value, bool):
                 dims[symbol] = value
@@ -174,7 +179,7 @@ class DraftFamily:
             except KeyError:
                 unresolved.append(rule.name)
                 continue
-            for index in range(count):
+            for index in range(rule.start, count):
                 name = rule.name.replace("{n}", str(index)).replace("{i}", str(index))
                 expected[name] = ExpectedTensor(name, shape, rule.role, rule, below)
         return expected, unresolved

@@ -16,7 +16,6 @@ from dspark.schema.families.base import (
     SHARED_DIMS,
     DraftFamily,
     TensorRule,
-    block_size_launch_note,
     head_dim_or_split,
     is_int,
     nested_field,
@@ -76,8 +75,14 @@ def _markov_rank(config: Mapping[str, Any]) -> Any:
 
 
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
+    markov = architecture == "DSparkDraftModel" or (architecture is None and _is_dspark(config))
+    head_type = str(_markov_field(config, "markov_head_type")[0] or "vanilla").lower()
     return {
-        "markov_head": architecture == "DSparkDraftModel" or (architecture is None and _is_dspark(config)),
+        "markov_head": markov,
+        # A gated or RNN Markov head adds its own projection
+        # (sglang/srt/models/dspark.py:310-345@sglang==0.5.23).
+        "markov_gated": markov and head_type == "gated",
+        "markov_rnn": markov and head_type == "rnn",
         "attention_bias": bool(config.get("attention_bias", False)),
     }
 
@@ -88,7 +93,7 @@ def _is_dspark(config: Mapping[str, Any]) -> bool:
     return isinstance(first, str) and (first == "DSparkDraftModel" or first.startswith("Qwen3DSparkModel"))
 
 
-def _sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+def sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """Sliding-attention layers need config.sliding_window
     (models/dflash.py@f4d8ec6e:542-592)."""
     layer_types = config.get("layer_types")
@@ -158,7 +163,7 @@ def served_sliding_window(config: Mapping[str, Any]) -> Any:
     return window
 
 
-def _markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+def markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """A DSpark draft's Markov head as the engine reads it: refused where the
     engine refuses (CFG003), a warning where it loads only by coercing
     (ENG003). A DFlash draft has no Markov head and these fields are unread."""
@@ -214,9 +219,12 @@ DFLASH_GQA = DraftFamily(
     model_types=("dflash", "dspark", "dflash_draft"),
     architectures=("DFlashDraftModel", "DSparkDraftModel"),
     schema_file="dflash_gqa.schema.json",
-    dims={**SHARED_DIMS, "S": _tap_count, "hd": gqa_head_dim, "markov": _markov_rank},
+    # "tw": TokenSpeed builds fc for hidden_size per tap whatever target_hidden_size says
+    # (an engine that builds it otherwise overrides "tw" in its loader's dims).
+    dims={**SHARED_DIMS, "S": _tap_count, "hd": gqa_head_dim, "markov": _markov_rank, "tw": "hidden_size"},
     tensors=(
-        TensorRule("fc.weight", ("h", "S*h"), role="context_proj"),
+        # tw: the width of each tap fc is built for (TokenSpeed: hidden_size).
+        TensorRule("fc.weight", ("h", "S*tw"), role="context_proj"),
         TensorRule("hidden_norm.weight", ("h",), role="context_norm"),
         TensorRule("norm.weight", ("h",), role="norm"),
         # Not a parameter of the engine's model: listed so that shipped
@@ -224,6 +232,10 @@ DFLASH_GQA = DraftFamily(
         TensorRule("fc_norm.{i}.weight", ("h",), role="fc_norm", when="fc_norm"),
         TensorRule("markov_head.markov_w1.weight", ("vocab", "markov"), when="markov_head"),
         TensorRule("markov_head.markov_w2.weight", ("vocab", "markov"), when="markov_head"),
+        TensorRule("markov_head.gate_proj.weight", ("markov", "h+markov"), when="markov_gated"),
+        TensorRule("markov_head.gate_proj.bias", ("markov",), when="markov_gated"),
+        TensorRule("markov_head.joint_proj.weight", ("3*markov", "2*markov+h"), when="markov_rnn"),
+        TensorRule("markov_head.joint_proj.bias", ("3*markov",), when="markov_rnn"),
         *DECODER_MLP_AND_NORMS,
         TensorRule("layers.{n}.self_attn.q_proj.weight", ("nh*hd", "h")),
         TensorRule("layers.{n}.self_attn.k_proj.weight", ("nkv*hd", "h")),
@@ -238,11 +250,13 @@ DFLASH_GQA = DraftFamily(
     ),
     # TorchSpec's training module names the same parts like the K3 draft
     # (TorchSpec torchspec/models/draft/dflash.py@6f21829); convert renames them.
-    renames={"context_proj.": "fc.", "context_norm.": "hidden_norm.", "final_norm.": "norm."},
+    renames={"context_proj.": "fc.", "context_norm.": "hidden_norm.", "final_norm.": "norm.",
+             # ...and a native DFlash export names them under `encoder.`
+             # (SGLang aliases them: sglang/srt/models/dflash.py:899-903@sglang==0.5.23).
+             "encoder.fc.": "fc.", "encoder.output_norm_enc.": "hidden_norm."},
     tap_ids=gqa_taps,
     tap_count_field=None,
     target_width_field="hidden_size",
     declared_features=("fc_norm",),
     derived_features=_derived,
-    config_rules=(block_size_launch_note, _sliding_layers, _markov_head),
 )

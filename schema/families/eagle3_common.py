@@ -47,6 +47,26 @@ def target_capture_ids(config: Mapping[str, Any]) -> tuple[Any, str | None]:
     return None, None
 
 
+def trainer_tap_count(config: Mapping[str, Any]) -> Any:
+    """The tap count the trainer wrote (its list's length; 3 without one).
+
+    The list is read where trainers write it (eagle_config's, else the top
+    level's); None when it is not a list. What an engine builds fc for is
+    the engine's to say (`FamilyLoader.dims`)."""
+    for path, ids in _declared_lists(config):
+        if not path.startswith("text_config."):
+            return len(ids) if isinstance(ids, list) else None
+    return DEFAULT_TAP_COUNT
+
+
+def trainer_tap_width(config: Mapping[str, Any]) -> Any:
+    """target_hidden_size, else hidden_size: each tap's width as trained.
+
+    An engine may build fc otherwise (TokenSpeed's Llama EAGLE-3: hidden_size
+    per tap, its loader's dims)."""
+    return config.get("target_hidden_size") or config.get("hidden_size")
+
+
 # A draft reader: config -> (the ids it read or None, where, the tap count T
 # it builds fc for; None when it cannot build one).
 DraftTapReader = Callable[[Mapping[str, Any]], tuple[Any, str | None, Any]]
@@ -238,7 +258,8 @@ SHARED_TENSORS = (
     TensorRule("fc.weight", ("h", "S*th"), role="context_proj"),
     TensorRule("midlayer.hidden_norm.weight", ("h",), role="context_norm"),
     TensorRule("norm.weight", ("h",), role="norm"),
-    TensorRule("fc_norm.{i}.weight", ("h",), role="fc_norm", when="fc_norm"),
+    # fcn: the width the engine builds each fc_norm with (TokenSpeed: hidden_size).
+    TensorRule("fc_norm.{i}.weight", ("fcn",), role="fc_norm", when="fc_norm"),
     TensorRule("midlayer.input_layernorm.weight", ("h",), role="norm"),
     TensorRule("midlayer.post_attention_layernorm.weight", ("h",), role="norm"),
     TensorRule("midlayer.mlp.gate_proj.weight", ("inter", "h")),
@@ -256,7 +277,11 @@ SHARED_TENSORS = (
 # TorchSpec's `--vllm` export names the block `layers.0.`; the engine maps
 # it to `midlayer.` (models/llama_eagle3.py@f4d8ec6e:687-689;
 # models/deepseek_v3.py@f4d8ec6e:2368).
-EAGLE3_RENAMES = {"layers.0.": "midlayer."}
+# Earlier EAGLE-3 exports name the per-tap norms aux_norm_low/mid/high, which
+# are fc_norm.0/1/2 (SGLang maps them: sglang/srt/models/llama_eagle3.py:
+# 337-348@sglang==0.5.23).
+EAGLE3_RENAMES = {"layers.0.": "midlayer.", "aux_norm_low.": "fc_norm.0.", "aux_norm_mid.": "fc_norm.1.",
+                  "aux_norm_high.": "fc_norm.2."}
 # Both EAGLE-3 loaders take any name holding `d2t` for the hot-token map and
 # skip any holding `t2d` (models/llama_eagle3.py@f4d8ec6e:691-698,
 # models/deepseek_v3.py@f4d8ec6e:2358-2364).

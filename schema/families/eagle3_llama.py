@@ -7,9 +7,11 @@ Shapes are those TokenSpeed builds (python/tokenspeed/runtime/models/
 llama_eagle3.py@f4d8ec6e:235-263, 457-498, 612-631; models/llama.py@f4d8ec6e:
 148-160): fc is [hidden_size, hidden_size x taps] (target_hidden_size is never
 read for it), every fc_norm is [hidden_size], input_norm is
-[hidden_size x taps]. The config is a transformers config (model_type llama,
+[hidden_size x taps], the width of each tap `th` (an engine that builds fc
+from target_hidden_size, as SGLang does, sizes input_norm so too). The config is a transformers config (model_type llama,
 qwen2, qwen3, ...); the loader's name handling lives in
-`dspark.schema.engines.tokenspeed`.
+`dspark.schema.engines.tokenspeed`, with what TokenSpeed builds and
+refuses beyond the shapes (one layer, the fc width, the tap counts).
 """
 
 from __future__ import annotations
@@ -24,53 +26,15 @@ from dspark.schema.families.eagle3_common import (
     SHARED_TENSORS,
     TAP_IDS_FIELD,
     head_rows,
-    one_layer,
-    tap_agreement_rule,
     target_capture_ids,
+    trainer_tap_count,
+    trainer_tap_width,
 )
-from dspark.schema.findings import Finding
-
-
-def llama_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
-    """The Llama draft counts the top-level list only, 3 when absent
-    (models/llama_eagle3.py@f4d8ec6e:462-466); `null` makes len() raise."""
-    if TAP_IDS_FIELD not in config:
-        return None, None, DEFAULT_TAP_COUNT
-    ids = config[TAP_IDS_FIELD]
-    return ids, TAP_IDS_FIELD, len(ids) if isinstance(ids, list) else None
-
-
-def _tap_count(config: Mapping[str, Any]) -> Any:
-    return llama_draft_taps(config)[2]
 
 
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
     # models/llama.py@f4d8ec6e:160: q/k/v/o biases when attention_bias.
     return {"attention_bias": bool(config.get("attention_bias", False))}
-
-
-def _fc_width_is_hidden_size(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """The Llama model builds fc for hidden_size per tap and reads
-    target_hidden_size only to skip sharing the target's embedding and head
-    (models/llama_eagle3.py@f4d8ec6e:468-470, 727-733): a draft trained on
-    wider taps cannot be served by this class."""
-    hidden, target = config.get("hidden_size"), config.get("target_hidden_size")
-    if "target_hidden_size" not in config or target == hidden or target is None:
-        # null only stops the sharing (`hasattr` and `!=` at
-        # models/llama_eagle3.py@f4d8ec6e:729-733); the vocab rules then
-        # require the draft's own embedding and head (rules/vocab.py).
-        return []
-    return [Finding(
-        "CFG003",
-        f"{config_file}: target_hidden_size = {target!r} but hidden_size = {hidden!r}. LlamaForCausalLMEagle3 "
-        "builds fc for hidden_size per tap (captured taps of another width fail at the first request) and, "
-        "with the two different, never shares the target's embedding or head, so any it needs and the "
-        "draft does not ship stay uninitialised. Serve it with a model that reads target_hidden_size, or "
-        "drop the field if the widths are equal.",
-        file=config_file,
-        detail={"field": "target_hidden_size", "validator": "engine",
-                "source": "models/llama_eagle3.py@f4d8ec6e:468-470, 727-733"},
-    )]
 
 
 EAGLE3_LLAMA = DraftFamily(
@@ -90,13 +54,15 @@ EAGLE3_LLAMA = DraftFamily(
         "hd": head_dim_or_split,
         "vocab": "vocab_size",
         "draft_vocab": head_rows,
-        "S": _tap_count,
-        # Each tap is hidden_size wide for this model.
-        "th": "hidden_size",
+        "S": trainer_tap_count,
+        # Each fc_norm is hidden_size wide in TokenSpeed's build (an engine that builds
+        # it otherwise overrides "fcn" in its loader's dims).
+        "fcn": "hidden_size",
+        "th": trainer_tap_width,
     },
     tensors=(
         *SHARED_TENSORS,
-        TensorRule("input_norm.weight", ("S*h",), role="norm", when="norm_before_fc"),
+        TensorRule("input_norm.weight", ("S*th",), role="norm", when="norm_before_fc"),
         TensorRule("midlayer.self_attn.q_proj.weight", ("nh*hd", "2*h")),
         TensorRule("midlayer.self_attn.k_proj.weight", ("nkv*hd", "2*h")),
         TensorRule("midlayer.self_attn.v_proj.weight", ("nkv*hd", "2*h")),
@@ -105,6 +71,20 @@ EAGLE3_LLAMA = DraftFamily(
         TensorRule("midlayer.self_attn.k_proj.bias", ("nkv*hd",), when="attention_bias"),
         TensorRule("midlayer.self_attn.v_proj.bias", ("nkv*hd",), when="attention_bias"),
         TensorRule("midlayer.self_attn.o_proj.bias", ("h",), when="attention_bias"),
+        # A draft of several layers (num_hidden_layers > 1) names the layers
+        # after the first `layers.{n}`; they read the hidden state alone
+        # (h wide) and normalise it with their hidden_norm, their
+        # input_layernorm unused (sglang/srt/models/llama_eagle3.py:46-119@sglang==0.5.23).
+        TensorRule("layers.{n}.hidden_norm.weight", ("h",), role="norm", start=1),
+        TensorRule("layers.{n}.input_layernorm.weight", ("h",), role="norm", optional=True, start=1),
+        TensorRule("layers.{n}.post_attention_layernorm.weight", ("h",), role="norm", start=1),
+        TensorRule("layers.{n}.self_attn.q_proj.weight", ("nh*hd", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.k_proj.weight", ("nkv*hd", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.v_proj.weight", ("nkv*hd", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*hd"), start=1),
+        TensorRule("layers.{n}.mlp.gate_proj.weight", ("inter", "h"), start=1),
+        TensorRule("layers.{n}.mlp.up_proj.weight", ("inter", "h"), start=1),
+        TensorRule("layers.{n}.mlp.down_proj.weight", ("h", "inter"), start=1),
     ),
     skipped_prefixes=(),
     training_only_prefixes=("t2d",),
@@ -115,13 +95,9 @@ EAGLE3_LLAMA = DraftFamily(
     tap_ids_field=TAP_IDS_FIELD,
     tap_ids_section="eagle_config",
     tap_count_field=None,
-    target_width_field="hidden_size",
+    target_width_field="target_hidden_size",
+    target_width_fallback="hidden_size",
     declared_features=("fc_norm", "norm_before_fc"),
     derived_features=_derived,
     needs_mask_token=False,
-    config_rules=(
-        one_layer("LlamaForCausalLMEagle3", "models/llama_eagle3.py@f4d8ec6e:612-613"),
-        tap_agreement_rule(llama_draft_taps, "the Llama draft counts the top-level list only"),
-        _fc_width_is_hidden_size,
-    ),
 )

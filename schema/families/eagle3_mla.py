@@ -15,8 +15,6 @@ reads (configs/model_config.py@f4d8ec6e:58-71, 206-217).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from dspark.schema.families.base import DraftFamily, TensorRule
 from dspark.schema.families.eagle3_common import (
     DEFAULT_TAP_COUNT,
@@ -25,49 +23,9 @@ from dspark.schema.families.eagle3_common import (
     SHARED_TENSORS,
     TAP_IDS_FIELD,
     head_rows,
-    one_layer,
-    tap_agreement_rule,
     target_capture_ids,
+    trainer_tap_count,
 )
-from dspark.schema.findings import Finding
-
-
-def mla_draft_taps(config: Mapping[str, Any]) -> tuple[Any, str | None, Any]:
-    """`eagle_config`'s list whenever eagle_config is present (the top level
-    is then ignored), else the top level; 3 when the list is absent or null
-    (models/deepseek_v3.py@f4d8ec6e:2112-2119, 2139-2140)."""
-    eagle = config.get("eagle_config")
-    if eagle is None:
-        ids, path = config.get(TAP_IDS_FIELD), TAP_IDS_FIELD
-    elif isinstance(eagle, Mapping):
-        ids, path = eagle.get(TAP_IDS_FIELD), f"eagle_config.{TAP_IDS_FIELD}"
-    else:
-        ids, path = None, None
-    if ids is None:
-        return None, None, DEFAULT_TAP_COUNT
-    return ids, path, len(ids) if isinstance(ids, list) else None
-
-
-def _tap_count(config: Mapping[str, Any]) -> Any:
-    return mla_draft_taps(config)[2]
-
-
-def _q_lora_rank_set(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """Only the fused q_a/kv_a projection is rebuilt for the 2 x hidden_size
-    input: without q_lora_rank the q and kv_a projections keep a
-    hidden_size input and the draft cannot load
-    (models/deepseek_v3.py@f4d8ec6e:2003, 2014-2027)."""
-    if "q_lora_rank" not in config or config["q_lora_rank"] is not None:
-        return []
-    return [Finding(
-        "CFG003",
-        f"{config_file}: q_lora_rank is null; Eagle3DeepseekV2ForCausalLM widens only the fused q_a/kv_a "
-        "projection to [embedding, hidden], so a draft without q_lora_rank fails to load. Set q_lora_rank "
-        "(TorchSpec's MLA drafts use 1536).",
-        file=config_file,
-        detail={"field": "q_lora_rank", "validator": "engine",
-                "source": "models/deepseek_v3.py@f4d8ec6e:2003, 2014-2027"},
-    )]
 
 
 EAGLE3_MLA = DraftFamily(
@@ -86,7 +44,10 @@ EAGLE3_MLA = DraftFamily(
         "nh": "num_attention_heads",
         "vocab": "vocab_size",
         "draft_vocab": head_rows,
-        "S": _tap_count,
+        "S": trainer_tap_count,
+        # Each fc_norm is hidden_size wide in TokenSpeed's build (an engine that builds
+        # it otherwise overrides "fcn" in its loader's dims).
+        "fcn": "hidden_size",
         "th": lambda c: c.get("target_hidden_size", c.get("hidden_size")),
         "q_lora": "q_lora_rank",
         "kv_lora": "kv_lora_rank",
@@ -124,9 +85,4 @@ EAGLE3_MLA = DraftFamily(
     target_width_fallback="hidden_size",
     declared_features=("fc_norm", "norm_before_fc"),
     needs_mask_token=False,
-    config_rules=(
-        one_layer("Eagle3DeepseekV2ForCausalLM", "models/deepseek_v3.py@f4d8ec6e:2282-2283"),
-        tap_agreement_rule(mla_draft_taps, "the MLA draft reads eagle_config first"),
-        _q_lora_rank_set,
-    ),
 )

@@ -14,7 +14,6 @@ from dspark.schema.families.base import (
     SHARED_DIMS,
     DraftFamily,
     TensorRule,
-    block_size_the_drafter_reads,
 )
 
 
@@ -65,5 +64,4 @@ K3_DSPARK = DraftFamily(
     tap_count_field="num_target_layers",
     target_width_field="target_hidden_size",
     declared_features=("fc_norm",),
-    config_rules=(block_size_the_drafter_reads,),
 )

@@ -8,8 +8,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping
 
+from dspark.schema.engines.base import FamilyLoader
 from dspark.schema.families import DraftFamily, nested_field
-from dspark.schema.findings import Finding
+from dspark.schema.findings import Finding, Severity
 from dspark.schema.rules.common import bounded_taps, is_int
 
 
@@ -113,14 +114,17 @@ def integer_fields(family: DraftFamily) -> tuple[str, ...]:
     return tuple(name for name, spec in properties.items() if isinstance(spec, Mapping) and is_integer(spec))
 
 
-def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
+def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str,
+                         loader: FamilyLoader | None = None) -> list[Finding]:
     findings: list[Finding] = []
-    layer_ids, layer_ids_path = bounded_taps(family, config)
+    layer_ids, layer_ids_path = bounded_taps(family, config, loader)
     tap_count = config.get(family.tap_count_field) if family.tap_count_field else None
     target_layers = config.get("target_num_hidden_layers") if family.tap_count_field else None
     vocab = config.get("vocab_size")
 
-    if layer_ids is None and family.tap_count_field is None and family.needs_mask_token:
+    taps = loader.taps if loader is not None else None
+    derives = taps is not None and (taps.defaults is not None or taps.count_fallback_field is not None)
+    if layer_ids is None and family.tap_count_field is None and family.needs_mask_token and not derives:
         findings.append(Finding(
             "CFG005",
             f"{config_file}: no target_layer_ids (top level or non-empty dflash_config.target_layer_ids); "
@@ -165,7 +169,17 @@ def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_
             # refuses the draft without it, whatever dflash_config holds
             # (configs/kimi_k3_dspark_config.py@4b9766f6:114, 230-234).
             mask, mask_path = None, None
-        if mask is None:
+        fallback = loader.mask_token_fallback if loader is not None else ""
+        if mask is None and fallback:
+            findings.append(Finding(
+                "CFG008",
+                f"{config_file}: mask_token_id is missing; {fallback}, which may not be the token the draft was "
+                "trained with. Set it to the id the draft was trained with.",
+                file=config_file,
+                detail={"field": "mask_token_id", "fallback": fallback},
+                severity=Severity.WARNING,
+            ))
+        elif mask is None:
             where = (" at the top level (the engine's config validator reads only that one and refuses the "
                      "draft without it, whatever dflash_config holds)" if top_level_only else "")
             findings.append(Finding(

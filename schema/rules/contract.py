@@ -10,7 +10,7 @@ from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
 from dspark.schema.families.eagle3_common import unread_list_finding
-from dspark.schema.rules.common import bounded_taps, is_int
+from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids, tap_width_fields
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
 from dspark.schema.rules.features import quantization_findings, text_config_findings, unread_flag_findings
 from dspark.schema.rules.inventory import inventory_findings
@@ -42,6 +42,25 @@ def unread_taps_on(target: TargetFacts, finding: Finding, config_file: str) -> F
                                target_layers=target.num_hidden_layers)
 
 
+def _resolve_tap_layers(resolved: ResolvedDraft, loader: FamilyLoader | None, layer_ids: Any,
+                        tap_path: str | None, target: TargetFacts | None) -> None:
+    """The layers the engine captures, in the engine-neutral numbering
+    (`TapNumbering.layer_outputs`): from the list it reads, else from the
+    target's defaults when the target's layer count is known."""
+    taps = loader.taps if loader is not None else None
+    if taps is None:
+        return
+    resolved.tap_numbering = taps.numbering.base
+    target_class = target.architectures[0] if target is not None and target.architectures else None
+    if isinstance(layer_ids, list) and all(is_int(i) for i in layer_ids):
+        resolved.tap_source = tap_path
+        resolved.tap_layers = taps.numbering.layer_outputs(layer_ids, target_class)
+    elif layer_ids is None and taps.defaults is not None:
+        resolved.tap_source = "defaults"
+        if target is not None and is_int(target.num_hidden_layers):
+            resolved.tap_layers = taps.numbering.layer_outputs(taps.defaults(target.num_hidden_layers), target_class)
+
+
 def check_contract(
     config: Mapping[str, Any],
     entries: Sequence[TensorEntry],
@@ -63,8 +82,8 @@ def check_contract(
     first values of the shipped d2t (the caller reads them; rules call it
     only where their verdict depends on them: TGT004 always, VOC003 when
     `payloads_read`)."""
-    engine = default_engine() if engine is None else engine
     environ = {} if environ is None else environ
+    engine = engine if engine is not None else default_engine()
     resolved = ResolvedDraft(engine=engine.spec, target_checked=target is not None)
     resolution = resolve_family(config, engine, config_file)
     family, loader = resolution.family, resolution.loader
@@ -73,16 +92,19 @@ def check_contract(
     resolved.family = family.name
     resolved.architecture = resolution.architecture
     findings = list(resolution.findings)
+    if loader is None and any(f.code == "ENG006" for f in findings):
+        return ContractResult(findings, resolved, family, {}, None, config)
     view, coerced = engine_view(config, loader, integer_fields(family), config_file)
     findings += coerced
 
-    layer_ids, _ = bounded_taps(family, view)
+    layer_ids, tap_path = bounded_taps(family, view, loader)
     resolved.target_layer_ids = list(layer_ids) if isinstance(layer_ids, list) else []
-    if family.default_tap_count is not None and family.tap_ids(view)[0] is None:
-        resolved.default_taps = family.default_tap_count
+    if default_tap_count(family, loader) is not None and tap_ids(family, loader, view)[0] is None:
+        resolved.default_taps = default_tap_count(family, loader)
+    _resolve_tap_layers(resolved, loader, layer_ids, tap_path, target)
     resolved.num_hidden_layers = view.get("num_hidden_layers")
     resolved.hidden_size = view.get("hidden_size")
-    resolved.target_hidden_size = view.get(family.target_width_field)
+    resolved.target_hidden_size = view.get(tap_width_fields(family, loader)[0])
     resolved.fc_norm_declared = config.get("fc_norm")
     resolved.fc_norm = bool(config.get("fc_norm"))
     features = {name: bool(view.get(name)) for name in family.declared_features}
@@ -90,7 +112,7 @@ def check_contract(
     resolved.features = dict(features)
 
     findings += schema_findings(view, family, config_file)
-    findings += cross_field_findings(view, family, config_file)
+    findings += cross_field_findings(view, family, config_file, loader)
     findings += rope_findings(view, config_file, rope_scaling_wins=not (
         loader is not None and loader.family == "dflash_gqa" and view.get("model_type") in ("qwen2", "qwen3")))
     findings += unread_flag_findings(loader, engine, view, config_file)

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from dspark.schema.dtypes import is_floating
 from dspark.schema.engines import EngineProfile, FamilyLoader
+from dspark.schema.engines.base import ANY_MODEL_TYPE
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
@@ -247,7 +248,8 @@ def text_config_findings(engine: EngineProfile, config: Mapping[str, Any], confi
     config class builds the key into a config (EngineProfile.
     text_config_model_types). A key copied from a multimodal target's
     config is the usual way it gets there."""
-    if "text_config" not in config or config.get("model_type") in engine.text_config_model_types:
+    if ("text_config" not in config or config.get("model_type") in engine.text_config_model_types
+            or ANY_MODEL_TYPE in engine.text_config_model_types):
         return []
     source = engine.text_config_source.cite() if engine.text_config_source else None
     return [Finding(

@@ -51,7 +51,7 @@ def inventory_findings(
     """Compare what is shipped with what the config implies. `token_map`
     hands over d2t's values where the caller reads payloads (rules/vocab.py)."""
     findings: list[Finding] = []
-    dims = family.resolve_dims(config)
+    dims = family.resolve_dims(config, loader.dims if loader is not None else None)
     expected_all, unresolved = family.expected_tensors(dims, None)
     required = {
         name: want for name, want in expected_all.items()
@@ -64,7 +64,6 @@ def inventory_findings(
     unjudged = [_rule_pattern(name) for name in unresolved
                 if when_of.get(name) is None or features.get(when_of[name], False)]
     unexpected_text = _UNEXPECTED["rejects" if loader is None else loader.unexpected]
-    missing_text = _MISSING["rejects" if loader is None else loader.missing]
 
     shipped: dict[str, TensorEntry] = {}
     for entry in entries:
@@ -170,10 +169,12 @@ def inventory_findings(
                             "training_state": True},
                 ))
                 continue
+            dropped = loader.dropped_unexpected(name) if loader is not None else None
             findings.append(Finding(
                 "INV002",
                 f"{entry.file}: {printable_name(name)} (stored as {printable_name(entry.stored_name)}) "
-                + unexpected_text.format(family=family.name)
+                + (_UNEXPECTED["drops"] if dropped is not None else unexpected_text).format(family=family.name)
+                + (f" ({dropped.why}, {dropped.source.cite()})" if dropped is not None else "")
                 + ". Remove it, or fix the config if it describes fewer layers/taps than shipped.",
                 file=entry.file,
                 tensor=name,
@@ -208,6 +209,7 @@ def inventory_findings(
                 or want.rule.optional):
             continue
         note = partial_note.get(name, "")
+        missing_text = _MISSING["rejects" if loader is None else loader.missing_action(name)]
         findings.append(Finding(
             "INV001",
             f"{name} {shape_text(want.shape)} is missing; {missing_text}.{note} Ship it, or fix the "

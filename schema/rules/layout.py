@@ -49,7 +49,7 @@ def layout_findings(
     entries: Sequence[TensorEntry],
 ) -> list[Finding]:
     reasons: list[str] = []
-    detail: dict[str, Any] = {"format": layout.format}
+    detail: dict[str, Any] = {"format": layout.format, "openable": layout.engine_openable}
     if not layout.engine_openable:
         reasons.append(layout.why_not or f"the engine does not read {layout.format} checkpoints")
     if loader is not None and layout.engine_openable:

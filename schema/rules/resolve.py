@@ -37,6 +37,14 @@ class ResolvedDraft:
     target_hidden_size: int | None = None
     target_checked: bool = False
     features: dict[str, bool] = field(default_factory=dict)
+    # The target layers the engine captures, as 0-based layer outputs (-1:
+    # the embeddings), whatever its own numbering: what two engines compare.
+    # None when unknown (no list and no target to take defaults from).
+    tap_layers: list[int] | None = None
+    # Where the engine read the ids ("defaults": the target's own), and how
+    # it numbers them (base.LAYER_OUTPUT / base.HIDDEN_STATES).
+    tap_source: str | None = None
+    tap_numbering: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -50,6 +58,20 @@ class Resolution:
     findings: list[Finding]
 
 
+def not_served_finding(family: DraftFamily, engine: EngineProfile, config_file: str) -> Finding:
+    """ENG006: the engine has no model for this family at all (its profile
+    has no loader for it); nothing else about the draft matters to it."""
+    served = ", ".join(sorted(engine.loaders)) or "none"
+    return Finding(
+        "ENG006",
+        f"{config_file}: {engine.spec} does not serve {family.name} drafts ({', '.join(family.architectures)}): "
+        f"it has no model for them and refuses the draft. Serve it on an engine that does (`dspark families "
+        f"--family {family.name}` lists them). {engine.spec} serves: {served}.",
+        file=config_file,
+        detail={"family": family.name, "engine": engine.spec, "served_families": sorted(engine.loaders)},
+    )
+
+
 def resolve_family(config: Mapping[str, Any], engine: EngineProfile, config_file: str) -> Resolution:
     """The family the engine will serve this config as, or findings saying
     why it will not serve it. `family` is None only when dspark knows no
@@ -57,6 +79,8 @@ def resolve_family(config: Mapping[str, Any], engine: EngineProfile, config_file
     # What the author meant: model_type names a family outright (k3_dspark);
     # otherwise the first architecture dspark knows.
     described = family_for_model_type(config.get("model_type")) or family_for_config(config)
+    if described is not None and engine.loader_for(described.name) is None:
+        return Resolution(described, None, None, [not_served_finding(described, engine, config_file)])
     architecture, rewritten = engine.architectures.resolve(config.get("architectures"), config.get("model_type"))
     cite = engine.architectures.source.cite()
     if described is None and family_for_architecture(architecture) is None:

@@ -47,6 +47,9 @@ def stream_findings(
 
     served = stream
     support = loader.stream if loader is not None else None
+    if support is not None and support.target_decides:
+        resolved.stream = _target_decided(stream, source, target)
+        return findings + _target_decided_findings(stream, source, target, config_file, engine, resolved, support)
     fixed = support.fixed_stream if support is not None else DEFAULT_STREAM
     if stream is not None and fixed is not None and stream != fixed:
         served = fixed
@@ -131,3 +134,56 @@ def _env_override(findings, support, environ, declared, served, source, engine):
         ))
     return chosen, f"{variable}={value!r} (environment, read before the checkpoint)"
 
+
+def _target_decided(declared: str | None, source: str, target: TargetFacts | None) -> str | None:
+    """The stream a target-decided capture feeds: the AttnRes mixture on a
+    Kimi-K3 target whose config sets attn_res_block_size, the prefix stream
+    on any other; None without a target."""
+    if target is None:
+        return None
+    supplies = target.is_attn_res_model() and target.attn_res_declared and target.attn_res_block_size is not None
+    return "attn_res" if supplies else "prefix"
+
+
+def _target_decided_findings(declared: str | None, source: str, target: TargetFacts | None, config_file: str,
+                             engine: EngineProfile, resolved: ResolvedDraft, support) -> list[Finding]:
+    """The draft was trained on the stream it declares (prefix when it
+    declares none); the engine never reads the declaration and feeds what
+    the target's config makes it capture."""
+    if declared is None:
+        return []  # an invalid declaration: the schema reports it
+    served = resolved.stream
+    cite = support.source.cite()
+    if served is None:
+        if declared == "prefix":
+            return [Finding(
+                "STR002",
+                f"the draft reads the prefix stream ({source}); {engine.spec} never reads aux_hidden_stream and "
+                "feeds the prefix stream, except on a Kimi-K3 target whose config sets attn_res_block_size, "
+                f"which feeds the AttnRes mixture ({cite}). Pass --target to verify.",
+                file=config_file,
+                detail={"stream": declared, "source": source, "engine_source": cite},
+            )]
+        return [Finding(
+            "STR005",
+            f"the draft reads the attn_res stream ({source}); {engine.spec} never reads aux_hidden_stream and "
+            "feeds the AttnRes mixture only from a Kimi-K3 target whose config sets attn_res_block_size, the "
+            f"prefix stream from any other ({cite}); pass --target to verify it.",
+            file=config_file,
+            detail={"stream": declared, "engine_source": cite},
+        )]
+    if served == declared:
+        return [Finding("STR002", f"aux_hidden_stream resolves to {served} (from the target, {target.source}; the "
+                        f"draft declares the same, {source}).", file=config_file,
+                        detail={"stream": served, "source": source})]
+    return [Finding(
+        "ENG001",
+        f"{config_file}: the draft reads the {declared} stream ({source}) but {engine.spec} never reads "
+        f"aux_hidden_stream and feeds the {served} stream from this target ({target.source}: "
+        f"{target.attn_res_reason() if served == 'prefix' else 'a Kimi-K3 model with attn_res_block_size set'}), "
+        f"without a word: the draft is served the stream it was not trained on ({cite}). Serve it on an engine "
+        "that honours aux_hidden_stream, or on a target that captures the stream it was trained on.",
+        file=config_file,
+        detail={"feature": "aux_hidden_stream", "declared": declared, "served": served, "engine": engine.spec,
+                "source": cite},
+    )]

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from dspark.schema.engines import FamilyLoader
+from dspark.schema.engines.base import TARGET_UNLESS_WIDTHS_DIFFER
 from dspark.schema.families import DraftFamily
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding, Severity
-from dspark.schema.rules.common import bounded_taps, is_int
+from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids, tap_width_fields
 from dspark.schema.rules.vocab import TokenMapValues, larger_vocab_through_d2t
 
 # The Kimi-K3 target's config classes: their `attn_res_block_size` defaults
@@ -26,22 +27,6 @@ _ATTN_RES_DEFAULT_BLOCK = 12
 # 3016-3017.
 _TEXT_CONFIG_WRAPPERS = ("kimi_k3", "kimi_k25")
 _MISSING = object()
-# Targets built on the engine's BaseTransformerModel, whose forward also
-# captures id N, the residual after the last layer
-# (models/base/transformer_model.py@f4d8ec6e:251-264; subclassed by
-# llama.py:325, gpt_oss.py:526, minimax_m2.py:777, minimax_m3.py:864 at
-# f4d8ec6e). Other targets (DeepseekV3, Kimi, Qwen) capture layers only.
-_FINAL_RESIDUAL_ARCHITECTURES = ("LlamaForCausalLM", "GptOssForCausalLM", "MiniMaxM2ForCausalLM",
-                                 "MiniMaxM3SparseForConditionalGeneration")
-# Target model classes whose forward never reads `layers_to_capture`: it
-# returns `(hidden_states, None)`, so a draft gets no captured states
-# (models/qwen3.py@f4d8ec6e:367-401, models/qwen2.py@f4d8ec6e:345-372,
-# models/qwen3_moe.py@f4d8ec6e:175-196; qwen3.py@4b9766f6 the same), although
-# `set_eagle3_layers_to_capture` and `set_dflash_layers_to_capture` exist on
-# them (models/base/causal_lm.py@f4d8ec6e:133-171).
-_NO_CAPTURE_ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen2ForCausalLM", "Qwen3MoeForCausalLM")
-
-
 @dataclass(frozen=True)
 class TargetFacts:
     """The fields of a target model's config that a draft depends on.
@@ -85,17 +70,19 @@ class TargetFacts:
             if isinstance(config.get("architectures"), list) else (),
         )
 
-    def captures_final_residual(self) -> bool:
-        """Whether tap id N (its layer count) reaches the draft: only on
-        BaseTransformerModel targets. Without `architectures`, a llama
-        model_type is taken as the Llama target it names."""
+    def captures_final_residual(self, classes: frozenset[str]) -> bool:
+        """Whether tap id N (its layer count) reaches the draft: only on the
+        engine's target `classes` that capture it
+        (`FamilyLoader.final_residual_targets`). Without `architectures`, a
+        llama model_type is taken as the Llama target it names."""
         if self.architectures:
-            return any(a in _FINAL_RESIDUAL_ARCHITECTURES for a in self.architectures)
-        return self.model_type == "llama"
+            return any(a in classes for a in self.architectures)
+        return self.model_type == "llama" and "LlamaForCausalLM" in classes
 
-    def never_captures(self) -> bool:
-        """Whether the target's model class returns no captured states."""
-        return bool(self.architectures) and self.architectures[0] in _NO_CAPTURE_ARCHITECTURES
+    def never_captures(self, classes: frozenset[str]) -> bool:
+        """Whether the target's model class is one of the engine's that
+        return no captured states (`FamilyLoader.targets_without_capture`)."""
+        return bool(self.architectures) and self.architectures[0] in classes
 
     def is_attn_res_model(self) -> bool:
         return self.model_type in _ATTN_RES_MODEL_TYPES
@@ -134,9 +121,13 @@ def _padded_vocab(size: int) -> int:
 
 
 def _target_embedding_refused(config: Mapping[str, Any], family: DraftFamily, draft_vocab: int, target_vocab: int,
-                              shipped: frozenset[str] | None) -> bool:
+                              shipped: frozenset[str] | None, loader: FamilyLoader | None = None) -> bool:
     """Whether the engine refuses to attach the target's embedding to this
-    EAGLE-3 draft at load (see _EMBEDDING_SHARING_FAMILIES)."""
+    EAGLE-3 draft at load (see _EMBEDDING_SHARING_FAMILIES): TokenSpeed's
+    attachment (`VocabHandling.embedding` TARGET_UNLESS_WIDTHS_DIFFER); SGLang
+    swaps the whole parameter (models/llama.py:910-918@sglang==0.5.23)."""
+    if loader is not None and loader.vocab is not None and loader.vocab.embedding != TARGET_UNLESS_WIDTHS_DIFFER:
+        return False
     if family.name not in _EMBEDDING_SHARING_FAMILIES or _padded_vocab(draft_vocab) == _padded_vocab(target_vocab):
         return False
     if "target_hidden_size" in config and config["target_hidden_size"] != config.get("hidden_size"):
@@ -167,17 +158,18 @@ def target_findings(
     `token_map(count)`: the first values of its d2t, read by the caller
     (called only for a draft vocabulary larger than the target's)."""
     findings: list[Finding] = []
+    width_field, width_fallback = tap_width_fields(family, loader)
     checks = (
-        ("TGT002", family.target_width_field, target.hidden_size, "hidden_size"),
+        ("TGT002", width_field, target.hidden_size, "hidden_size"),
         ("TGT004", "vocab_size", target.vocab_size, "vocab_size"),
     )
     if family.tap_count_field is not None:
         checks += (("TGT003", "target_num_hidden_layers", target.num_hidden_layers, "num_hidden_layers"),)
     for code, draft_field, target_value, target_field in checks:
         draft_value = config.get(draft_field)
-        if code == "TGT002" and draft_field not in config and family.target_width_fallback is not None:
+        if code == "TGT002" and draft_field not in config and width_fallback is not None:
             # the width the engine builds fc for when the field is absent
-            draft_field = family.target_width_fallback
+            draft_field = width_fallback
             draft_value = config.get(draft_field)
         if not is_int(target_value):
             findings.append(Finding(
@@ -197,7 +189,8 @@ def target_findings(
                 "does not have",
             }[code]
             ending = "This draft was trained for another target."
-            if code == "TGT004" and _target_embedding_refused(config, family, draft_value, target_value, shipped):
+            if code == "TGT004" and _target_embedding_refused(config, family, draft_value, target_value, shipped,
+                                                              loader):
                 why = (f"the engine shares the target's embedding with the draft, and its "
                        f"{_padded_vocab(target_value)} padded rows do not fit the draft's "
                        f"{_padded_vocab(draft_value)}: it refuses the draft at load")
@@ -231,14 +224,14 @@ def target_findings(
                 detail={"draft": draft_value, "target": target_value, "field": draft_field},
                 severity=severity,
             ))
-    if target.never_captures():
+    if loader is not None and target.never_captures(loader.targets_without_capture):
         hosts = ("Kimi-K3, Kimi-K2.5, Qwen3.5 or MiniMax-M3, whose classes the DFlash drafter wires to"
                  if loader is not None and loader.target_classes is not None
                  else "Llama, DeepSeek/Kimi, GPT-OSS, MiniMax")
         findings.append(Finding(
             "TGT006",
             f"the target ({target.source}) is {target.architectures[0]}, whose model in the engine never "
-            "captures hidden states (its forward returns none, models/qwen3.py@f4d8ec6e:367-401): the "
+            f"captures hidden states (its forward returns none, {loader.sources['targets without capture'].cite()}): the "
             f"{family.name} draft gets no taps to read. Serve it with a target whose model captures "
             f"({hosts}).",
             file=target.source,
@@ -247,7 +240,7 @@ def target_findings(
         return findings
     findings += _drafter_host_findings(target, family, loader)
     findings += _tap_range_findings(config, target, family, loader)
-    findings += _colliding_default_taps(config, target, family)
+    findings += _colliding_default_taps(config, target, family, loader)
     return findings
 
 
@@ -258,13 +251,15 @@ def _drafter_host_findings(target: TargetFacts, family: DraftFamily, loader: Fam
             and target.architectures[0] not in loader.target_classes:
         wiring = loader.sources.get("target classes")
         cited = wiring.cite() if wiring else None
+        takes = loader.target_wiring or ("the engine's DFlash drafter takes get_input_embeddings() (no argument), "
+                                         "lm_head, the logits processor and set_dflash_layers_to_capture from it")
+        hosts = sorted(loader.target_classes)
+        named = ", ".join(hosts) if len(hosts) <= 12 else ", ".join(hosts[:12]) + f" and {len(hosts) - 12} more"
         findings.append(Finding(
             "TGT007",
-            f"the target ({target.source}) is {target.architectures[0]}, which the engine's DFlash drafter "
-            f"cannot wire a {family.name} draft to: at startup it takes get_input_embeddings() (no "
-            "argument), lm_head, the logits processor and set_dflash_layers_to_capture from the target, "
-            f"and this class lacks one, so the engine refuses to start ({cited}). "
-            f"It serves DFlash-style drafts on {', '.join(sorted(loader.target_classes))} only.",
+            f"the target ({target.source}) is {target.architectures[0]}, which cannot host a {family.name} draft: "
+            f"at startup {takes}, and this class lacks one, so the engine refuses to start ({cited}). "
+            f"It serves {family.name} drafts on {named} only.",
             file=target.source,
             detail={"architecture": target.architectures[0], "supported": sorted(loader.target_classes),
                     "source": cited},
@@ -277,7 +272,7 @@ def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: 
     """TGT005 for taps the target's own capture setter refuses or drops,
     TGT008 for ids a Kimi-K3 target reads one-based."""
     findings: list[Finding] = []
-    layer_ids, _ = bounded_taps(family, config)
+    layer_ids, _ = bounded_taps(family, config, loader)
     if is_int(target.num_hidden_layers) and isinstance(layer_ids, list) and loader is not None:
         low, high = loader.tap_low, target.num_hidden_layers + loader.tap_high_offset
         source = loader.sources.get("taps vs target").cite() if loader.sources.get("taps vs target") else None
@@ -291,16 +286,28 @@ def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: 
             # hands a Kimi-K2.5 target's capture to).
             # A target config naming no model_type keeps the family's own range.
             high = target.num_hidden_layers - (1 if target.is_attn_res_model() else 2)
-            source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else
-                      "models/base/causal_lm.py@4b9766f6:146-165; models/deepseek_v3.py@4b9766f6:1697-1715")
-        one_based = family.default_tap_count is not None and target.is_attn_res_model()
+            if not loader.target_wiring:
+                source = ("models/kimi_k3.py@4b9766f6:2627-2648" if target.is_attn_res_model() else
+                          "models/base/causal_lm.py@4b9766f6:146-165; models/deepseek_v3.py@4b9766f6:1697-1715")
+        hosted = loader.target_classes is None or not target.architectures \
+            or target.architectures[0] in loader.target_classes
+        one_based = default_tap_count(family, loader) is not None and target.is_attn_res_model() and hosted
         if one_based:
             # An EAGLE-3 draft on Kimi-K3: the K3 model takes the ids unchanged
             # as one-based completed-layer ids and refuses any outside [1, N]
             # (models/kimi_k3.py@f4d8ec6e:2580-2599; the wrapper hands them on,
             # 3023-3028), capturing layer id-1's output (:2555).
             low, high, source = 1, target.num_hidden_layers, _K3_EAGLE3_SOURCE
-        final = (target.num_hidden_layers if loader.tap_final_residual and target.captures_final_residual()
+        numbering = loader.taps.numbering if loader.taps is not None else None
+        if numbering is not None and numbering.shift is not None and not one_based \
+                and all(is_int(t) for t in layer_ids):
+            # A target that captures the ids as they are rather than one
+            # higher (SGLang's DeepSeek targets, when the first id is not 1)
+            # takes them one higher too.
+            shift = numbering.shift(layer_ids, target.architectures[0] if target.architectures else None)
+            low, high = low - shift, high - shift
+        final = (target.num_hidden_layers
+                 if loader.tap_final_residual and target.captures_final_residual(loader.final_residual_targets)
                  and not one_based else None)
         outside = [t for t in layer_ids if is_int(t) and not (low <= t <= high or t == final)]
         if outside:
@@ -363,12 +370,14 @@ _DEFAULT_CAPTURE_SOURCE = ("models/base/causal_lm.py@f4d8ec6e:133-144; models/ba
                            "219-221; models/deepseek_v3.py@f4d8ec6e:1688-1693, 1591-1593")
 
 
-def _colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily) -> list[Finding]:
+def _colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily,
+                            loader: FamilyLoader | None) -> list[Finding]:
     layers = target.num_hidden_layers
-    if family.default_tap_count is None or not is_int(layers) or family.tap_ids(config)[0] is not None:
+    defaults_count = default_tap_count(family, loader)
+    if defaults_count is None or not is_int(layers) or tap_ids(family, loader, config)[0] is not None:
         return []
-    count = family.dims["S"](config)
-    if count != family.default_tap_count:
+    count = loader.taps.draft_count(config) if loader is not None and loader.taps is not None else family.dims["S"](config)
+    if count != defaults_count:
         return []  # TAP001 already says the count differs from the defaults'
     defaults = [tap + 1 for tap in default_taps(layers)]  # in the target's +1 numbering
     detail = {"draft_taps": count, "target_layers": layers, "default_layers": defaults}

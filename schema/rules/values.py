@@ -33,6 +33,12 @@ def engine_view(
     if loader is None:
         return view, []
     notes: list[str] = []
+    for flag, reading in loader.flag_sources.items():
+        # The value the engine reads for a flag it looks up elsewhere than
+        # (or besides) the top level: the rules judge that one.
+        value, _ = reading.read(view)
+        if value is not None:
+            view[flag] = value
     defaults = loader.config_defaults.get(str(config.get("model_type")), {})
     filled = [name for name in defaults if name not in view]
     for name in filled:

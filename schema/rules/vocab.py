@@ -19,6 +19,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from dspark.schema.dtypes import is_floating
 from dspark.schema.engines import FamilyLoader
+from dspark.schema.engines.base import (
+    REJECTED,
+    REJECTED_WHEN_FULL_VOCAB,
+    TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER,
+    TARGET_UNLESS_WIDTHS_DIFFER,
+)
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry
@@ -74,9 +80,15 @@ def own_head_served(loader: FamilyLoader | None, config: Mapping[str, Any], head
     tied embedding or the target's head)."""
     if config.get("tie_word_embeddings"):
         return False
-    if _shares_nothing(config):
-        return True  # nothing of the target's is attached: the draft's own head, or garbage
     rule = loader.head_from_target if loader is not None else ""
+    if rule == "not_shipped":
+        return head_shipped
+    if rule == "always":
+        return False
+    if rule == "draft_vocab_size_unset":
+        return config.get("draft_vocab_size") is not None
+    if _shares_nothing(config, loader):
+        return True  # nothing of the target's is attached: the draft's own head, or garbage
     if rule == "draft_vocab_size_null":
         return config.get("draft_vocab_size") is not None
     if rule == "draft_vocab_size_absent":
@@ -84,12 +96,30 @@ def own_head_served(loader: FamilyLoader | None, config: Mapping[str, Any], head
     return True
 
 
-def _shares_nothing(config: Mapping[str, Any]) -> bool:
-    """`set_embed_and_head` returns before attaching the target's embedding
-    and head when `target_hidden_size` is present and differs from
-    `hidden_size` (models/llama_eagle3.py@f4d8ec6e:729-733;
-    models/deepseek_v3.py@f4d8ec6e:2408-2413): the draft's own are served,
-    shipped or not."""
+def _embedding_left_to_the_draft(loader: FamilyLoader | None, config: Mapping[str, Any],
+                                 shipped: Mapping[str, TensorEntry]) -> bool:
+    """Whether the engine keeps the draft's own embedding, shipped or not,
+    because of target_hidden_size: always when it differs (TokenSpeed), or
+    only when the draft's own head is served too (SGLang attaches the
+    target's embedding with its head whatever the widths)."""
+    if loader is not None and loader.vocab is not None \
+            and loader.vocab.embedding == TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER:
+        width = config.get("target_hidden_size")
+        return (width is not None and width != config.get("hidden_size")
+                and own_head_served(loader, config, HEAD_NAME in shipped))
+    return _shares_nothing(config, loader)
+
+
+def _shares_nothing(config: Mapping[str, Any], loader: FamilyLoader | None = None) -> bool:
+    """Under TARGET_UNLESS_WIDTHS_DIFFER (`VocabHandling.embedding`; a
+    loader that says nothing is read so too), `set_embed_and_head` returns
+    before attaching the target's embedding and head when
+    `target_hidden_size` is present and differs from `hidden_size`
+    (models/llama_eagle3.py@f4d8ec6e:729-733; models/deepseek_v3.py@
+    f4d8ec6e:2408-2413): the draft's own are served, shipped or not."""
+    handling = loader.vocab if loader is not None else None
+    if handling is not None and handling.embedding != TARGET_UNLESS_WIDTHS_DIFFER:
+        return False
     return "target_hidden_size" in config and config["target_hidden_size"] != config.get("hidden_size")
 
 
@@ -132,6 +162,33 @@ def larger_vocab_through_d2t(config: Mapping[str, Any], family: DraftFamily, tar
         "target does not have"), ending, detail
 
 
+def _refused_token_maps(family: DraftFamily, loader: FamilyLoader | None, config: Mapping[str, Any],
+                        shipped: Mapping[str, TensorEntry]) -> list[Finding]:
+    """INV002 for a token map the engine has no destination for
+    (`VocabHandling`: REJECTED, or REJECTED_WHEN_FULL_VOCAB with a head as
+    wide as the vocabulary): its loader stops on the name."""
+    handling = loader.vocab if loader is not None else None
+    if handling is None:
+        return []
+    rows, vocab = head_rows(family, config), config.get("vocab_size")
+    findings = []
+    for name, rule in (("d2t", handling.d2t), ("t2d", handling.t2d)):
+        if name not in shipped:
+            continue
+        full = is_int(rows) and is_int(vocab) and rows == vocab
+        if rule == REJECTED or (rule == REJECTED_WHEN_FULL_VOCAB and full):
+            when = (f" when the head is as wide as the vocabulary ({rows} rows)" if rule == REJECTED_WHEN_FULL_VOCAB
+                    else "")
+            findings.append(Finding(
+                "INV002",
+                f"{shipped[name].file}: {name} is shipped, but this engine's loader has no destination for it{when} "
+                f"and refuses the load ({handling.source.cite()}). Drop {name} from the export.",
+                file=shipped[name].file, tensor=name,
+                detail={"token_map": name, "rule": rule, "source": handling.source.cite()},
+            ))
+    return findings
+
+
 def vocab_findings(
     family: DraftFamily,
     loader: FamilyLoader | None,
@@ -149,11 +206,14 @@ def vocab_findings(
     table = next((e for e in expected_all.values() if e.role == "token_map"), None)
     if head is not None:
         findings += _head_findings(head, loader, config, shipped, config_file)
-    if table is not None:
+    refused = _refused_token_maps(family, loader, config, shipped)
+    findings += refused
+    if table is not None and not refused:
         findings += _table_findings(table, config, shipped, config_file)
         findings += _table_value_findings(table, shipped, token_map)
     embedding = expected_all.get(EMBEDDING_NAME)
-    if embedding is not None and _shares_nothing(config) and embedding.name not in shipped:
+    if (embedding is not None and embedding.name not in shipped
+            and _embedding_left_to_the_draft(loader, config, shipped)):
         declared = config.get("target_hidden_size")
         why = ("is null" if declared is None else
                f"{declared!r} differs from hidden_size {config.get('hidden_size')!r}")
@@ -167,7 +227,8 @@ def vocab_findings(
             file=config_file,
             tensor=embedding.name,
             detail={"expected_shape": list(embedding.shape),
-                    "source": "models/deepseek_v3.py@f4d8ec6e:2408-2413; models/llama_eagle3.py@f4d8ec6e:729-733"},
+                    "source": loader.vocab.source.cite() if loader is not None and loader.vocab is not None else
+                    "models/deepseek_v3.py@f4d8ec6e:2408-2413; models/llama_eagle3.py@f4d8ec6e:729-733"},
         ))
     return findings
 

@@ -6,7 +6,7 @@ on this Python's path, or $DSPARK_ENGINE_PATH), or a module file named with
 `--engine-kernel-file` (TokenSpeed 1031's
 python/tokenspeed/runtime/layers/segmented_rmsnorm.py imports only torch and
 triton). It is called as the engine calls it: taps as ``[T, S, th]``,
-weights ``[S, th]``, eps, ``out`` (schema/engines/tokenspeed_revisions.py,
+weights ``[S, th]``, eps, ``out`` (schema/engines/tokenspeed/revisions.py,
 KERNEL_CALLS).
 
 For each shape, bf16 taps and bf16 weights, T in {1, 64, 2048, 8192}:

@@ -378,3 +378,18 @@ def test_the_search_below_is_bounded(tmp_path, monkeypatch):
     assert readers.checkpoints_below(tmp_path) == [tmp_path / "zz"]
     monkeypatch.setattr(readers, "FOLDERS_LOOKED_AT", 5)
     assert readers.checkpoints_below(tmp_path) == []  # the five empty folders use up the search
+
+
+def test_several_engines_print_one_verdict_row_each(dspark, tiny_draft):
+    run = dspark("check", tiny_draft(), "--engine", "tokenspeed,tokenspeed@main")
+    assert run.exit_code == EXIT_CHECK_FAILED
+    rows = [line.split() for line in run.stdout.splitlines() if line.strip().startswith("tokenspeed@")]
+    assert [row[:2] for row in rows] == [["tokenspeed@current", "PASS"], ["tokenspeed@main", "REFUSED"]]
+    assert rows[1][4] == "ENG001"  # the finding that decides it
+
+
+def test_an_unknown_engine_is_exit_2_naming_the_choices(dspark, tiny_draft):
+    run = dspark("check", tiny_draft(), "--engine", "tokenspeed,trt-llm")
+    assert run.exit_code == EXIT_USAGE and "tokenspeed" in run.stderr and "all" in run.stderr
+    run = dspark("check", tiny_draft(), "--engine", "tokenspeed@v9")
+    assert run.exit_code == EXIT_USAGE and "tokenspeed@pr1031" in run.stderr

@@ -240,4 +240,11 @@ def test_convert_writes_and_verifies_for_the_engine_named(source: Path, tmp_path
     assert not (tmp_path / "main").exists()
     result = dspark("convert", str(source), str(tmp_path / "pr"), "--engine", "tokenspeed@pr1031")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert dspark("convert", str(source), str(tmp_path / "x"), "--engine", "vllm").returncode == 2
+    assert dspark("convert", str(source), str(tmp_path / "x"), "--engine", "trt-llm").returncode == 2
+
+
+def test_convert_for_several_engines_says_which_one_a_layout_fails(source: Path, tmp_path: Path) -> None:
+    result = dspark("convert", str(source), str(tmp_path / "both"), "--engine", "tokenspeed@pr1031,tokenspeed@main")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ENG001 [tokenspeed@main]" in result.stdout + result.stderr
+    assert not (tmp_path / "both").exists()

@@ -12,8 +12,8 @@ def test_families_cites_a_file_and_commit_for_every_rule(dspark):
     rows = json.loads(run.stdout)
     assert {(r["family"], r["engine"]) for r in rows} >= {
         ("k3_dspark", "tokenspeed@current"), ("k3_dspark", "tokenspeed@main"), ("dflash_gqa", "tokenspeed@current")}
-    cite = re.compile(r"^python/tokenspeed/\S+@[0-9a-f]{8}:")
-    for row in rows:
+    cite = re.compile(r"^\S+@\S+:")
+    for row in [r for r in rows if r["served"]]:
         citations = [f["source"] for f in row["features"].values()] + list(row["sources"].values())
         citations += [s["source"] for s in row["skipped"]] + [f["source"] for f in row["fused"]]
         assert citations and all(cite.match(c) for c in citations), row["family"]
@@ -42,3 +42,34 @@ def test_families_off_a_terminal_keeps_within_100_columns(dspark_process):
     run = dspark_process("families", env={"COLUMNS": ""})
     assert run.exit_code == 0
     assert max(len(line) for line in run.stdout.splitlines()) <= 100
+
+
+def test_families_filtered_by_family_and_engine(dspark):
+    run = dspark("families", "--family", "eagle3_mla,k3_dspark", "--engine", "tokenspeed@main", "--format", "json")
+    assert run.exit_code == 0
+    assert [(r["family"], r["engine"]) for r in json.loads(run.stdout)] == [
+        ("eagle3_mla", "tokenspeed@main"), ("k3_dspark", "tokenspeed@main")]  # in the order asked
+    every_revision = json.loads(dspark("families", "--family", "k3_dspark", "--engine", "tokenspeed",
+                                       "--format", "json").stdout)
+    assert [r["engine"] for r in every_revision] == [
+        "tokenspeed@current", "tokenspeed@pr1031", "tokenspeed@pr1016", "tokenspeed@main"]
+    [row] = json.loads(dspark("families", "--family", "eagle3_llama", "--engine", "tokenspeed@current",
+                              "--format", "json").stdout)
+    assert row["tap_ids"]["numbering"] == "layer_output" and row["tap_ids"]["read_from"][0].startswith("eagle_config.")
+    # what TokenSpeed builds from what the trainer wrote, and its token maps
+    assert row["builds"]["th"] == "hidden_size" and row["tap_width_field"] == "hidden_size"
+    assert row["token_maps"]["d2t"] == "hot_token_map" and "Qwen3ForCausalLM" in row["targets_without_capture"]
+
+
+def test_an_unknown_family_or_engine_is_a_usage_error_naming_the_choices(dspark):
+    run = dspark("families", "--family", "eagle4")
+    assert run.exit_code == 2 and "k3_dspark" in run.stderr
+    run = dspark("families", "--engine", "trt-llm")
+    assert run.exit_code == 2 and "tokenspeed" in run.stderr
+
+
+def test_families_on_sglang_say_the_target_picks_the_gqa_stream_and_k3_is_not_served(dspark):
+    run = dspark("families", "--engine", "sglang")
+    assert run.exit_code == 0
+    assert "k3_dspark on sglang@0.5.23: NOT served" in run.stdout
+    assert "aux_hidden_stream: the target's (AttnRes on a Kimi-K3 target" in run.stdout

@@ -137,6 +137,14 @@ def test_require_target_refuses_a_gate_without_one(dspark, tiny_draft, tmp_path)
     assert dspark("gate", tiny_draft(name="d2"), "--target", target).exit_code == EXIT_OK
 
 
+def test_a_policy_naming_several_engines_gates_on_every_one(dspark, tiny_draft, tmp_path):
+    write(tmp_path / "dspark.toml", 'engine = ["tokenspeed", "tokenspeed@main"]\n')
+    run = dspark("gate", tiny_draft(), "--format", "json")
+    assert run.exit_code == 1  # main has no fc_norm modules: it refuses the weights
+    document = run.json()
+    assert [row["outcome"] for row in document["check"]["engine_verdicts"]] == ["pass", "refused"]
+
+
 def test_the_policy_engine_is_used_and_the_flag_wins(dspark, tiny_draft, tmp_path):
     write(tmp_path / "dspark.toml", 'engine = "tokenspeed@pr1031"\n')
     assert dspark("gate", tiny_draft(), "--format", "json").json()["engine"] == "tokenspeed@pr1031"
@@ -307,6 +315,13 @@ def test_a_policy_engine_that_disagrees_with_the_installed_one_is_a_usage_error(
     run = dspark("gate", tiny_draft(), env={"DSPARK_ENGINE_PATH": str(fabricated_engine("main"))})
     assert run.exit_code == EXIT_USAGE
     assert "dspark.toml: engine = tokenspeed@pr1031 and --runtime disagree" in run.stdout + run.stderr
+
+
+def test_a_gate_over_several_engines_prints_their_verdicts(dspark, tiny_draft):
+    run = dspark("gate", tiny_draft(), "--engine", "tokenspeed,tokenspeed@main")
+    assert run.exit_code == 1
+    assert "tokenspeed@current  PASS" in run.stdout and "tokenspeed@main  REFUSED AT LOAD" in run.stdout
+
 
 # --------------------------------------------------------------------------
 # the gate learns there is no GPU without torch

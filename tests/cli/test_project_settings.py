@@ -95,3 +95,10 @@ def test_every_weight_index_or_manifest_file_names_its_folder(tmp_path, name):
 def test_files_that_are_not_weights_name_no_folder(tmp_path):
     (tmp_path / "notes.txt").write_text("")
     assert draft_folders([tmp_path / "notes.txt", tmp_path / "README.md"]) == []
+
+
+def test_the_settings_may_name_several_engines(dspark, tiny_draft, tmp_path):
+    settings(tmp_path, 'engine = ["tokenspeed@pr1031", "tokenspeed@main"]\n')
+    run = dspark("check", tiny_draft(), "--format", "json")
+    assert run.exit_code == EXIT_CHECK_FAILED  # main fails it: every named engine must pass
+    assert [row["engine"] for row in run.json()["engine_verdicts"]] == ["tokenspeed@pr1031", "tokenspeed@main"]

@@ -54,6 +54,16 @@ def test_which_verdict_judged_is_named_judged_as(dspark, tiny_draft):
     assert "verdict" not in SCHEMA["$defs"]["check_body"]["properties"] and REPORT_FORMAT == 2
 
 
+@pytest.mark.parametrize("command", ["check", "inspect"])
+def test_a_report_over_several_engines_carries_one_verdict_each(dspark, tiny_draft, command):
+    run = dspark(command, tiny_draft(), "--engine", "tokenspeed,tokenspeed@main", "--format", "json")
+    assert run.exit_code == EXIT_CHECK_FAILED  # main refuses the fc_norm weights
+    document = assert_valid(run.json())
+    assert [(row["engine"], row["outcome"]) for row in document["engine_verdicts"]] == [
+        ("tokenspeed@current", "pass"), ("tokenspeed@main", "refused")]
+    assert document["passed"] is False and document["engines"] == ["tokenspeed@current", "tokenspeed@main"]
+
+
 def test_check_deep_strict_runtime_report(dspark, tiny_draft, fabricated_engine):
     run = dspark("check", tiny_draft(), "--deep", "--strict", "--runtime", "--format", "json")
     assert_valid(run.json())

@@ -65,10 +65,21 @@ def test_a_check_imports_neither_the_gate_policy_nor_other_commands(tmp_path):
                                                "dspark.converters.doctor", "dspark.kernels"))] == []
 
 
+def test_a_check_imports_the_engines_it_judges_with_only(tmp_path):
+    draft = write_draft(tmp_path / "draft")
+    _, loaded = loaded_by("check", str(draft), "--engine", "sglang")
+    assert "dspark.schema.engines.sglang" in loaded
+    assert [m for m in loaded if m.startswith("dspark.schema.engines.tokenspeed")] == []
+    code, loaded = loaded_by("check", str(draft))
+    assert code == 0
+    assert [m for m in loaded if m.startswith("dspark.schema.engines.sglang")] == []
+
+
 def test_families_still_lists_every_family_and_engine():
     code, loaded = loaded_by("families", "--format", "json")
     assert code == 0
     assert {f"dspark.schema.families.{entry.name}" for entry in families.REGISTRY} <= set(loaded)
+    assert {f"dspark.schema.engines.{name}" for name in engines.engine_names()} <= set(loaded)
 
 
 def test_only_the_command_asked_for_is_built():
@@ -123,6 +134,7 @@ def test_the_registries_import_a_module_when_it_is_asked_for():
     assert "dspark.schema.families.dflash_gqa" not in result["after_family"]
     assert result["engine"] == "tokenspeed@main"
     assert "dspark.schema.engines.tokenspeed" in result["after_engine"]
+    assert [m for m in result["after_engine"] if m.startswith("dspark.schema.engines.sglang")] == []
 
 
 @pytest.mark.parametrize("entry", families.REGISTRY, ids=lambda e: e.name)
@@ -134,10 +146,10 @@ def test_a_registry_line_recognises_its_family_by_the_familys_own_names(entry):
     assert families.FAMILIES[families.REGISTRY.index(entry)] is family
 
 
-def test_every_engine_module_names_its_profiles():
-    for name in engines.ENGINE_MODULES:
-        module = engines.engine_module(name)
-        assert module.CURRENT in module.PROFILES
-        assert {profile.name for profile in module.PROFILES} == {name}
+def test_every_engine_package_names_its_profiles():
+    for name in engines.engine_names():
+        profiles = engines.profiles_of(name)
+        assert engines.engine_by_spec(name) in profiles
+        assert {profile.name for profile in profiles} == {name}
     assert engines.DEFAULT_ENGINE is engines.default_engine() is engines.engine_by_spec(None)
     assert engines.PROFILES == engines.all_profiles()

@@ -172,7 +172,7 @@ def test_a_fused_tensor_shipped_beside_one_of_its_parts_is_refused(tmp_path):
 
 def test_llama_pre_fused_tensors_are_taken_by_the_engine_and_left_alone(tmp_path):
     # The Llama EAGLE-3 loader splits a pre-stacked qkv_proj / gate_up_proj
-    # itself (schema/engines/tokenspeed.py, fused_accepted=True).
+    # itself (schema/engines/tokenspeed/, fused_accepted=True).
     config = eagle3_config(EAGLE3_SCALES["tiny-llama"], tap_ids=[2, 4, 5])
     tensors = eagle3_tensors(config)
     a = "midlayer.self_attn."

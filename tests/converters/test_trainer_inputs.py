@@ -520,3 +520,36 @@ def test_specforge_offline_training_records_no_capture_and_keeps_the_config(tmp_
     assert warning.severity.value == "warning" and "the run recorded no capture layers" in warning.message
     assert "[2, 4, 5]" in warning.message
 
+
+
+def test_a_speculators_folder_is_read_as_hidden_states_indices(tmp_path):
+    # speculators numbers taps by hidden_states index; the check reads them
+    # one lower, as convert writes them, so TokenSpeed captures the layers
+    # the draft was trained on (no TAP006).
+    report = check_checkpoint(write_speculators_draft(tmp_path / "spec"))
+    [note] = [f for f in report.findings if f.code == "TAP004"]
+    assert "speculators" in note.message and note.detail["numbering"] == "hidden_states"
+    assert note.detail["layers"] == [t - 1 for t in TAPS] == report.resolved.tap_layers
+    assert not [f for f in report.findings if f.code == "TAP006"]
+
+
+def test_an_engine_that_parses_speculators_configs_judges_the_folder_as_it_is(tmp_path):
+    # A profile written here: TokenSpeed's, but parsing speculators' shape
+    # and numbering ids as hidden_states indices, as speculators does.
+    import dataclasses
+
+    from dspark.schema.engines.base import HIDDEN_STATES, Source, TapNumbering
+
+    base = DEFAULT_ENGINE
+    loader = base.loader_for("eagle3_llama")
+    numbering = TapNumbering(HIDDEN_STATES, "id k is hidden_states[k]", Source("fake.py", "1", "v1"))
+    fake = dataclasses.replace(base, name="fake", revision="1", native_config_shapes=("speculators",), loaders={
+        **base.loaders, "eagle3_llama": dataclasses.replace(loader, taps=dataclasses.replace(
+            loader.taps, numbering=numbering))})
+    report = check_checkpoint(write_speculators_draft(tmp_path / "spec"), engine=[base, fake])
+    rows = {r.engine: r for r in report.engine_reports}
+    assert "SRV001" in {f.code for f in rows["tokenspeed@current"].findings}
+    assert "SRV001" not in {f.code for f in rows["fake@1"].findings}
+    assert rows["fake@1"].resolved.target_layer_ids == TAPS  # read as written
+    assert rows["fake@1"].resolved.tap_layers == rows["tokenspeed@current"].resolved.tap_layers == [t - 1 for t in TAPS]
+    assert not [f for f in report.findings if f.code in ("TAP006", "TAP007")]

@@ -59,7 +59,10 @@ def test_unused_waivers_are_named():
         ({"fail_on_warnings": "yes"}, "fail_on_warnings"),
         ({"fail_on_warnings": ["NOPE01"]}, "fail_on_warnings"),
         ({"require_target": "true"}, "require_target"),
-        ({"engine": "vllm"}, "engine"),
+        ({"engine": "trt-llm"}, "engine"),
+        ({"engine": ["tokenspeed", "trt-llm"]}, "engine"),
+        ({"engine": ["tokenspeed", 3]}, "engine"),
+        ({"engine": []}, "engine"),
         ({"smoke": {"tolerance": 0}}, "smoke.tolerance"),
         ({"smoke": {"tokens": 0}}, "smoke.tokens"),
         ({"smoke": {"tolarance": 0.1}}, "smoke.tolarance"),
@@ -70,6 +73,12 @@ def test_what_cannot_be_applied_is_refused_naming_the_key(table, key):
     with pytest.raises(PolicyError) as refused:
         parse_policy(table, "pyproject.toml [tool.dspark]")
     assert refused.value.message.startswith(f"pyproject.toml [tool.dspark]: {key}:")
+
+
+def test_the_policy_takes_a_list_of_engines():
+    policy = parse_policy({"engine": ["tokenspeed", "tokenspeed@main"]}, "dspark.toml")
+    assert policy.engine == "tokenspeed,tokenspeed@main"
+    assert parse_policy({"engine": "all"}, "dspark.toml").engine == "all"
 
 
 def test_a_full_policy_parses():

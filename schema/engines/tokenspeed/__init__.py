@@ -1,0 +1,79 @@
+"""TokenSpeed (lightseekorg/tokenspeed): what its loaders do with each draft
+family, read from its code. One module per family, `common.py` for what
+they share.
+
+Three revisions are modelled:
+
+* `main` at f4d8ec6e: the GQA DFlash/DSpark drafts (`models/dflash.py`,
+  `models/dspark.py`) and, for K3 DSpark, the loader before the serving
+  change (no fc_norm, the prefix stream only).
+* `pr1031` at 4b9766f6, the head of pull request 1031 ("serve DSpark drafts:
+  fc_norm + AttnRes tap"): the K3 DSpark loader with fc_norm and
+  aux_hidden_stream; the other families as on main.
+* `pr1016` at 5f1e48b5, the head of pull request 1016, the first version of
+  that change: the same K3 DSpark loader, but its drafter lets
+  TOKENSPEED_DFLASH_AUX_STREAM override the checkpoint's stream, and its model
+  imports the segmented RMSNorm from the `tokenspeed_kernel` wheel at module
+  top (what that needs installed is judged by `check --runtime`).
+
+`revisions.py` holds the commits and the fingerprints an installed engine is
+recognised by.
+
+`current` is what a deploy gate should assume today: the K3 DSpark serving
+change for `k3_dspark`, main for every other family.
+
+Where DESIGN.md and this code disagree, this code wins (see docs/contract.md).
+"""
+
+from __future__ import annotations
+
+from dspark.schema.engines.base import EngineProfile
+from dspark.schema.engines.tokenspeed import dflash_gqa, eagle3_llama, eagle3_mla, k3_dspark
+from dspark.schema.engines.tokenspeed.common import MAIN, NAME, PR1016, PR1031, PROFILE_FACTS
+
+_OTHER_FAMILIES = {
+    "dflash_gqa": dflash_gqa.LOADER,
+    "eagle3_llama": eagle3_llama.LOADER,
+    "eagle3_mla": eagle3_mla.LOADER,
+}
+
+CURRENT = EngineProfile(
+    name=NAME,
+    revision="current",
+    commit=f"{PR1031} (k3_dspark), {MAIN} (others)",
+    description="TokenSpeed with the K3 DSpark serving change (pull request 1031) for k3_dspark; main for the rest",
+    loaders={"k3_dspark": k3_dspark.loader(serving_change=True), **_OTHER_FAMILIES},
+    **PROFILE_FACTS,
+)
+
+PR_1031 = EngineProfile(
+    name=NAME,
+    revision="pr1031",
+    commit=PR1031,
+    description="TokenSpeed pull request 1031 head (K3 DSpark: fc_norm + AttnRes tap)",
+    loaders={"k3_dspark": k3_dspark.loader(serving_change=True), **_OTHER_FAMILIES},
+    **PROFILE_FACTS,
+)
+
+PR_1016 = EngineProfile(
+    name=NAME,
+    revision="pr1016",
+    commit=PR1016,
+    description="TokenSpeed pull request 1016 head (K3 DSpark: fc_norm via tokenspeed_kernel; the stream "
+    "overridable by TOKENSPEED_DFLASH_AUX_STREAM)",
+    loaders={"k3_dspark": k3_dspark.loader_pr1016(), **_OTHER_FAMILIES},
+    **{**PROFILE_FACTS, "ignored_env_vars": ()},
+)
+
+MAIN_PROFILE = EngineProfile(
+    name=NAME,
+    revision="main",
+    commit=MAIN,
+    description="TokenSpeed main: K3 DSpark without fc_norm or the AttnRes stream",
+    loaders={"k3_dspark": k3_dspark.loader(serving_change=False), **_OTHER_FAMILIES},
+    **PROFILE_FACTS,
+)
+
+# The first is what a bare `tokenspeed` means.
+PROFILES = (CURRENT, PR_1031, PR_1016, MAIN_PROFILE)
+DEFAULT = CURRENT
