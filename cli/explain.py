@@ -11,11 +11,12 @@ from dspark.cli.options import DataFormat, QuietOption
 from dspark.cli.terminal import page_width, wrap
 from dspark.schema.engines import all_profiles
 from dspark.schema.errors import UsageError
-from dspark.schema.explanations import explain as explanation, similar_codes
 from dspark.schema.findings import FINDING_CODES
 
 
 def _known(code: str) -> str:
+    from dspark.schema.explanations import similar_codes
+
     wanted = code.strip().upper()
     if wanted in FINDING_CODES:
         return wanted
@@ -52,6 +53,11 @@ def explain(
     quiet: QuietOption = False,
 ) -> None:
     """Say what a finding code means, why the engine cares, what to do, and where its rule was read."""
+    # Imported when the command runs: the explanations (about 25 ms) and
+    # every engine's profiles (all_profiles(), below) are not for the
+    # other commands to load.
+    from dspark.schema.explanations import explain as explanation
+
     if code is None:
         entries = [explanation(c, all_profiles()) for c in FINDING_CODES]
         if output is DataFormat.json:

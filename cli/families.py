@@ -9,9 +9,9 @@ import typer
 
 from dspark.cli.options import DataFormat, QuietOption
 from dspark.cli.terminal import page_width, wrap
+from dspark.schema import families as family_registry
 from dspark.schema.engines import all_profiles, engine_by_spec, engine_specs, profiles_of
 from dspark.schema.errors import UsageError
-from dspark.schema.families import FAMILIES, family_by_name
 
 
 def _profiles(engine: str | None):
@@ -33,16 +33,18 @@ def _profiles(engine: str | None):
 
 
 def _families(family: str | None):
+    # The registries are lazy: a family is imported here, when the command
+    # lists it, not when the CLI registers the command.
     if not family:
-        return FAMILIES
+        return family_registry.FAMILIES
     chosen = []
     for name in [part.strip() for part in family.split(",") if part.strip()]:
-        found = family_by_name(name)
+        found = family_registry.family_by_name(name)
         if found is None:
             raise UsageError(f"--family {name!r} is not a family dspark models.",
-                             hint=f"Choices: {', '.join(f.name for f in FAMILIES)}.")
+                             hint=f"Choices: {', '.join(e.name for e in family_registry.REGISTRY)}.")
         chosen.append(found)
-    return tuple(chosen) or FAMILIES
+    return tuple(chosen) or family_registry.FAMILIES
 
 
 def contract_table(family: str | None = None, engine: str | None = None) -> list[dict]:

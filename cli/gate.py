@@ -80,10 +80,47 @@ def gate(
     raise typer.Exit(code)
 
 
+# Where a GPU torch could use shows itself without torch: the NVIDIA
+# driver's per-GPU folders and device nodes, ROCm's compute node (torch.cuda
+# runs on ROCm too), and, where there is no /proc (Windows), nvidia-smi,
+# which the driver installs. Module-level so that a test can point them
+# elsewhere.
+GPU_FOLDERS = (Path("/proc/driver/nvidia/gpus"),)
+GPU_DEVICE_NODES = (Path("/dev/nvidia0"), Path("/dev/kfd"))
+GPU_TOOLS = ("nvidia-smi", "rocm-smi")
+
+
+def _no_gpu_reason() -> str | None:
+    """Why this machine has no GPU for torch, found without importing torch
+    (about 2 s); None when one may be there (torch then decides)."""
+    import os
+    import shutil
+
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None and hidden.strip() in ("", "-1"):
+        return f"not run: CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU"
+    if any(folder.is_dir() and any(folder.iterdir()) for folder in GPU_FOLDERS):
+        return None
+    if any(node.exists() for node in GPU_DEVICE_NODES):
+        return None
+    if any(shutil.which(tool) for tool in GPU_TOOLS):
+        return None
+    return "not run: no GPU here (the smoke runs on a GPU; `dspark smoke --device cpu` runs it slowly)"
+
+
 def _smoke_runner(runtime):
     """The smoke test on this machine's GPU, or why there is none. Where a
     serving engine is installed, its own segmented RMSNorm runs beside
-    dspark's (a warning says why where it cannot)."""
+    dspark's (a warning says why where it cannot). torch is imported only
+    where a GPU may be there: the gate on a CPU machine (a CI runner) does
+    not pay for it."""
+    from importlib.util import find_spec
+
+    if find_spec("torch") is None:
+        return None, "not run: torch is not installed (pip install 'dspark[torch]')"
+    reason = _no_gpu_reason()
+    if reason is not None:
+        return None, reason
     try:
         import torch
     except ImportError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from typing import Annotated, Sequence
@@ -91,6 +92,20 @@ COMPLETE_VARIABLE = "_DSPARK_COMPLETE"
 COMMANDS = ("check", "inspect", "convert", "smoke", "families", "explain", "gate", "doctor", "version")
 
 
+def app_for(args: Sequence[str]) -> typer.Typer:
+    """The application with only the command `args` names, when it names
+    one first: typer reads the signature of every registered command when it
+    builds the group (about 10 ms for eight commands, most of what a
+    header-only check costs beyond its libraries); the others cannot run in
+    this process. `dspark --help`, an option before the command, a typo and
+    shell completion get the whole group."""
+    if not args or args[0] not in COMMANDS or os.environ.get(COMPLETE_VARIABLE):
+        return app
+    single = copy.copy(app)
+    single.registered_commands = [c for c in app.registered_commands if (c.name or c.callback.__name__) == args[0]]
+    return single
+
+
 def run(args: Sequence[str]) -> int:
     """Run one command line and return its exit code.
 
@@ -104,7 +119,7 @@ def run(args: Sequence[str]) -> int:
     output_settings.set(requested_output(args, COMMANDS))
     _escape_what_the_streams_cannot_encode()
     try:
-        command = typer.main.get_command(app)
+        command = typer.main.get_command(app_for(args))
         if os.environ.get(COMPLETE_VARIABLE):
             # A shell asking for completions, through the script that
             # --install-completion wrote: typer's own main loop, which would

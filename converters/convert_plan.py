@@ -40,8 +40,8 @@ from dspark.converters.writers.safetensors import (
 )
 from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES, nbytes_of
 from dspark.schema.engines import engine_specs
-from dspark.schema.errors import CheckpointError, UsageError
-from dspark.schema.families import DraftFamily
+from dspark.schema.errors import CheckpointError, UnsupportedFamilyError, UsageError
+from dspark.schema.families import DraftFamily, known_families_text
 from dspark.schema.findings import Finding, Severity, report_findings
 from dspark.schema.inventory import TensorEntry, has_control_characters, printable_name
 from dspark.schema.normalise import normalise_config
@@ -382,12 +382,12 @@ def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
             path=finding.file,
             hint="Pass --config PATH/config.json, or put config.json beside the weights or in the folder above.",
         )
-    if checkpoint.family is None:
+    if checkpoint.family is None:  # exit 2 as in check: input dspark cannot judge, not a broken draft
         config = checkpoint.config
-        raise CheckpointError(
+        raise UnsupportedFamilyError(
             f"{checkpoint.config_display}: model_type {config.get('model_type')!r} / architectures "
-            f"{config.get('architectures')!r} is not a known draft family, so the servable layout is unknown.",
-            code="CFG004",
+            f"{config.get('architectures')!r} is not a known draft family, so the servable layout is unknown. "
+            f"Known: {known_families_text()}.",
             path=checkpoint.config_display,
             hint="Fix model_type/architectures in the config (k3_dspark / K3DSparkModel for a K3 draft).",
         )

@@ -13,11 +13,13 @@ directly. tomllib is imported only here, when a file is found.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dspark.converters.sources.local import why_not_a_file
 from dspark.schema.errors import UsageError
-from dspark.schema.policy import Policy, parse_policy
+
+if TYPE_CHECKING:
+    from dspark.schema.policy import Policy
 
 POLICY_FILE = "dspark.toml"
 PYPROJECT = "pyproject.toml"
@@ -76,6 +78,10 @@ def load_policy(path: Path | str | None = None, *, start: Path | None = None) ->
     """The policy in `path`, or the one found from `start` upward, or the
     defaults when there is none. Unknown keys and bad values are a
     `UsageError` naming the file and the key."""
+    # Imported here: `check` asks for the settings' engine on every run, and
+    # most runs have no settings file to parse (see settings_engine).
+    from dspark.schema.policy import Policy, parse_policy
+
     if path is not None:
         path = Path(path)
         if not path.is_file():
@@ -100,4 +106,6 @@ def settings_engine(flag: str | None, *, start: Path | None = None) -> str | Non
     misspelt engine must not silently judge for another."""
     if flag:
         return flag
+    if find_policy_file(start) is None:
+        return None  # no settings: the policy module is not even imported
     return load_policy(start=start).engine

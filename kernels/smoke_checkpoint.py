@@ -19,7 +19,14 @@ from dspark.converters.readers import Checkpoint, open_checkpoint
 from dspark.converters.sources.local import why_not_a_file
 from dspark.schema.dtypes import TORCH_DTYPE_NAMES
 from dspark.schema.engines import default_engine
-from dspark.schema.errors import CheckpointError, DeviceUnavailableError, UsageError, first_line
+from dspark.schema.errors import (
+    CheckpointError,
+    DeviceUnavailableError,
+    UnsupportedFamilyError,
+    UsageError,
+    first_line,
+)
+from dspark.schema.families import known_families_text
 from dspark.schema.findings import Finding, Severity
 
 from dspark.converters.runtime import Runtime, probe_runtime
@@ -264,12 +271,21 @@ def _projection_shape(checkpoint: Checkpoint):
             hint=f"Run `dspark check {checkpoint.source}` for every problem, and fix the files first.",
         )
     config, family = checkpoint.config, checkpoint.family
+    if config is not None and family is None and not checkpoint.config_findings:
+        # As check and convert: a family dspark does not model is input it
+        # cannot judge (exit 2), not a broken draft.
+        raise UnsupportedFamilyError(
+            f"{checkpoint.source}: cannot smoke-test: model_type {config.get('model_type')!r} / architectures "
+            f"{config.get('architectures')!r} is not a known draft family. Known: {known_families_text()}.",
+            path=checkpoint.config_display,
+            hint="Fix model_type/architectures in the config (k3_dspark / K3DSparkModel for a K3 draft).",
+        )
     if config is None or family is None:
         problem = checkpoint.config_findings[0].message if checkpoint.config_findings else (
             "its config names no known draft family")
         raise CheckpointError(
             f"{checkpoint.source}: cannot smoke-test: {problem}",
-            code=checkpoint.config_findings[0].code if checkpoint.config_findings else "CFG004",
+            code=checkpoint.config_findings[0].code if checkpoint.config_findings else "CFG001",
             hint=f"Run `dspark check {checkpoint.source}` and fix what it reports first.",
         )
     dims = _engine_dims(family, config)

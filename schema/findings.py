@@ -286,3 +286,13 @@ def _grouped(group: list[Finding]) -> Finding:
         },
         severity=first.severity,
     )
+
+
+@dataclass(frozen=True)
+class JudgedFinding:
+    """A finding and what the run made of it (`dspark check` judges by
+    severity alone, `dspark gate` by its policy, schema/policy.py)."""
+
+    finding: Finding
+    fails: bool
+    waived: str | None = None  # the policy's reason, when a waiver covers it

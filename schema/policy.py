@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from dspark.schema.errors import UsageError
-from dspark.schema.findings import FINDING_CODES, Finding, Severity
+from dspark.schema.findings import FINDING_CODES, Finding, JudgedFinding, Severity
 
 
 class PolicyError(UsageError):
@@ -66,15 +66,6 @@ class Policy:
             "waivers": [{"code": code, "reason": reason} for code, reason in self.waivers.items()],
             "smoke": {"tolerance": self.smoke.tolerance, "tokens": self.smoke.tokens, "required": self.smoke.required},
         }
-
-
-@dataclass(frozen=True)
-class JudgedFinding:
-    """A finding and what the run made of it."""
-
-    finding: Finding
-    fails: bool
-    waived: str | None = None  # the policy's reason, when a waiver covers it
 
 
 POLICY_KEYS = ("engine", "require_target", "runtime", "fail_on_warnings", "waive", "smoke")

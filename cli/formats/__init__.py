@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from dspark.schema.findings import Finding, Severity
-from dspark.schema.policy import JudgedFinding
+# JudgedFinding lives with the findings, not the gate's policy, so that a
+# plain check does not import the policy module.
+from dspark.schema.findings import Finding, JudgedFinding, Severity
 
 __all__ = ["FORMATS", "MACHINE_FORMATS", "ErrorInfo", "JudgedFinding", "Report", "artifact_path", "format_module", "judged"]
 

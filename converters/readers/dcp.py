@@ -25,7 +25,6 @@ rest is left behind and reported (SRC002).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -41,6 +40,7 @@ from dspark.converters.layouts.torchspec_run import (
     run_training,
     with_run_training,
 )
+from dspark.converters.readers import positional
 from dspark.converters.readers.base import (
     Checkpoint,
     display_name,
@@ -407,7 +407,7 @@ def _pread_into(path: Path, target: memoryview, offset: int) -> None:
     with open(path, "rb", buffering=0) as handle:
         filled = 0
         while filled < len(target):
-            got = os.preadv(handle.fileno(), [target[filled:]], offset + filled)
+            got = positional.pread_into(handle.fileno(), target[filled:], offset + filled)
             if got <= 0:
                 raise CheckpointError(
                     f"{path}: file ended at byte {offset + filled:,} while reading a tensor chunk.",

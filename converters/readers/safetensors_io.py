@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from dspark.converters.json_input import JsonInputError, loads_strict
+from dspark.converters.readers import positional
 from dspark.schema.dtypes import DTYPE_ITEMSIZE
 from dspark.schema.errors import CheckpointError
 from dspark.schema.inventory import has_control_characters, printable_name
@@ -225,13 +226,13 @@ def read_range(path: Path, start: int, end: int) -> bytes:
 
 def _pread_exact(fd: int, start: int, end: int, path: Path) -> bytes:
     wanted = end - start
-    data = os.pread(fd, wanted, start)
+    data = positional.pread(fd, wanted, start)
     if len(data) == wanted:
         return data
     parts = [data]
     got = len(data)
     while got < wanted:
-        chunk = os.pread(fd, wanted - got, start + got)
+        chunk = positional.pread(fd, wanted - got, start + got)
         if not chunk:
             raise CheckpointError(
                 f"{path}: file ended at byte {start + got:,} while reading [{start:,}, {end:,})",
@@ -258,7 +259,7 @@ def iter_range_chunks(path: Path, start: int, end: int, chunk_bytes: int) -> Ite
             size = min(len(buffer), end - position)
             filled = 0
             while filled < size:
-                got = os.preadv(fd, [view[filled:size]], position + filled)
+                got = positional.pread_into(fd, view[filled:size], position + filled)
                 if got <= 0:
                     raise CheckpointError(
                         f"{path}: file ended at byte {position + filled:,} while reading [{start:,}, {end:,})",

@@ -23,12 +23,12 @@ SRC003, before it can run.
 from __future__ import annotations
 
 import io
-import os
 import pickle
 import struct
 from dataclasses import dataclass
 from typing import Any
 
+from dspark.converters.readers import positional
 from dspark.schema.dtypes import DTYPE_ITEMSIZE, TORCH_DTYPE_NAMES
 from dspark.schema.errors import CheckpointError, UnsafeInputError
 from dspark.schema.inventory import printable_name
@@ -130,7 +130,7 @@ class _Blob:
         for cached_at, data in self._cache:
             if cached_at <= offset and offset + size <= cached_at + len(data):
                 return data[offset - cached_at:offset - cached_at + size]
-        data = os.pread(self.fd, size, self.start + offset)
+        data = positional.pread(self.fd, size, self.start + offset)
         if len(data) != size:
             raise self.fail("the file ends inside the blob")
         return data

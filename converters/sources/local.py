@@ -5,9 +5,9 @@ folder, and so that tests can compare a remote read with a local one."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from dspark.converters.readers import positional
 from dspark.converters.sources.base import SourceError
 
 
@@ -29,7 +29,7 @@ class LocalSource:
     def read_range(self, name: str, start: int, end: int) -> bytes:
         try:
             with open(self.folder / name, "rb", buffering=0) as handle:
-                return os.pread(handle.fileno(), max(end - start, 0), start)
+                return positional.pread(handle.fileno(), max(end - start, 0), start)
         except OSError as error:
             raise SourceError(f"{self.url}/{name}: cannot read ({error.strerror or error})") from None
 

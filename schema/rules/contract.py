@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from dspark.schema.engines import EngineProfile, default_engine, FamilyLoader
+from dspark.schema.engines import EngineProfile, FamilyLoader, default_engine
 from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry

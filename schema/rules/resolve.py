@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from dspark.schema.engines import EngineProfile, FamilyLoader
-from dspark.schema.families import FAMILIES, DraftFamily, family_for_architecture, family_for_config
+from dspark.schema.families import DraftFamily, family_for_architecture, family_for_config, family_for_model_type
 from dspark.schema.findings import Finding
 
 
@@ -78,8 +78,7 @@ def resolve_family(config: Mapping[str, Any], engine: EngineProfile, config_file
     family the config could describe."""
     # What the author meant: model_type names a family outright (k3_dspark);
     # otherwise the first architecture dspark knows.
-    described = next((f for f in FAMILIES if config.get("model_type") in f.model_types), None)
-    described = described or family_for_config(config)
+    described = family_for_model_type(config.get("model_type")) or family_for_config(config)
     if described is not None and engine.loader_for(described.name) is None:
         return Resolution(described, None, None, [not_served_finding(described, engine, config_file)])
     architecture, rewritten = engine.architectures.resolve(config.get("architectures"), config.get("model_type"))

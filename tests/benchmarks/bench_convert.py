@@ -1,6 +1,6 @@
 """Benchmark `dspark convert` (fp32 -> bfloat16) on a draft of >= 500 MB.
 
-    python tests/benchmarks/bench_convert.py [--workdir DIR] [--repeats 3] [--layers 2] [--json OUT]
+    python tests/benchmarks/bench_convert.py [--workdir DIR] [--repeats 3] [--layers 2] [--json OUT] [--smoke]
 
 In one run it fabricates a valid K3 DSpark draft in fp32 (one
 model.safetensors, written by the safetensors library; 625 MiB with the
@@ -23,7 +23,8 @@ are synced (`os.sync`), so that no command pays for another's writeback
 (cp and load-all leave theirs in the page cache; convert fsyncs its own).
 Every run's seconds are printed to stderr. Goals (from the convert issue): peak RSS <= floor + 2 x
 largest tensor + 64 MB; time <= 2.0 x cp -r (judged on the warm round).
-Not collected by pytest (bench_*.py).
+Not collected by pytest (bench_*.py); tests/benchmarks/test_benchmarks_run.py
+runs it with `--smoke`: the tiny draft, one warm round, goals not judged.
 """
 
 from __future__ import annotations
@@ -51,14 +52,15 @@ BENCH_SPEC = dict(
 )
 
 
-def fabricate(folder: Path, layers: int) -> tuple[int, int]:
-    """Write the draft with numpy + safetensors; return (bytes, largest tensor bytes)."""
+def fabricate(folder: Path, layers: int, smoke: bool = False) -> tuple[int, int]:
+    """Write the draft with numpy + safetensors; return (bytes, largest
+    tensor bytes). `smoke`: the fabricator's tiny draft instead."""
     import numpy as np
     from safetensors.numpy import save_file
 
-    from dspark.examples.fabricate import DraftSpec, draft_config, tensor_shapes
+    from dspark.examples.fabricate import SCALES, DraftSpec, draft_config, tensor_shapes
 
-    spec = DraftSpec(**{**BENCH_SPEC, "num_hidden_layers": layers})
+    spec = SCALES["tiny"] if smoke else DraftSpec(**{**BENCH_SPEC, "num_hidden_layers": layers})
     rng = np.random.default_rng(0)
     tensors = {}
     for name, shape in tensor_shapes(spec, skipped=False).items():
@@ -187,23 +189,29 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2,
                         help="draft layers: 2 gives 625 MiB of fp32, 8 gives 2,068 MiB (default 2)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the smallest run, to show the script works: the tiny draft, one warm round, "
+                             "goals printed but not judged")
     parser.add_argument("--fabricate-into", type=Path, help=argparse.SUPPRESS)  # the child that writes the draft
     args = parser.parse_args()
     if args.fabricate_into:
-        print(json.dumps(fabricate(args.fabricate_into, args.layers)))
+        print(json.dumps(fabricate(args.fabricate_into, args.layers, args.smoke)))
         return
+    if args.smoke:
+        args.repeats = 1
 
     load_before = os.getloadavg()
     workdir = Path(tempfile.mkdtemp(prefix="dspark-bench-", dir=args.workdir))
     try:
         source = workdir / "src"
-        made = subprocess.run([sys.executable, __file__, "--fabricate-into", str(source), "--layers", str(args.layers)],
+        made = subprocess.run([sys.executable, __file__, "--fabricate-into", str(source), "--layers", str(args.layers),
+                               *(["--smoke"] if args.smoke else [])],
                               capture_output=True, text=True, check=True)
         total, largest = json.loads(made.stdout)
         subprocess.run(["cat", str(source / "model.safetensors")], stdout=subprocess.DEVNULL, check=True)
         warm, peaks = measure_round(source, workdir, args.repeats, cold=False)
         _, floor = run_child([sys.executable, "-c", FLOOR, str(workdir / "modules.json")])
-        cold = measure_round(source, workdir, args.repeats, cold=True)[0] if can_drop_caches() else None
+        cold = measure_round(source, workdir, args.repeats, cold=True)[0] if can_drop_caches() and not args.smoke else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -252,6 +260,9 @@ def main() -> None:
           f"at {peaks['convert'] / peaks['load-all']:.2f} x its peak memory")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
+    if args.smoke:
+        print("smoke run: every command ran; goals not judged at this size")
+        return
     if not (results["memory_pass"] and results["time_pass"]):
         raise SystemExit(1)
 

@@ -7,6 +7,9 @@ on) and, bf16 with seeded values, `model.context_proj.weight` [7168, 35840],
 
     python tests/benchmarks/k3_projection_draft.py /tmp/k3-projection
     /usr/bin/time -v dspark smoke /tmp/k3-projection --device cuda     # T = 8192
+
+`--smoke` (before OUT) writes the same tensors at the fabricator's tiny size:
+tests/benchmarks/test_benchmarks_run.py runs it so, to show the script works.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ PROJECTION = ("context_proj.weight", "context_norm.weight")
 
 
 def main(argv: list[str]) -> int:
+    smoke = argv[:1] == ["--smoke"]
+    argv = argv[1:] if smoke else argv
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
-    spec = SCALES["k3"]
+    spec = SCALES["tiny" if smoke else "k3"]
     shapes = {name: shape for name, shape in tensor_shapes(spec, fc_norm=True).items()
               if name in PROJECTION or name.startswith("fc_norm.")}
     (out / "config.json").write_text(json.dumps(draft_config(spec, fc_norm=True), indent=1))

@@ -110,10 +110,18 @@ def test_a_failing_checkpoint_error_is_a_document_with_its_finding(dspark, tiny_
 # Ctrl-C
 
 
+def _default_sigint() -> None:
+    # A child inherits an ignored SIGINT (pytest started as a background job,
+    # `nohup`, some CI runners), and Python then leaves it ignored: the test
+    # would wait for an interrupt that never comes. Ctrl-C reaches a
+    # foreground process with the default disposition; restore it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "dspark.cli.main", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
     )
 
 

@@ -6,7 +6,11 @@ annotations escaped as the Actions toolkit escapes them; `--output`,
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -279,8 +283,16 @@ def test_a_ci_log_gets_every_path_in_full(dspark_process, tmp_path):
 
 
 def test_shell_completion_installs_and_answers(dspark_process):
-    script = dspark_process("--show-completion", env={"SHELL": "/bin/bash"})
-    assert script.exit_code == 0 and "_DSPARK_COMPLETE=complete_bash" in script.stdout
+    # typer finds the shell among the process's parents: run dspark under
+    # bash (not exec'd by it), whatever started pytest.
+    bash = shutil.which("bash") or pytest.skip("needs bash")
+    environment = {k: v for k, v in os.environ.items() if k not in ("DSPARK_DEBUG", "FORCE_COLOR")}
+    done = subprocess.run(
+        [bash, "-c", '"$@"; exit $?', "bash", sys.executable, "-c", "from dspark.cli.main import main; main()",
+         "--show-completion"],
+        capture_output=True, text=True, timeout=120, env={**environment, "SHELL": bash},
+    )
+    assert done.returncode == 0 and "_DSPARK_COMPLETE=complete_bash" in done.stdout, done.stderr
     answer = dspark_process(env={"_DSPARK_COMPLETE": "complete_bash", "COMP_WORDS": "dspark ga", "COMP_CWORD": "1"})
     assert answer.exit_code == 0 and answer.stdout.split() == ["gate"]
 

@@ -322,3 +322,72 @@ def test_a_gate_over_several_engines_prints_their_verdicts(dspark, tiny_draft):
     run = dspark("gate", tiny_draft(), "--engine", "tokenspeed,tokenspeed@main")
     assert run.exit_code == 1
     assert "tokenspeed@current  PASS" in run.stdout and "tokenspeed@main  REFUSED AT LOAD" in run.stdout
+
+
+# --------------------------------------------------------------------------
+# the gate learns there is no GPU without torch
+
+
+GATE_PROBE = """
+import json, sys
+from dspark.cli.main import main
+sys.argv = ["dspark", "gate", sys.argv[1]]
+try:
+    main()
+except SystemExit as exit:
+    code = exit.code
+sys.stderr.write(json.dumps({"exit": code, "torch": "torch" in sys.modules}) + "\\n")
+"""
+
+
+def _gate_imports_torch(draft: Path, **environment: str) -> dict:
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", GATE_PROBE, str(draft)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **environment})
+    return json.loads(done.stderr.strip().splitlines()[-1]) | {"stdout": done.stdout}
+
+
+def test_the_gate_on_a_cpu_machine_does_not_import_torch(tiny_draft):
+    from dspark.cli.gate import _no_gpu_reason
+
+    if _no_gpu_reason() is None:
+        pytest.skip("a GPU may be here: the gate imports torch to run the smoke")
+    result = _gate_imports_torch(tiny_draft())
+    assert (result["exit"], result["torch"]) == (EXIT_OK, False), result
+    assert "no GPU here" in result["stdout"]
+
+
+def test_cuda_visible_devices_hiding_every_gpu_skips_the_smoke_without_torch(tiny_draft):
+    result = _gate_imports_torch(tiny_draft(), CUDA_VISIBLE_DEVICES="")
+    assert (result["exit"], result["torch"]) == (EXIT_OK, False), result
+    assert "CUDA_VISIBLE_DEVICES" in result["stdout"]
+
+
+def test_a_gpu_is_looked_for_in_the_driver_folders_nodes_and_tools(tmp_path, monkeypatch):
+    from dspark.cli import gate
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpus = tmp_path / "proc" / "gpus"
+    gpus.mkdir(parents=True)
+    monkeypatch.setattr(gate, "GPU_FOLDERS", (gpus,))
+    monkeypatch.setattr(gate, "GPU_DEVICE_NODES", (tmp_path / "nvidia0",))
+    monkeypatch.setattr(gate, "GPU_TOOLS", ("dspark-no-such-tool",))
+    assert "no GPU here" in gate._no_gpu_reason()  # an empty driver folder: no GPU
+    (gpus / "0000:01:00.0").mkdir()
+    assert gate._no_gpu_reason() is None
+    (gpus / "0000:01:00.0").rmdir()
+    (tmp_path / "nvidia0").touch()
+    assert gate._no_gpu_reason() is None
+    (tmp_path / "nvidia0").unlink()
+    tool = tmp_path / "bin" / "nvidia-smi"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tool.parent))
+    monkeypatch.setattr(gate, "GPU_TOOLS", ("nvidia-smi",))
+    assert gate._no_gpu_reason() is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert "hides every GPU" in gate._no_gpu_reason()

@@ -117,7 +117,14 @@ def test_a_zero_embedding_is_dropped_not_judged(tmp_path: Path) -> None:
     def zero(tensors: dict) -> None:
         tensors["embed_tokens.weight"] = torch.zeros_like(tensors["embed_tokens.weight"])
     source = fabricate(tmp_path / "src", change=zero)
-    convert_checkpoint(source, tmp_path / "out", ConvertOptions.from_flags(dtype="bfloat16"))
+    report = convert_checkpoint(source, tmp_path / "out", ConvertOptions.from_flags(dtype="bfloat16"))
+    # the loader skips the embedding: convert drops it and judges nothing of it
+    assert "embed_tokens.weight" in {d.served_name for d in report.plan.dropped}
+    assert "embed_tokens.weight" not in {t.name for t in report.plan.tensors}
+    assert report.verification.passed() and not report.verification.errors
+    assert not [f for f in report.verification.findings if f.tensor == "embed_tokens.weight"]
+    manifest = json.loads((tmp_path / "out" / "dspark-manifest.json").read_text())
+    assert not [t for t in manifest["tensors"] if "embed_tokens" in t["name"]]
 
 
 def test_an_identity_fc_norm_converts_with_its_warning(tmp_path: Path) -> None:

@@ -478,3 +478,29 @@ def test_rejects_bad_arguments():
         segmented_rmsnorm(buffer[:2], w, EPS, out=buffer[1:])
     with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
         segmented_rmsnorm(x.double(), w, EPS)
+
+
+# --------------------------------------------------------------------------
+# The kernel ran: a fallback cannot pass for it (tests/kernels/conftest.py)
+
+
+@pytest.mark.parametrize("hidden", [pytest.param(7168, id="H7168"), pytest.param(8192, id="H8192")])
+def test_the_kernel_runs_at_the_widths_of_real_taps(kernel_launches, hidden):
+    x = make_taps(2, 5, hidden, torch.bfloat16, seed=3)
+    w = make_weight(5, hidden, torch.bfloat16, seed=3)
+    segmented_rmsnorm(x, w, EPS)
+    assert kernel_launches == [(2, 5, hidden)]
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+def test_a_fallback_fails_a_kernel_test(monkeypatch):
+    """Lowering the fused width limit below K3's width (the mutation the
+    fixture is there for) makes the K3-width tests fail, not pass."""
+    monkeypatch.setattr(kernel_module, "MAX_FUSED_HIDDEN", 4096)
+    kernel_module._plan.cache_clear()
+    try:
+        with pytest.raises(AssertionError, match="fell back to the torch reference"):
+            segmented_rmsnorm(make_taps(1, 5, 7168, torch.bfloat16, seed=3),
+                              make_weight(5, 7168, torch.bfloat16, seed=3), EPS)
+    finally:
+        kernel_module._plan.cache_clear()

@@ -28,7 +28,6 @@ from dspark.schema.engines.tokenspeed.common import (
     reads_as_float,
 )
 from dspark.schema.families.base import block_size_launch_note
-from dspark.schema.families.dflash_gqa import markov_head, sliding_layers
 from dspark.schema.findings import Finding
 
 _SKIPS = (
@@ -102,6 +101,24 @@ def gqa_rope_parameters_need_theta(config: Mapping[str, Any], config_file: str) 
         file=config_file,
         detail={"field": "rope_parameters.rope_theta", "source": source.cite()},
     )]
+
+
+def sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """Sliding-attention layers need config.sliding_window
+    (models/dflash.py@f4d8ec6e:542-592): the family's rule."""
+    # Imported when a DFlash config is judged: this package is imported for
+    # a check of any family, the family's module only for its own drafts.
+    from dspark.schema.families.dflash_gqa import sliding_layers as rule
+
+    return rule(config, config_file)
+
+
+def markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """A DSpark draft's Markov head as the engine reads it
+    (models/dspark.py@f4d8ec6e:75-128): the family's rule."""
+    from dspark.schema.families.dflash_gqa import markov_head as rule
+
+    return rule(config, config_file)
 
 
 # What its drafter and model check beyond the shapes: the block size the

@@ -1,0 +1,155 @@
+"""What `dspark check` loads at start-up: the family and engine of the
+checkpoint in hand, not every one dspark models (docs/check.md, the
+header-only benchmark). Each probe runs in a fresh interpreter and reads
+`sys.modules` after the command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dspark.cli.main import COMMANDS, app, app_for
+from dspark.examples.fabricate import fabricate, write_draft
+from dspark.schema import engines, families
+
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from dspark.cli.main import main
+    sys.argv = ["dspark", *sys.argv[1:]]
+    try:
+        main()
+    except SystemExit as exit:
+        code = exit.code
+    loaded = sorted(m for m in sys.modules if m.startswith("dspark.") or m in ("numpy", "torch", "yaml"))
+    sys.stderr.write(json.dumps({"exit": code, "loaded": loaded}) + "\\n")
+    """
+)
+
+OTHER_FAMILIES = {
+    "k3_dspark": ["dspark.schema.families.dflash_gqa", "dspark.schema.families.eagle3_llama",
+                  "dspark.schema.families.eagle3_mla"],
+    "dflash_gqa": ["dspark.schema.families.k3_dspark", "dspark.schema.families.eagle3_llama",
+                   "dspark.schema.families.eagle3_mla"],
+}
+
+
+def loaded_by(*args: str) -> tuple[int, list[str]]:
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120)
+    result = json.loads(done.stderr.strip().splitlines()[-1])
+    return result["exit"], result["loaded"]
+
+
+@pytest.mark.parametrize("family", sorted(OTHER_FAMILIES))
+def test_a_check_imports_the_family_of_the_checkpoint_only(tmp_path, family):
+    draft = fabricate(tmp_path / "draft", family=family, sparse=True)
+    code, loaded = loaded_by("check", str(draft))
+    assert code == 0
+    assert f"dspark.schema.families.{family}" in loaded
+    assert [m for m in OTHER_FAMILIES[family] if m in loaded] == []
+
+
+def test_a_check_imports_neither_the_gate_policy_nor_other_commands(tmp_path):
+    draft = write_draft(tmp_path / "draft")
+    code, loaded = loaded_by("check", str(draft))
+    assert code == 0
+    assert "dspark.schema.policy" not in loaded  # no project settings here to parse
+    assert "dspark.schema.explanations" not in loaded
+    # a header-only check reads no value: neither numpy nor the YAML reader
+    assert [m for m in ("numpy", "torch", "yaml") if m in loaded] == []
+    assert [m for m in loaded if m.startswith(("dspark.converters.gate", "dspark.converters.convert",
+                                               "dspark.converters.doctor", "dspark.kernels"))] == []
+
+
+def test_a_check_imports_the_engines_it_judges_with_only(tmp_path):
+    draft = write_draft(tmp_path / "draft")
+    _, loaded = loaded_by("check", str(draft), "--engine", "sglang")
+    assert "dspark.schema.engines.sglang" in loaded
+    assert [m for m in loaded if m.startswith("dspark.schema.engines.tokenspeed")] == []
+    code, loaded = loaded_by("check", str(draft))
+    assert code == 0
+    assert [m for m in loaded if m.startswith("dspark.schema.engines.sglang")] == []
+
+
+def test_families_still_lists_every_family_and_engine():
+    code, loaded = loaded_by("families", "--format", "json")
+    assert code == 0
+    assert {f"dspark.schema.families.{entry.name}" for entry in families.REGISTRY} <= set(loaded)
+    assert {f"dspark.schema.engines.{name}" for name in engines.engine_names()} <= set(loaded)
+
+
+def test_only_the_command_asked_for_is_built():
+    """typer reads the signature of every command it registers; a run
+    builds the one it runs (the whole group for help and anything else)."""
+    for name in COMMANDS:
+        single = app_for([name, "--help"])
+        assert [c.callback.__name__ for c in single.registered_commands] == [name]
+    assert app_for(["--help"]) is app
+    assert app_for([]) is app
+    assert app_for(["chekc", "x"]) is app
+    assert len(app.registered_commands) == len(COMMANDS)
+
+
+def test_help_still_lists_every_command():
+    done = subprocess.run([sys.executable, "-m", "dspark.cli.main", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0
+    for name in COMMANDS:
+        assert name in done.stdout
+
+
+# --------------------------------------------------------------------------
+# The registries: lazy, and their recognition lines true to the families
+
+
+LAZY_PROBE = textwrap.dedent(
+    """
+    import json, sys
+    import dspark.schema.families as registry
+    import dspark.schema.engines as engines
+    before = sorted(m for m in sys.modules if m.startswith("dspark.schema.families.")
+                    or m.startswith("dspark.schema.engines."))
+    family = registry.family_for_config({"architectures": ["LlamaForCausalLMEagle3"]})
+    after_family = sorted(m for m in sys.modules if m.startswith("dspark.schema.families."))
+    profile = engines.engine_by_spec("tokenspeed@main")
+    after_engine = sorted(m for m in sys.modules if m.startswith("dspark.schema.engines."))
+    print(json.dumps({"before": before, "family": family.name, "after_family": after_family,
+                      "engine": profile.spec, "after_engine": after_engine}))
+    """
+)
+
+
+def test_the_registries_import_a_module_when_it_is_asked_for():
+    done = subprocess.run([sys.executable, "-c", LAZY_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["before"] == ["dspark.schema.engines.base", "dspark.schema.families.base"]
+    assert result["family"] == "eagle3_llama"
+    assert "dspark.schema.families.eagle3_llama" in result["after_family"]
+    assert "dspark.schema.families.k3_dspark" not in result["after_family"]
+    assert "dspark.schema.families.dflash_gqa" not in result["after_family"]
+    assert result["engine"] == "tokenspeed@main"
+    assert "dspark.schema.engines.tokenspeed" in result["after_engine"]
+    assert [m for m in result["after_engine"] if m.startswith("dspark.schema.engines.sglang")] == []
+
+
+@pytest.mark.parametrize("entry", families.REGISTRY, ids=lambda e: e.name)
+def test_a_registry_line_recognises_its_family_by_the_familys_own_names(entry):
+    family = getattr(families, entry.attribute)
+    assert (entry.name, entry.architectures, entry.legacy_architectures, entry.model_types) == (
+        family.name, family.architectures, family.legacy_architectures, family.model_types)
+    assert families.family_by_name(entry.name) is family
+    assert families.FAMILIES[families.REGISTRY.index(entry)] is family
+
+
+def test_every_engine_package_names_its_profiles():
+    for name in engines.engine_names():
+        profiles = engines.profiles_of(name)
+        assert engines.engine_by_spec(name) in profiles
+        assert {profile.name for profile in profiles} == {name}
+    assert engines.DEFAULT_ENGINE is engines.default_engine() is engines.engine_by_spec(None)
+    assert engines.PROFILES == engines.all_profiles()
