@@ -59,6 +59,9 @@ EAGLE3_LLAMA = DraftFamily(
         # it otherwise overrides "fcn" in its loader's dims).
         "fcn": "hidden_size",
         "th": trainer_tap_width,
+        # Each fc_norm is hidden_size wide as TokenSpeed builds it (an
+        # engine that builds it otherwise overrides "fcn" in its loader's dims).
+        "fcn": "hidden_size",
     },
     tensors=(
         *SHARED_TENSORS,
