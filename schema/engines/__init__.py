@@ -22,6 +22,7 @@ from dspark.schema.errors import UsageError
 # name -> the package holding its profiles, in the order `all` lists them.
 ENGINES: dict[str, str] = {
     "tokenspeed": "dspark.schema.engines.tokenspeed",
+    "vllm": "dspark.schema.engines.vllm",
     "sglang": "dspark.schema.engines.sglang",
 }
 DEFAULT_ENGINE_NAME = "tokenspeed"

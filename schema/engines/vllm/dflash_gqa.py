@@ -1,0 +1,189 @@
+"""vLLM 0.33.0's loader for GQA DFlash drafts (`DFlashDraftModel` ->
+DFlashQwen3ForCausalLM) and dense Qwen3 DSpark drafts (`Qwen3DSparkModel`,
+or `DSparkDraftModel` with model_type qwen3 -> Qwen3DSparkForCausalLM, the
+DFlash backbone plus a Markov head): fc built for target_hidden_size per
+tap, no fc_norm, the prefix stream only, any name without a destination
+refused, a parameter left out served uninitialised."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from dspark.schema.engines.base import (
+    DRAFT_IF_SHIPPED,
+    DROPPED,
+    REJECTED_WHEN_FULL_VOCAB,
+    FamilyLoader,
+    FeatureSupport,
+    FusedParameter,
+    TapReading,
+    VocabHandling,
+)
+from dspark.schema.engines.vllm.common import (
+    BIAS_WITHOUT_DESTINATION,
+    DEFAULT_LOADER,
+    DFLASH_SHARING,
+    DSPARK_SHARING,
+    EAGLE3_TARGET_CLASSES,
+    HIDDEN_STATES_NUMBERING,
+    LAYER_OUTPUT_NUMBERING,
+    MODEL_UTILS,
+    QWEN3_DFLASH,
+    QWEN3_DSPARK,
+    ROTARY_CACHES,
+    SILU_ONLY_SOURCES,
+    SPEC_UTILS,
+    SPECULATIVE,
+    T2D,
+    TARGET_TAPS,
+    TARGET_TAPS_SOURCE,
+    TAPS_OUTSIDE,
+    UNREAD_STREAM,
+    at,
+    engine_refusal,
+    silu_only,
+    tap_agreement,
+    tap_order,
+    width_or,
+)
+from dspark.schema.findings import Finding
+
+_DF = QWEN3_DFLASH
+
+# The drafter sizes fc from the list the target captures (the same
+# get_eagle3_aux_layers_from_config), else num_hidden_layers
+# (qwen3_dflash.py:84-93). No defaults on the target side: a DFlash draft
+# without ids gets the target's EAGLE-3 defaults (2, N//2, N-3) while fc
+# expects num_hidden_layers taps.
+TAPS = TapReading(
+    target=TARGET_TAPS,
+    numbering=LAYER_OUTPUT_NUMBERING,
+    source=TARGET_TAPS_SOURCE,
+    path_numbering={
+        "eagle_aux_hidden_state_layer_ids": HIDDEN_STATES_NUMBERING,
+        "dflash_config.layer_ids": HIDDEN_STATES_NUMBERING,
+        "eagle_config.layer_ids": HIDDEN_STATES_NUMBERING,
+    },
+    count_fallback_field="num_hidden_layers",
+)
+
+
+def _fc_width(config: Mapping[str, Any]) -> Any:
+    # getattr(config, "target_hidden_size", None) or hidden_size (qwen3_dflash.py:90-92)
+    return width_or(config, "target_hidden_size", "hidden_size")
+
+
+def sample_from_anchor_refused(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """The DFlash speculator (and DSpark's, which runs its __init__) raises
+    ValueError when dflash_config.sample_from_anchor is true
+    (v1/worker/gpu/spec_decode/dflash/speculator.py:79-88)."""
+    nested = config.get("dflash_config")
+    if not isinstance(nested, Mapping) or not nested.get("sample_from_anchor", False):
+        return []
+    return [engine_refusal(config_file, "dflash_config.sample_from_anchor is true; the DFlash speculator "
+                           "refuses it (a fixed 1+N query layout)",
+                           at("79-88", "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"),
+                           "dflash_config.sample_from_anchor", "Drop the key from dflash_config.")]
+
+
+def dspark_needs_qwen3(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """`DSparkDraftModel` is served as the Qwen3 DSpark draft only with
+    model_type qwen3; any other model_type makes the draft a DeepSeek-V4
+    DSpark (model_type rewritten to deepseek_v4), which is not this model
+    (config/speculative.py:1455-1468, 1535-1566)."""
+    architectures = config.get("architectures")
+    if not isinstance(architectures, list) or "DSparkDraftModel" not in architectures:
+        return []
+    if config.get("model_type") == "qwen3" or any(a in ("Qwen3DSparkModel", "Qwen3OmniDSparkModel")
+                                                   for a in architectures):
+        return []
+    return [engine_refusal(config_file, f"DSparkDraftModel with model_type {config.get('model_type')!r}: vLLM "
+                           "serves DSparkDraftModel as the Qwen3 DSpark draft only when model_type is qwen3, and "
+                           "otherwise loads it as a DeepSeek-V4 DSpark stage", at("1535-1566", SPECULATIVE),
+                           "model_type", "Write model_type qwen3 or architectures [\"Qwen3DSparkModel\"].")]
+
+
+def markov_rank_required(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """Qwen3DSparkModel builds its Markov head from config.markov_rank with no
+    default (qwen3_dspark.py:205-218): a DSpark draft without it fails at build."""
+    architectures = config.get("architectures")
+    dspark = isinstance(architectures, list) and any(
+        a in ("DSparkDraftModel", "Qwen3DSparkModel", "Qwen3OmniDSparkModel") for a in architectures)
+    if not dspark or config.get("markov_rank") is not None:
+        return []
+    return [engine_refusal(config_file, "a DSpark draft without a top-level markov_rank; Qwen3DSparkModel reads "
+                           "config.markov_rank (dspark_config is not read) and fails at build",
+                           at("205-218", QWEN3_DSPARK), "markov_rank", "Write markov_rank at the top level.")]
+
+
+LIMITS = (silu_only(SILU_ONLY_SOURCES["qwen"]), sample_from_anchor_refused, dspark_needs_qwen3,
+          markov_rank_required, tap_order(TARGET_TAPS),
+          tap_agreement(TAPS, "the list the target captures, else num_hidden_layers", at("84-93", _DF)))
+
+LOADER = FamilyLoader(
+    family="dflash_gqa",
+    model_class="DFlashQwen3ForCausalLM / Qwen3DSparkForCausalLM",
+    # The draft's config.json parses through AutoConfig (transformers_utils/config.py:340-420);
+    # the layers read Qwen3 fields.
+    model_types=("qwen3", "qwen2", "llama", "qwen3_moe"),
+    # load_weights prepends "model." to every name but lm_head/d2t
+    # (qwen3_dflash.py:851-892); the mapper turns a whole `midlayer` module
+    # name into layers.0 and Muse Glimmer's encoder.fc / encoder.output_norm_enc
+    # into fc / hidden_norm (390-410).
+    name_rewrites=((r"^.*t2d.*$", "t2d"), (r"^encoder\.output_norm_enc\.", "hidden_norm."),
+                   (r"^encoder\.fc\.", "fc."), (r"^midlayer\.", "layers.0.")),
+    skips=(T2D, ROTARY_CACHES),
+    fused=(
+        FusedParameter(
+            "layers.{n}.self_attn.qkv_proj.weight",
+            ("layers.{n}.self_attn.q_proj.weight", "layers.{n}.self_attn.k_proj.weight",
+             "layers.{n}.self_attn.v_proj.weight"),
+            fused_accepted=True, partial_passes=True, source=at("403-410", _DF),
+        ),
+        FusedParameter(
+            "layers.{n}.mlp.gate_up_proj.weight",
+            ("layers.{n}.mlp.gate_proj.weight", "layers.{n}.mlp.up_proj.weight"),
+            fused_accepted=True, partial_passes=True, source=at("403-410", _DF),
+        ),
+    ),
+    unexpected="rejects",
+    unexpected_dropped=(BIAS_WITHOUT_DESTINATION,),
+    # load_weights returns None (qwen3_dflash.py:851-892; qwen3_dspark.py:312-372):
+    # nothing compares loaded with built (default_loader.py:503-523).
+    missing="uninitialised",
+    features={
+        "fc_norm": FeatureSupport(
+            supported=False,
+            source=at("412-495 (no fc_norm)", _DF),
+            when_unsupported="DFlashQwen3Model has no fc_norm: shipped fc_norm weights have no destination, "
+            "which fails the load, and a declaration alone is ignored (the taps reach fc unnormalised)",
+        ),
+        "aux_hidden_stream": UNREAD_STREAM,
+    },
+    # target_layer_ids t is captured as t + 1 in [0, N]: t in [-1, N-1].
+    tap_low=-1,
+    tap_high_offset=-1,
+    tap_final_residual=True,
+    taps_outside_range=TAPS_OUTSIDE + " (DFlash raises ValueError naming the mismatch, qwen3_dflash.py:829-849)",
+    stream=None,
+    taps=TAPS,
+    vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
+                        source=at("736-775, 851-892", _DF)),
+    head_from_target="not_shipped",
+    dims={"th": _fc_width, "tw": _fc_width, "S": TAPS.draft_count},
+    config_limits=LIMITS,
+    target_classes=EAGLE3_TARGET_CLASSES,
+    sources={
+        "load_weights": at("851-892", _DF),
+        "name mapper": at("390-410", _DF),
+        "fc width": at("84-93", _DF),
+        "taps (target)": TARGET_TAPS_SOURCE,
+        "mask token": at("92-115", SPEC_UTILS),
+        "dspark load_weights": at("312-372", QWEN3_DSPARK),
+        "markov head": at("48-81, 192-230", QWEN3_DSPARK),
+        "embedding / lm_head (dflash)": at("60-73", DFLASH_SHARING),
+        "embedding / lm_head (dspark)": at("130-150", DSPARK_SHARING),
+        "unknown names": at("425-448", MODEL_UTILS),
+        "never loaded": at("503-523", DEFAULT_LOADER),
+    },
+)

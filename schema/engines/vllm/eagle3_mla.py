@@ -1,0 +1,166 @@
+"""vLLM 0.33.0's loader for EAGLE-3 MLA drafts (`Eagle3DeepseekV2ForCausalLM`,
+also `Eagle3DeepseekV3ForCausalLM`): an MLA decoder layer, fc built for
+target_hidden_size per tap, fc_norm, norm_output and norm_before_residual
+honoured, no input_norm (norm_before_fc is not served), `d2t` only when the
+draft's vocabulary is smaller than the target's, any other name without a
+destination refused."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from dspark.schema.engines.base import (
+    DRAFT_IF_SHIPPED,
+    DROPPED,
+    FIRST_TRUTHY,
+    REJECTED_WHEN_FULL_VOCAB,
+    FamilyLoader,
+    FeatureSupport,
+    FusedParameter,
+    TapPaths,
+    TapReading,
+    VocabHandling,
+)
+from dspark.schema.engines.vllm.common import (
+    BIAS_WITHOUT_DESTINATION,
+    DEEPSEEK_EAGLE3,
+    DEEPSEEK_V2,
+    DEFAULT_LOADER,
+    DEFAULT_TAPS_TEXT,
+    EAGLE_SHARING,
+    EAGLE3_TARGET_CLASSES,
+    HIDDEN_STATES_NUMBERING,
+    MODEL_UTILS,
+    ROTARY_CACHES,
+    SILU_ONLY_SOURCES,
+    T2D,
+    TARGET_TAPS,
+    TARGET_TAPS_SOURCE,
+    TAPS_OUTSIDE,
+    at,
+    default_taps,
+    engine_refusal,
+    silu_only,
+    tap_agreement,
+    tap_order,
+    target_hidden_size_not_null,
+    width_value,
+)
+from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
+from dspark.schema.findings import Finding
+
+_DE3 = DEEPSEEK_EAGLE3
+
+# DeepseekV2Eagle3Model sizes fc from num_aux_hidden_states, else
+# eagle_config's list, else 3 (deepseek_eagle3.py:189-194).
+TAPS = TapReading(
+    target=TARGET_TAPS,
+    draft=TapPaths(paths=(f"eagle_config.{TAP_IDS_FIELD}",), pick=FIRST_TRUTHY),
+    numbering=HIDDEN_STATES_NUMBERING,
+    source=TARGET_TAPS_SOURCE,
+    defaults=default_taps,
+    defaults_text=DEFAULT_TAPS_TEXT,
+    default_count=3,
+    count_fields=("num_aux_hidden_states",),
+)
+
+# transformers' DeepseekV3Config defaults (kimi_k2 parses as DeepseekV3Config
+# too: transformers_utils/config.py:141).
+DEEPSEEK_V3_DEFAULTS = {
+    "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
+    "num_attention_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-6,
+}
+
+
+def _fc_width(config: Mapping[str, Any]) -> Any:
+    # getattr(config, "target_hidden_size", hidden_size) (deepseek_eagle3.py:196-199)
+    return width_value(config, "target_hidden_size", "hidden_size")
+
+
+def q_lora_rank_required(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """Without q_lora_rank the attention builds q_proj and a standalone
+    kv_a_proj_with_mqa (deepseek_v2.py:1051-1097), but the draft's mapper
+    still stacks kv_a_proj_with_mqa into fused_qkv_a_proj, which then has no
+    destination: the load fails."""
+    if config.get("q_lora_rank") is not None or "q_lora_rank" not in config:
+        return []
+    return [engine_refusal(config_file, "q_lora_rank is null; the EAGLE-3 MLA mapper renames kv_a_proj_with_mqa "
+                           "to fused_qkv_a_proj, which a layer without q_lora_rank does not build, and the load "
+                           "fails", at("259-266", _DE3), "q_lora_rank", "Train and serve with q_lora_rank set.")]
+
+
+LIMITS = (silu_only(SILU_ONLY_SOURCES["deepseek"]), target_hidden_size_not_null(at("196-199", _DE3)),
+          q_lora_rank_required, tap_order(TARGET_TAPS),
+          tap_agreement(TAPS, "num_aux_hidden_states, else eagle_config's list, else 3", at("189-194", _DE3)))
+
+LOADER = FamilyLoader(
+    family="eagle3_mla",
+    model_class="Eagle3DeepseekV2ForCausalLM",
+    model_types=("deepseek_v3", "kimi_k2", "deepseek_v2"),
+    # Same load_weights as the Llama draft (deepseek_eagle3.py:370-398):
+    # "t2d" skipped, "d2t" renamed, "model." prepended to everything but
+    # lm_head, then "midlayer." -> "layers.0." (259-266).
+    name_rewrites=((r"^.*t2d.*$", "t2d"), (r"^layers\.0\.", "midlayer.")),
+    skips=(T2D, ROTARY_CACHES),
+    fused=(
+        FusedParameter(
+            "midlayer.self_attn.fused_qkv_a_proj.weight",
+            ("midlayer.self_attn.q_a_proj.weight", "midlayer.self_attn.kv_a_proj_with_mqa.weight"),
+            # A pre-fused fused_qkv_a_proj matches no stacked substring and is
+            # loaded whole, split by the layer's output sizes.
+            fused_accepted=True, partial_passes=True, source=at("259-266", _DE3),
+        ),
+        FusedParameter(
+            "midlayer.mlp.gate_up_proj.weight",
+            ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
+            fused_accepted=True, partial_passes=True, source=at("259-266", _DE3),
+        ),
+    ),
+    unexpected="rejects",
+    unexpected_dropped=(BIAS_WITHOUT_DESTINATION,),
+    # load_weights returns None: nothing compares loaded with built.
+    missing="uninitialised",
+    features={
+        "fc_norm": FeatureSupport(supported=True, source=at("211-220, 357-368", _DE3)),
+        "norm_before_fc": FeatureSupport(
+            supported=False,
+            source=at("152-226 (no input_norm)", _DE3),
+            when_unsupported="DeepseekV2Eagle3Model has no input_norm: a declaration is ignored and a shipped "
+            "input_norm.weight has no destination, which fails the load",
+        ),
+        "norm_output": FeatureSupport(supported=True, source=at("222-256", _DE3)),
+        "norm_before_residual": FeatureSupport(supported=True, source=at("101-118", _DE3)),
+    },
+    # DeepSeek-V2/V3 targets capture hidden_states + residual entering layer
+    # k, and id N after the last layer; at layer 0 the residual is None and
+    # the sum raises TypeError (deepseek_v2.py:1525-1587).
+    tap_low=1,
+    tap_high_offset=0,
+    tap_final_residual=True,
+    taps_outside_range=TAPS_OUTSIDE,
+    config_limits=LIMITS,
+    stream=None,
+    taps=TAPS,
+    vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
+                        source=at("282-314, 370-398", _DE3)),
+    head_from_target="not_shipped",
+    dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
+    target_classes=EAGLE3_TARGET_CLASSES,
+    sources={
+        "load_weights": at("370-398", _DE3),
+        "name mapper": at("259-266", _DE3),
+        "taps (draft)": at("189-194", _DE3),
+        "taps (target)": TARGET_TAPS_SOURCE,
+        "capture": at("1546-1587", DEEPSEEK_V2),
+        "fc width": at("196-209", _DE3),
+        "lm_head": at("298-306", _DE3),
+        "d2t": at("307-314", _DE3),
+        "embedding": at("18-34, 45-77", EAGLE_SHARING),
+        "unknown names": at("425-448", MODEL_UTILS),
+        "never loaded": at("503-523", DEFAULT_LOADER),
+    },
+    config_defaults={"deepseek_v3": DEEPSEEK_V3_DEFAULTS, "kimi_k2": DEEPSEEK_V3_DEFAULTS},
+    # MLA attention uses num_attention_heads only.
+    ignored_fields=("num_key_value_heads",),
+)
