@@ -218,6 +218,8 @@ DFLASH_GQA = DraftFamily(
     description="GQA DFlash / DSpark draft (fc, hidden_norm, norm; q/k/v/o projections)",
     model_types=("dflash", "dspark", "dflash_draft"),
     architectures=("DFlashDraftModel", "DSparkDraftModel"),
+    # speculators' and vLLM's name for the dense DSpark draft (speculators/algos.py:175-186@vllm==0.33.0).
+    legacy_architectures=("Qwen3DSparkModel",),
     schema_file="dflash_gqa.schema.json",
     # "tw": TokenSpeed builds fc for hidden_size per tap whatever target_hidden_size says
     # (an engine that builds it otherwise overrides "tw" in its loader's dims).

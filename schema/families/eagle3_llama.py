@@ -44,6 +44,9 @@ EAGLE3_LLAMA = DraftFamily(
     # type (llama, qwen3, ...) that says nothing about EAGLE-3.
     model_types=(),
     architectures=("LlamaForCausalLMEagle3",),
+    # speculators' name for the same draft (speculators/algos.py:39-46@vllm==0.33.0);
+    # TokenSpeed registers only LlamaForCausalLMEagle3.
+    legacy_architectures=("Eagle3LlamaForCausalLM",),
     schema_file="eagle3_llama.schema.json",
     dims={
         "h": "hidden_size",

@@ -35,7 +35,8 @@ EAGLE3_MLA = DraftFamily(
     architectures=("Eagle3DeepseekV2ForCausalLM",),
     # TorchSpec's name before its commit 6897040; no TokenSpeed model
     # registers it (models/registry.py@f4d8ec6e:102-118).
-    legacy_architectures=("DeepSeekForCausalLMEagle3",),
+    # (Eagle3DeepseekV3ForCausalLM: the name vLLM also registers, registry.py:713@vllm==0.33.0.)
+    legacy_architectures=("DeepSeekForCausalLMEagle3", "Eagle3DeepseekV3ForCausalLM"),
     schema_file="eagle3_mla.schema.json",
     dims={
         "h": "hidden_size",

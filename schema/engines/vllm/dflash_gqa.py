@@ -39,7 +39,9 @@ from dspark.schema.engines.vllm.common import (
     TARGET_TAPS_SOURCE,
     TAPS_OUTSIDE,
     UNREAD_STREAM,
+    DEFAULT_TAPS_TEXT,
     at,
+    default_taps,
     engine_refusal,
     silu_only,
     tap_agreement,
@@ -59,6 +61,10 @@ TAPS = TapReading(
     target=TARGET_TAPS,
     numbering=LAYER_OUTPUT_NUMBERING,
     source=TARGET_TAPS_SOURCE,
+    # With no list the runner still sets the target's EAGLE-3 defaults
+    # (eagle3_utils.py:34-40).
+    defaults=default_taps,
+    defaults_text=DEFAULT_TAPS_TEXT,
     path_numbering={
         "eagle_aux_hidden_state_layer_ids": HIDDEN_STATES_NUMBERING,
         "dflash_config.layer_ids": HIDDEN_STATES_NUMBERING,

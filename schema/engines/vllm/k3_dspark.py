@@ -36,7 +36,9 @@ from dspark.schema.engines.vllm.common import (
     TARGET_TAPS,
     TARGET_TAPS_SOURCE,
     TAPS_OUTSIDE,
+    DEFAULT_TAPS_TEXT,
     at,
+    default_taps,
     engine_refusal,
     tap_agreement,
     tap_order,
@@ -47,6 +49,10 @@ TAPS = TapReading(
     target=TARGET_TAPS,
     numbering=LAYER_OUTPUT_NUMBERING,
     source=TARGET_TAPS_SOURCE,
+    # With no list the runner still sets the target's EAGLE-3 defaults
+    # (eagle3_utils.py:34-40).
+    defaults=default_taps,
+    defaults_text=DEFAULT_TAPS_TEXT,
     path_numbering={
         "eagle_aux_hidden_state_layer_ids": HIDDEN_STATES_NUMBERING,
         "dflash_config.layer_ids": HIDDEN_STATES_NUMBERING,

@@ -1,0 +1,342 @@
+"""vLLM 0.33.0's verdict on real drafts (safetensors written by the
+safetensors library): pass, refused at load, or served wrong. Each case
+cites the line of the released wheel that decides it
+(`vllm/<path>:<lines>@vllm==0.33.0`); where TokenSpeed decides otherwise the
+case asserts both, so the two profiles cannot drift into each other."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dspark.converters.check import check_checkpoint
+from dspark.examples.fabricate import SCALES, draft_config, fabricate, make_tensors, tensor_shapes, write_safetensors
+from dspark.examples.fabricate_eagle3 import write_eagle3_draft
+from dspark.schema.engines import engine_by_spec, engine_specs
+from dspark.schema.errors import UsageError
+from dspark.schema.findings import Severity
+
+torch = pytest.importorskip("torch")
+
+VLLM = "vllm"
+TINY = SCALES["tiny"]
+
+
+def errors(report) -> Counter:
+    return Counter(f.code for f in report.findings if f.severity is Severity.ERROR)
+
+
+def warnings(report) -> Counter:
+    return Counter(f.code for f in report.findings if f.severity is Severity.WARNING)
+
+
+def message(report, code: str) -> str:
+    [finding] = [f for f in report.findings if f.code == code and f.severity is not Severity.INFO]
+    return finding.message
+
+
+def edit_config(folder: Path, change) -> Path:
+    config = json.loads((folder / "config.json").read_text())
+    change(config)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def write_k3(folder: Path, *, config_edit=None, tensor_edit=None, prefix: str = "", fc_norm: bool = False) -> Path:
+    """A K3 DSpark draft in vLLM's layout: names as the model's, no prefix."""
+    config = draft_config(TINY, fc_norm=fc_norm)
+    tensors = make_tensors(tensor_shapes(TINY, fc_norm=fc_norm), dtype="bfloat16", seed=0)
+    if config_edit:
+        config_edit(config)
+    if tensor_edit:
+        tensor_edit(tensors)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    write_safetensors(folder, {prefix + name: t for name, t in tensors.items()})
+    return folder
+
+
+# The profile --------------------------------------------------------------------------
+
+
+def test_vllm_alone_is_the_released_0_33_0_and_other_revisions_are_refused():
+    profile = engine_by_spec("vllm")
+    assert profile.spec == "vllm@0.33.0"
+    assert engine_by_spec("vllm@0.33.0") is profile
+    assert set(profile.loaders) == {"k3_dspark", "dflash_gqa", "eagle3_llama", "eagle3_mla"}
+    with pytest.raises(UsageError):
+        engine_by_spec("vllm@0.34.0")
+    assert [p.name for p in engine_specs("tokenspeed,vllm")] == ["tokenspeed", "vllm"]
+
+
+def test_every_vllm_rule_cites_the_released_wheel():
+    profile = engine_by_spec("vllm")
+    for loader in profile.loaders.values():
+        for source in [*loader.sources.values(), loader.taps.source, loader.taps.numbering.source]:
+            assert source.commit == "vllm==0.33.0"
+            assert source.path.startswith("vllm/")
+            assert source.cite().endswith(f"@vllm==0.33.0:{source.lines}")
+
+
+# EAGLE-3 Llama --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["midlayer", "layers.0"])
+def test_torchspecs_native_and_vllm_export_names_both_load(tmp_path, layout):
+    # llama_eagle3.py:290-299: the mapper turns midlayer. into layers.0.; layers.0. is the model's own name.
+    draft = write_eagle3_draft(tmp_path / "d", layout=layout)
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+
+
+def test_a_model_prefix_is_refused_by_vllm(tmp_path):
+    # llama_eagle3.py:443-444 prepends model. again (model.model.*), and
+    # AutoWeightsLoader raises on a name without destination (utils.py:425-448).
+    draft = write_eagle3_draft(tmp_path / "d",
+                               tensor_edit=lambda t: t.update({"model." + k: t.pop(k) for k in list(t)}))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"SRV001": 1})
+    assert "model.fc.weight" in message(report, "SRV001")
+
+
+def test_d2t_at_the_targets_vocabulary_is_refused_by_vllm_and_read_by_tokenspeed(tmp_path):
+    # llama_eagle3.py:338-345: draft_id_to_target_id exists only when draft_vocab_size differs from the
+    # target's vocabulary; a shipped d2t then has no destination (utils.py:425-448).
+    def full_vocab(config):
+        config["draft_vocab_size"] = config["vocab_size"]
+
+    def zero_map(tensors):
+        tensors["d2t"] = torch.zeros(96, dtype=torch.int64)
+
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=full_vocab, tensor_edit=zero_map)
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"INV002": 1})
+    assert "d2t has no destination" in message(report, "INV002")
+    assert check_checkpoint(draft, engine="tokenspeed").passed()
+
+
+def test_norm_before_residual_is_served_by_vllm_and_not_by_tokenspeed(tmp_path):
+    # llama_eagle3.py:101-104, 110-122: hidden_norm before the residual when norm_before_residual.
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=lambda c: c.update(norm_before_residual=True))
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+    assert errors(check_checkpoint(draft, engine="tokenspeed")) == Counter({"ENG001": 1})
+
+
+def test_fc_norm_and_norm_before_fc_are_served(tmp_path):
+    # llama_eagle3.py:184-188, 223-240, 405-416
+    draft = write_eagle3_draft(tmp_path / "d", fc_norm=True, norm_before_fc=True)
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+
+
+def test_fc_built_for_target_hidden_size_loads_in_vllm_only(tmp_path):
+    # llama_eagle3.py:218-250: fc is target_hidden_size x taps wide (TokenSpeed builds hidden_size x taps).
+    def wider_target(config):
+        config["target_hidden_size"] = 40
+
+    def wide_fc(tensors):
+        tensors["fc.weight"] = torch.zeros(32, 3 * 40, dtype=torch.bfloat16).normal_()
+
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=wider_target, tensor_edit=wide_fc)
+    assert check_checkpoint(draft, engine=VLLM).passed()
+    assert not check_checkpoint(draft, engine="tokenspeed").passed()
+
+
+def test_a_top_level_list_longer_than_three_leaves_fc_three_taps_wide(tmp_path):
+    # llama_eagle3.py:209-216 counts num_aux_hidden_states or eagle_config's list (3 without either);
+    # the runner captures the top-level list (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:113-150).
+    draft = write_eagle3_draft(tmp_path / "d", tap_ids=[1, 4, 7, 10])
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"TAP001": 1, "CTX001": 1})
+    assert "builds fc for 3 taps" in message(report, "TAP001")
+    fixed = write_eagle3_draft(tmp_path / "e", tap_ids=[1, 4, 7, 10],
+                               config_edit=lambda c: c.update(num_aux_hidden_states=4))
+    assert check_checkpoint(fixed, engine=VLLM).passed(strict=True)
+
+
+def test_a_list_out_of_order_is_captured_in_layer_order(tmp_path):
+    # model_executor/models/interfaces.py:1616-1617: tuple(sorted(set(layers))).
+    draft = write_eagle3_draft(tmp_path / "d", tap_ids=[8, 1, 5])
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report)["ENG001"] == 1
+    assert "[1, 5, 8] in layer order" in message(report, "ENG001")
+
+
+def test_an_activation_other_than_silu_is_refused_at_startup(tmp_path):
+    # model_executor/models/llama.py:112-115 raises "Unsupported activation" (TokenSpeed serves it as silu).
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=lambda c: c.update(hidden_act="gelu"))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"CFG003": 1})
+    assert "Unsupported activation" in message(report, "CFG003")
+
+
+def test_a_bias_without_attention_bias_is_dropped_without_a_word(tmp_path):
+    # utils.py:457-458: AutoWeightsLoader ignores unexpected ".bias" names instead of raising.
+    draft = write_eagle3_draft(tmp_path / "d", tensor_edit=lambda t: t.update(
+        {"midlayer.self_attn.q_proj.bias": torch.zeros(40, dtype=torch.bfloat16)}))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"INV002": 1})
+    assert "drops it without a word" in message(report, "INV002")
+
+
+# EAGLE-3 MLA ------------------------------------------------------------------------------
+
+
+def test_a_list_only_in_eagle_config_is_not_read_by_the_default_runner(tmp_path):
+    # eagle3_utils.py:113-150 (Model Runner V2, config/vllm.py:730-767) never reads
+    # eagle_config.eagle_aux_hidden_state_layer_ids: the target captures (2, N//2, N-3).
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", tap_ids=[1, 5, 8])
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"TAP002": 1})
+    assert "never eagle_config's list" in message(report, "TAP002")
+    assert check_checkpoint(draft, engine="tokenspeed").passed()
+
+
+def test_norm_before_fc_has_no_input_norm_in_the_mla_draft(tmp_path):
+    # deepseek_eagle3.py:152-226 builds no input_norm; the shipped weight has no destination.
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", norm_before_fc=True)
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"ENG001": 1})
+    assert "no input_norm" in message(report, "ENG001")
+
+
+def test_a_null_q_lora_rank_is_refused_by_the_mla_mapper(tmp_path):
+    # deepseek_eagle3.py:259-266 stacks kv_a_proj_with_mqa into fused_qkv_a_proj, which a layer
+    # without q_lora_rank does not build (deepseek_v2.py:1051-1097).
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=lambda c: c.update(q_lora_rank=None))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert any("fused_qkv_a_proj" in f.message for f in report.findings if f.code == "CFG003")
+
+
+# K3 DSpark -----------------------------------------------------------------------------------
+
+
+def test_a_k3_draft_in_vllms_layout_loads(tmp_path):
+    # dspark_mla.py:437-452: names as the model's; embed_tokens and lm_head dropped (the target's).
+    assert check_checkpoint(write_k3(tmp_path / "d"), engine=VLLM).passed(strict=True)
+
+
+def test_a_k3_model_prefix_is_refused_by_vllm_and_stripped_by_tokenspeed(tmp_path):
+    # dspark_mla.py:445 puts every stored name under model. as it is.
+    draft = write_k3(tmp_path / "d", prefix="model.")
+    assert errors(check_checkpoint(draft, engine=VLLM)) == Counter({"SRV001": 1})
+    assert check_checkpoint(draft, engine="tokenspeed").passed(strict=True)
+
+
+def test_k3_fc_norm_is_refused(tmp_path):
+    # dspark_mla.py:134-208 builds no fc_norm; fc_norm.* has no destination (utils.py:425-448).
+    draft = write_k3(tmp_path / "d", fc_norm=True)
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"ENG001": 1})
+    assert check_checkpoint(draft, engine="tokenspeed").passed(strict=True)
+
+
+def test_k3_attn_res_draft_is_served_the_prefix_stream(tmp_path):
+    # kimi_k3/nvidia/model.py:1068-1106: the stream follows VLLM_KIMI_K3_AUX_ATTN_RES_STREAM, not the draft.
+    draft = write_k3(tmp_path / "d", config_edit=lambda c: c.update(aux_hidden_stream="attn_res"))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"ENG001": 1})
+    assert "captures only prefix" in message(report, "ENG001")
+
+
+def test_k3_without_architectures_is_refused(tmp_path):
+    # registry.py:1426-1427 "No model architectures are specified"; K3DSparkConfig fills none.
+    draft = write_k3(tmp_path / "d", config_edit=lambda c: c.pop("architectures"))
+    assert errors(check_checkpoint(draft, engine=VLLM)) == Counter({"ENG002": 1})
+    assert check_checkpoint(draft, engine="tokenspeed").passed(strict=True)
+
+
+def test_k3_missing_a_norm_fails_but_a_missing_projection_loads_uninitialised(tmp_path):
+    # default_loader.py:525-572 checks what dspark_mla.py:530-534 returns, but counts every parameter of a
+    # layer with a quant method as loaded: norms and markov_w1 are checked, linear weights are not.
+    no_norm = write_k3(tmp_path / "a", tensor_edit=lambda t: t.pop("final_norm.weight"))
+    assert "the serving loader fails" in message(check_checkpoint(no_norm, engine=VLLM), "INV001")
+    no_proj = write_k3(tmp_path / "b", tensor_edit=lambda t: t.pop("layers.0.mlp.down_proj.weight"))
+    assert "uninitialised" in message(check_checkpoint(no_proj, engine=VLLM), "INV001")
+
+
+def test_k3_config_class_refusals(tmp_path):
+    # transformers_utils/configs/k3_dspark.py:44-68
+    draft = write_k3(tmp_path / "d", config_edit=lambda c: c.update(mla_use_qk_norm=True, draft_vocab_size=40))
+    report = check_checkpoint(draft, engine=VLLM)
+    texts = [f.message for f in report.findings if f.code == "CFG003"]
+    assert any("mla_use_qk_norm" in t for t in texts) and any("draft_vocab_size" in t for t in texts)
+
+
+# GQA DFlash / Qwen3 DSpark ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["dflash", "dspark"])
+def test_gqa_drafts_load(tmp_path, variant):
+    # qwen3_dflash.py:851-892; DSparkDraftModel + qwen3 -> Qwen3DSparkModel (speculative.py:1535-1542).
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", prefix="", variant=variant)
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+
+
+def test_gqa_fc_norm_weights_are_refused(tmp_path):
+    # qwen3_dflash.py:412-495 builds no fc_norm.
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", prefix="", defect="fc-norm-shipped")
+    assert errors(check_checkpoint(draft, engine=VLLM)) == Counter({"ENG001": 1})
+
+
+def test_gqa_fc_for_the_target_width_loads_in_vllm_only(tmp_path):
+    # qwen3_dflash.py:84-93: fc is (target_hidden_size or hidden_size) x taps wide.
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", prefix="", defect="fc-target-width")
+    assert check_checkpoint(draft, engine=VLLM).passed()
+    assert errors(check_checkpoint(draft, engine="tokenspeed")) == Counter({"CTX001": 1})
+
+
+def test_dspark_draft_model_needs_model_type_qwen3(tmp_path):
+    # speculative.py:1535-1566: any other model_type makes it a DeepSeek-V4 DSpark stage.
+    draft = edit_config(fabricate(tmp_path / "d", family="dflash_gqa", prefix="", variant="dspark"),
+                        lambda c: c.update(model_type="llama"))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert any("DeepSeek-V4" in f.message for f in report.findings if f.code == "CFG003")
+
+
+def test_dflash_sample_from_anchor_is_refused(tmp_path):
+    # v1/worker/gpu/spec_decode/dflash/speculator.py:79-88
+    draft = edit_config(fabricate(tmp_path / "d", family="dflash_gqa", prefix=""),
+                        lambda c: c["dflash_config"].update(sample_from_anchor=True))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"CFG003": 1})
+    assert check_checkpoint(draft, engine="tokenspeed").passed()
+
+
+def test_vllms_other_names_for_the_eagle3_class_are_recognised(tmp_path):
+    # registry.py:698-704: Eagle3LlamaForCausalLM and LlamaForCausalLMEagle3 are one class.
+    draft = edit_config(write_eagle3_draft(tmp_path / "d"),
+                        lambda c: c.update(architectures=["Eagle3LlamaForCausalLM"]))
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+    assert errors(check_checkpoint(draft, engine="tokenspeed"))["ENG002"] == 1
+
+
+def test_a_dflash_draft_without_taps_gets_fc_for_num_hidden_layers(tmp_path):
+    # qwen3_dflash.py:84-93: no list -> num_hidden_layers taps; the target captures its 3 defaults
+    # (model_executor/models/interfaces.py:1751-1770).
+    draft = edit_config(fabricate(tmp_path / "d", family="dflash_gqa", prefix=""),
+                        lambda c: c["dflash_config"].pop("target_layer_ids"))
+    report = check_checkpoint(draft, engine=VLLM)
+    layers = json.loads((draft / "config.json").read_text())["num_hidden_layers"]
+    assert f"builds fc for {layers} taps" in message(report, "TAP001")
+
+
+def test_the_drafts_own_head_is_served_whenever_it_ships_one(tmp_path):
+    # v1/worker/gpu/spec_decode/eagle/utils.py:107-119: the target's head replaces the draft's only when
+    # the draft ships none (or an identical one); TokenSpeed replaces it when draft_vocab_size is null.
+    def no_draft_vocab(config):
+        config["draft_vocab_size"] = None
+        config["vocab_size"] = 40
+
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=no_draft_vocab, tensor_edit=lambda t: t.update(
+        {"lm_head.weight": torch.zeros(40, 32, dtype=torch.bfloat16).normal_()}))
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+    assert warnings(check_checkpoint(draft, engine="tokenspeed"))["LMH001"] == 1
+
+
+def test_qwen3_dspark_model_is_the_dense_dspark_draft(tmp_path):
+    # registry.py:681 maps Qwen3DSparkModel to Qwen3DSparkForCausalLM (Markov head), the name speculators writes.
+    draft = edit_config(fabricate(tmp_path / "d", family="dflash_gqa", prefix="", variant="dspark"),
+                        lambda c: c.update(architectures=["Qwen3DSparkModel"]))
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
