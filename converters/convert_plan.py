@@ -26,10 +26,17 @@ from dspark.converters.engine_verdicts import on_every_engine
 from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits, refuse_fused_beside_parts
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
+from dspark.converters.served_layout import reads_vllm_numbering
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head, serves_the_same
 from dspark.converters.readers.safetensors import resolve_stored_twice
-from dspark.converters.source_facts import checkpoint_head, drop_reason, tied_copy_of_the_embedding, trained_values
+from dspark.converters.source_facts import (
+    checkpoint_head,
+    drop_reason,
+    refused_token_map,
+    tied_copy_of_the_embedding,
+    trained_values,
+)
 from dspark.converters.writers.safetensors import (
     DEFAULT_MAX_SHARD_SIZE,
     PlannedTensor,
@@ -291,7 +298,8 @@ def plan_conversion(
     tied_head = checkpoint_head(checkpoint) if tied_copy else None
     for entry in checkpoint.entries:
         name = entry.served_name
-        reason = drop_reason(family, name) or (tied_copy if entry is tied_head else None)
+        reason = (drop_reason(family, name) or (tied_copy if entry is tied_head else None)
+                  or refused_token_map(family, profile.loader_for(family.name), checkpoint.config, name))
         if reason and not options.keep_skipped:
             dropped.append(DroppedTensor(entry.stored_name, name, reason, entry.dtype, entry.nbytes))
             continue
@@ -318,7 +326,8 @@ def plan_conversion(
     shard_of = {t.name: s.file for s in shards for t in s.tensors}
     tensors = [dataclasses.replace(t, shard=shard_of[t.name]) for t in unsharded]
     source_config, unshifted = checkpoint.config, []
-    if vllm_shifted_taps(source_config, [e.stored_name for e in checkpoint.entries]):
+    if not reads_vllm_numbering(profile.loader_for(family.name), source_config) and vllm_shifted_taps(
+            source_config, [e.stored_name for e in checkpoint.entries]):
         source_config, unshifted = unshift_vllm_taps(source_config)
     config, changes = normalise_config(source_config, family, [t.planned for t in tensors], engine=profile)
     changes = unshifted + changes

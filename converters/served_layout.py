@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from dspark.converters.layouts.markers import TORCHSPEC_EXPORT_MARKER
 from dspark.converters.readers import Checkpoint
 from dspark.schema.engines import FamilyLoader
-from dspark.schema.engines.base import LAYER_OUTPUT
+from dspark.schema.engines.base import HIDDEN_STATES, LAYER_OUTPUT
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, target_capture_ids
 from dspark.schema.inventory import printable_name
 from dspark.schema.rules import ServedLayout
@@ -32,6 +33,16 @@ def _torchspec_vllm_export(checkpoint: Checkpoint) -> bool:
     from dspark.converters.layouts.torchspec import vllm_shifted_taps
 
     return vllm_shifted_taps(checkpoint.config, (e.stored_name for e in checkpoint.entries))
+
+
+def reads_vllm_numbering(loader: FamilyLoader | None, config: Any) -> bool:
+    """Whether the engine reads the list the target captures as
+    hidden_states ids (vLLM's numbering, which TorchSpec's --vllm export
+    and speculators write), by the numbering of the path it reads."""
+    if loader is None or loader.taps is None or not isinstance(config, dict):
+        return False
+    _, path = loader.taps.target_ids(config)
+    return loader.taps.numbering_for(path).base == HIDDEN_STATES
 
 
 def _numbers_by_layer_output(loader) -> bool:

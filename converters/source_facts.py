@@ -5,8 +5,12 @@ tensors convert leaves behind, and why.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dspark.converters.readers import Checkpoint
 from dspark.converters.readers.copies import compare_copies, serves_the_same
+from dspark.schema.engines import FamilyLoader
+from dspark.schema.engines.base import REJECTED, REJECTED_WHEN_FULL_VOCAB
 from dspark.schema.families import DraftFamily
 from dspark.schema.inventory import TensorEntry
 from dspark.schema.rules.inventory import is_training_state
@@ -52,6 +56,23 @@ def tied_copy_of_the_embedding(checkpoint: Checkpoint) -> str | None:
     if not serves_the_same(compare_copies(checkpoint.reader, head, embedding, limit=None)):
         return None
     return f"a copy of {embedding.stored_name}: tie_word_embeddings serves the embedding as the head"
+
+
+def refused_token_map(family: DraftFamily, loader: FamilyLoader | None, config: Any, served_name: str) -> str | None:
+    """Why convert leaves the token map behind for an engine that builds no
+    parameter for it (VocabHandling.d2t REJECTED, or REJECTED_WHEN_FULL_VOCAB
+    at a draft vocabulary as large as the vocabulary): shipped, it fails the
+    load."""
+    table = next((rule for rule in family.tensors if rule.role == "token_map"), None)
+    if table is None or served_name != table.name or loader is None or loader.vocab is None:
+        return None
+    if loader.vocab.d2t == REJECTED:
+        return "the engine builds no token map and refuses one"
+    if loader.vocab.d2t == REJECTED_WHEN_FULL_VOCAB and isinstance(config, dict):
+        rows = config.get("draft_vocab_size") or config.get("vocab_size")
+        if rows == config.get("vocab_size"):
+            return "the draft vocabulary is the target's: the engine builds no token map and refuses one"
+    return None
 
 
 def drop_reason(family: DraftFamily, served_name: str) -> str | None:

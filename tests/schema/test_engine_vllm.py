@@ -340,3 +340,53 @@ def test_qwen3_dspark_model_is_the_dense_dspark_draft(tmp_path):
     draft = edit_config(fabricate(tmp_path / "d", family="dflash_gqa", prefix="", variant="dspark"),
                         lambda c: c.update(architectures=["Qwen3DSparkModel"]))
     assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+
+
+# TorchSpec's --vllm export and `dspark convert --engine vllm` ---------------------------------
+
+
+def _torchspec_vllm_kimi_export(tmp_path: Path) -> Path:
+    # tools/convert_to_hf.py@6f21829:128-160 renames midlayer. to layers.0. and adds 1 to kimi_k2 tap ids.
+    def vllm_kimi(config):
+        config.update(model_type="kimi_k2", _torchspec_version="0.1.0", eagle_config=None,
+                      eagle_aux_hidden_state_layer_ids=[2, 6, 10])
+
+    return write_eagle3_draft(tmp_path / "vllm", scale="tiny-mla", layout="layers.0", config_edit=vllm_kimi)
+
+
+def test_torchspecs_vllm_export_is_served_as_it_is_by_vllm(tmp_path):
+    # The runner captures the top-level list as hidden_states ids (eagle3_utils.py:113-150;
+    # deepseek_v2.py:1546-1587): the export's +1 is vLLM's numbering. TokenSpeed reads layer ids.
+    source = _torchspec_vllm_kimi_export(tmp_path)
+    report = check_checkpoint(source, engine=VLLM)
+    assert report.passed(strict=True), [(f.code, f.message) for f in report.findings]
+    assert report.resolved.to_dict()["target_layer_ids"] == [2, 6, 10]
+    assert [f.code for f in check_checkpoint(source).errors] == ["SRV001"]
+
+
+def test_convert_for_vllm_keeps_the_exported_taps(tmp_path):
+    from dspark.converters.convert import convert_checkpoint
+    from dspark.converters.convert_plan import ConvertOptions
+
+    out = tmp_path / "served"
+    convert_checkpoint(_torchspec_vllm_kimi_export(tmp_path), out, ConvertOptions(engine=VLLM))
+    assert json.loads((out / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 6, 10]
+    assert check_checkpoint(out, engine=VLLM, deep=True).passed(strict=True)
+
+
+def test_convert_for_vllm_leaves_d2t_behind_at_the_targets_vocabulary(tmp_path):
+    # llama_eagle3.py:338-345: no draft_id_to_target_id at a full vocabulary; a shipped d2t fails the load.
+    from dspark.converters.convert import convert_checkpoint
+    from dspark.converters.convert_plan import ConvertOptions
+    from safetensors import safe_open
+
+    def full_vocab(config):
+        config["draft_vocab_size"] = config["vocab_size"]
+
+    source = write_eagle3_draft(tmp_path / "src", config_edit=full_vocab,
+                                tensor_edit=lambda t: t.update({"d2t": torch.zeros(96, dtype=torch.int64)}))
+    out = tmp_path / "out"
+    convert_checkpoint(source, out, ConvertOptions(engine=VLLM))
+    with safe_open(str(out / "model.safetensors"), "pt") as handle:
+        assert "d2t" not in set(handle.keys())
+    assert check_checkpoint(out, engine=VLLM).passed(strict=True)
