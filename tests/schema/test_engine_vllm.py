@@ -390,3 +390,41 @@ def test_convert_for_vllm_leaves_d2t_behind_at_the_targets_vocabulary(tmp_path):
     with safe_open(str(out / "model.safetensors"), "pt") as handle:
         assert "d2t" not in set(handle.keys())
     assert check_checkpoint(out, engine=VLLM).passed(strict=True)
+
+
+# Against the target ------------------------------------------------------------------------------
+
+
+def _target(tmp_path: Path, architecture: str, model_type: str, layers: int = 12, hidden: int = 32,
+            vocab: int = 96) -> Path:
+    path = tmp_path / f"{model_type}.json"
+    path.write_text(json.dumps({"architectures": [architecture], "model_type": model_type, "hidden_size": hidden,
+                                "num_hidden_layers": layers, "vocab_size": vocab}))
+    return path
+
+
+def test_a_qwen3_target_captures_in_vllm(tmp_path):
+    # qwen2.py:422-434 (Qwen3Model subclasses it, qwen3.py:269) captures; TokenSpeed's Qwen3 forward returns none.
+    draft = write_eagle3_draft(tmp_path / "d", tap_ids=[2, 6, 9])
+    target = _target(tmp_path, "Qwen3ForCausalLM", "qwen3")
+    assert check_checkpoint(draft, engine=VLLM, target=target).passed(strict=True)
+    assert errors(check_checkpoint(draft, target=target)) == Counter({"TGT006": 1})
+
+
+def test_llama_target_ids_run_from_the_embeddings_to_the_last_layer(tmp_path):
+    # models/llama.py:427-441: id 0 before the first layer, id idx+1 after layer idx, so 0..N.
+    target = _target(tmp_path, "LlamaForCausalLM", "llama")
+    assert check_checkpoint(write_eagle3_draft(tmp_path / "a", tap_ids=[0, 6, 12]), engine=VLLM,
+                            target=target).passed(strict=True)
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "b", tap_ids=[2, 6, 13]), engine=VLLM, target=target)
+    assert errors(report) == Counter({"TGT005": 1})
+
+
+def test_a_deepseek_target_cannot_capture_id_0(tmp_path):
+    # deepseek_v2.py:1525-1568: the residual is None before layer 0, and hidden_states + residual raises.
+    def top_level(config):
+        config["eagle_aux_hidden_state_layer_ids"] = [0, 5, 8]
+
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=top_level)
+    report = check_checkpoint(draft, engine=VLLM, target=_target(tmp_path, "DeepseekV3ForCausalLM", "deepseek_v3"))
+    assert errors(report) == Counter({"TGT005": 1})

@@ -24,7 +24,6 @@ from dspark.schema.engines.vllm.common import (
     DEFAULT_LOADER,
     DFLASH_SHARING,
     DSPARK_SHARING,
-    EAGLE3_TARGET_CLASSES,
     HIDDEN_STATES_NUMBERING,
     LAYER_OUTPUT_NUMBERING,
     MODEL_UTILS,
@@ -178,7 +177,8 @@ LOADER = FamilyLoader(
     head_from_target="not_shipped",
     dims={"th": _fc_width, "tw": _fc_width, "S": TAPS.draft_count},
     config_limits=LIMITS,
-    target_classes=EAGLE3_TARGET_CLASSES,
+    # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
+    # target captures (EagleModelMixin; common.EAGLE3_TARGET_CLASSES).
     sources={
         "load_weights": at("851-892", _DF),
         "name mapper": at("390-410", _DF),

@@ -31,7 +31,6 @@ from dspark.schema.engines.vllm.common import (
     DEFAULT_LOADER,
     DEFAULT_TAPS_TEXT,
     EAGLE_SHARING,
-    EAGLE3_TARGET_CLASSES,
     HIDDEN_STATES_NUMBERING,
     LLAMA,
     LLAMA_EAGLE3,
@@ -150,7 +149,8 @@ LOADER = FamilyLoader(
                         source=at("314-316, 338-345, 420-470", _LE3)),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
-    target_classes=EAGLE3_TARGET_CLASSES,
+    # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
+    # target captures (EagleModelMixin; common.EAGLE3_TARGET_CLASSES).
     sources={
         "load_weights": at("420-470", _LE3),
         "name mapper": at("290-299", _LE3),

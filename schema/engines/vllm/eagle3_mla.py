@@ -28,7 +28,6 @@ from dspark.schema.engines.vllm.common import (
     DEFAULT_LOADER,
     DEFAULT_TAPS_TEXT,
     EAGLE_SHARING,
-    EAGLE3_TARGET_CLASSES,
     HIDDEN_STATES_NUMBERING,
     MODEL_UTILS,
     ROTARY_CACHES,
@@ -146,7 +145,8 @@ LOADER = FamilyLoader(
                         source=at("282-314, 370-398", _DE3)),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
-    target_classes=EAGLE3_TARGET_CLASSES,
+    # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
+    # target captures (EagleModelMixin; common.EAGLE3_TARGET_CLASSES).
     sources={
         "load_weights": at("370-398", _DE3),
         "name mapper": at("259-266", _DE3),

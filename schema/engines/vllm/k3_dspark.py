@@ -25,7 +25,6 @@ from dspark.schema.engines.base import (
 from dspark.schema.engines.vllm.common import (
     DEFAULT_LOADER,
     DSPARK_SHARING,
-    EAGLE3_TARGET_CLASSES,
     HIDDEN_STATES_NUMBERING,
     K3_CONFIG,
     K3_DSPARK,
@@ -166,7 +165,8 @@ LOADER = FamilyLoader(
     head_from_target="always",
     config_limits=LIMITS,
     coerces_values=False,
-    target_classes=EAGLE3_TARGET_CLASSES,
+    # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
+    # target captures (EagleModelMixin; common.EAGLE3_TARGET_CLASSES).
     ignored_fields=("num_key_value_heads",),
     sources={
         "load_weights": at("530-537", K3_DSPARK),
