@@ -26,17 +26,12 @@ from dspark.converters.engine_verdicts import on_every_engine
 from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits, refuse_fused_beside_parts
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
-from dspark.converters.served_layout import reads_vllm_numbering
+from dspark.converters.served_layout import config_as_convert_writes_it, reads_vllm_numbering
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head, serves_the_same
 from dspark.converters.readers.safetensors import resolve_stored_twice
-from dspark.converters.source_facts import (
-    checkpoint_head,
-    drop_reason,
-    refused_token_map,
-    tied_copy_of_the_embedding,
-    trained_values,
-)
+from dspark.converters.source_facts import checkpoint_head, drop_reason, refused_token_map
+from dspark.converters.source_facts import tied_copy_of_the_embedding, trained_values
 from dspark.converters.writers.safetensors import (
     DEFAULT_MAX_SHARD_SIZE,
     PlannedTensor,
@@ -325,9 +320,11 @@ def plan_conversion(
     shards = plan_shards([t.planned for t in unsharded], options.max_shard_size)
     shard_of = {t.name: s.file for s in shards for t in s.tensors}
     tensors = [dataclasses.replace(t, shard=shard_of[t.name]) for t in unsharded]
-    source_config, unshifted = checkpoint.config, []
-    if not reads_vllm_numbering(profile.loader_for(family.name), source_config) and vllm_shifted_taps(
-            source_config, [e.stored_name for e in checkpoint.entries]):
+    vllm_numbering = reads_vllm_numbering(profile.loader_for(family.name), checkpoint.config)
+    # An engine numbering taps as vLLM does reads a speculators config's ids as written.
+    source_config = config_as_convert_writes_it(checkpoint, vllm_numbering=True) if vllm_numbering else checkpoint.config
+    unshifted: list[str] = []
+    if not vllm_numbering and vllm_shifted_taps(source_config, [e.stored_name for e in checkpoint.entries]):
         source_config, unshifted = unshift_vllm_taps(source_config)
     config, changes = normalise_config(source_config, family, [t.planned for t in tensors], engine=profile)
     changes = unshifted + changes

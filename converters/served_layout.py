@@ -63,19 +63,25 @@ def _target_reads_the_shifted_list(checkpoint: Checkpoint, loader: FamilyLoader 
     return bool(target_capture_ids(checkpoint.config)[0])
 
 
-def config_as_convert_writes_it(checkpoint: Checkpoint, loader=None) -> dict:
+def config_as_convert_writes_it(checkpoint: Checkpoint, loader=None, *, vllm_numbering: bool = False) -> dict:
     """The config the contents are judged with: as convert would write it.
     TorchSpec's --vllm export of a kimi_k2 draft carries taps one higher
     than the layers the draft was trained on; for an engine that numbers
     ids by layer output (`loader`'s TapNumbering) SRV001 says so, and the
     taps are judged (against `--target` too) as convert writes them, 1
     lower. An engine that numbers them as the export does reads them as
-    they are."""
-    if _trainer_shape(checkpoint) is not None and not _numbers_by_layer_output(loader):
+    they are, and a speculators config as vLLM's own reader takes it."""
+    vllm_numbering = vllm_numbering or reads_vllm_numbering(loader, checkpoint.config)
+    trainer_shape = _trainer_shape(checkpoint)
+    if trainer_shape is not None and (vllm_numbering or not _numbers_by_layer_output(loader)):
+        if trainer_shape.detail.get("trainer") == "speculators":
+            from dspark.converters.layouts.speculators import as_vllm_reads_it
+
+            return as_vllm_reads_it(checkpoint.config, trainer_shape)
         # dspark reads a trainer's shape into layer-output ids (speculators'
         # are one lower than written); this engine numbers them as written
         return _with_taps_shifted(checkpoint.config, +1)
-    if not _torchspec_vllm_export(checkpoint) or not _numbers_by_layer_output(loader):
+    if vllm_numbering or not _torchspec_vllm_export(checkpoint) or not _numbers_by_layer_output(loader):
         return checkpoint.config
     from dspark.converters.layouts.torchspec import unshift_vllm_taps
 

@@ -120,7 +120,12 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
         f"(the {LAYER_CONFIG_FIELD} fields at the top level, architectures [{family.architectures[0]!r}], "
         f"model_type {layer.get('model_type')!r}).",
         file=config_file,
-        detail={"trainer": TRAINER, "family": family.name, "layer_model_type": layer.get("model_type")},
+        detail={"trainer": TRAINER, "family": family.name, "layer_model_type": layer.get("model_type"),
+                # What vLLM's own reader of this shape takes as it is
+                # (vllm/transformers_utils/configs/speculators/algos.py:15-50@vllm==0.33.0):
+                # the ids in its numbering, norm_before_residual true when absent.
+                "as_written": {TAP_IDS_FIELD: copy.deepcopy(config.get(TAP_IDS_FIELD)),
+                               "norm_before_residual": config.get("norm_before_residual", True)}},
     )]
     ids = config.get(TAP_IDS_FIELD)
     if isinstance(ids, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
@@ -200,3 +205,19 @@ def locate_epoch(folder: Path) -> tuple[Path, Finding]:
         file=f"{newest}/",
         detail={"epochs": sorted(epochs), "picked": newest, "best": best},
     )
+
+
+def as_vllm_reads_it(config: Mapping[str, Any], finding: Finding) -> dict[str, Any]:
+    """The engine config read from a speculators config (`finding` is the
+    reader's SRC005), as vLLM's own SpeculatorsConfig reads the original:
+    the tap ids as written (vLLM numbers them as speculators does) and
+    norm_before_residual true unless the file says otherwise
+    (vllm/transformers_utils/configs/speculators/algos.py:30-50@vllm==0.33.0)."""
+    out = copy.deepcopy(dict(config))
+    written = (finding.detail or {}).get("as_written") or {}
+    ids = written.get(TAP_IDS_FIELD)
+    if ids:
+        out[TAP_IDS_FIELD] = copy.deepcopy(ids)
+    if written.get("norm_before_residual") is not None:
+        out["norm_before_residual"] = written["norm_before_residual"]
+    return out

@@ -428,3 +428,47 @@ def test_a_deepseek_target_cannot_capture_id_0(tmp_path):
     draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=top_level)
     report = check_checkpoint(draft, engine=VLLM, target=_target(tmp_path, "DeepseekV3ForCausalLM", "deepseek_v3"))
     assert errors(report) == Counter({"TGT005": 1})
+
+
+# speculators-format EAGLE-3 folders ----------------------------------------------------------------
+
+
+def write_speculators_eagle3(folder: Path, *, taps=(2, 4, 5), **top_level) -> Path:
+    """speculators' save_pretrained layout: the layer's config under
+    transformer_layer_config, layers.0.* names (src/speculators/models/eagle3/config.py@c05b95b:27-81)."""
+    flat = json.loads((write_eagle3_draft(folder, layout="layers.0", tap_ids=list(taps)) / "config.json").read_text())
+    layer = {k: flat[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                                  "num_key_value_heads", "head_dim", "vocab_size", "rms_norm_eps", "hidden_act",
+                                  "tie_word_embeddings", "rope_theta", "max_position_embeddings", "model_type")}
+    config = {
+        "architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "speculators_version": "0.3.0",
+        "transformer_layer_config": layer, "draft_vocab_size": flat["draft_vocab_size"],
+        "eagle_aux_hidden_state_layer_ids": list(taps), "torch_dtype": "bfloat16",
+        "speculators_config": {"algorithm": "eagle3", "proposal_methods": [{"speculative_tokens": 3}],
+                               "verifier": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}},
+        **top_level,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_a_speculators_folder_is_served_as_it_is_with_its_own_numbering(tmp_path):
+    # transformers_utils/config.py:360-366 parses it as SpeculatorsConfig; speculators/algos.py:15-50 keeps the
+    # ids as written (vLLM numbers taps as speculators does) and turns norm_before_residual on when absent.
+    draft = write_speculators_eagle3(tmp_path / "d")
+    report = check_checkpoint(draft, engine=VLLM)
+    assert report.passed(strict=True), [(f.code, f.message) for f in report.findings]
+    assert report.resolved.to_dict()["target_layer_ids"] == [2, 4, 5]
+    assert errors(check_checkpoint(draft)) == Counter({"SRV001": 1})
+
+
+def test_convert_for_vllm_writes_what_vllm_reads_from_a_speculators_folder(tmp_path):
+    from dspark.converters.convert import convert_checkpoint
+    from dspark.converters.convert_plan import ConvertOptions
+
+    out = tmp_path / "out"
+    convert_checkpoint(write_speculators_eagle3(tmp_path / "d"), out, ConvertOptions(engine=VLLM))
+    config = json.loads((out / "config.json").read_text())
+    assert config["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    assert config["norm_before_residual"] is True  # speculators/algos.py:33-35: true when absent
+    assert check_checkpoint(out, engine=VLLM).passed(strict=True)

@@ -415,6 +415,9 @@ PROFILE_FACTS = dict(
     text_config_model_types=("kimi_k25", "kimi_k3", "qwen3_5", "qwen3_5_moe", "minimax_m3_vl", "qwen3_asr"),
     text_config_source=at("1258-1272", HF_CONFIG),
     architectures=ARCHITECTURES,
+    # config.json with speculators_config parses as SpeculatorsConfig
+    # (transformers_utils/config.py:360-366; configs/speculators/base.py:32-63).
+    native_config_shapes=("speculators",),
     severity_overrides=_INDEX_SEVERITIES,
     severity_sources={code: _INDEX_SOURCE for code in _INDEX_SEVERITIES},
 )
