@@ -322,7 +322,8 @@ def plan_conversion(
     tensors = [dataclasses.replace(t, shard=shard_of[t.name]) for t in unsharded]
     vllm_numbering = reads_vllm_numbering(profile.loader_for(family.name), checkpoint.config)
     # An engine numbering taps as vLLM does reads a speculators config's ids as written.
-    source_config = config_as_convert_writes_it(checkpoint, vllm_numbering=True) if vllm_numbering else checkpoint.config
+    source_config = checkpoint.config if not vllm_numbering else config_as_convert_writes_it(checkpoint,
+                                                                                            vllm_numbering=True)
     unshifted: list[str] = []
     if not vllm_numbering and vllm_shifted_taps(source_config, [e.stored_name for e in checkpoint.entries]):
         source_config, unshifted = unshift_vllm_taps(source_config)
