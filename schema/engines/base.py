@@ -45,8 +45,13 @@ class SkipRule:
     pattern: str
     why: str
     source: Source
+    # A config flag that, when truthy, makes the loader keep these names
+    # (vLLM's K3 DSpark loads confidence_head when enable_confidence_head).
+    unless: str | None = None
 
-    def matches(self, name: str) -> bool:
+    def matches(self, name: str, config: Mapping[str, Any] | None = None) -> bool:
+        if self.unless is not None and config is not None and config.get(self.unless):
+            return False
         return re.search(self.pattern, name) is not None
 
 
@@ -389,8 +394,8 @@ class FamilyLoader:
             name = re.sub(pattern, replacement, name, count=1)
         return name
 
-    def skip_rule(self, engine_name: str) -> SkipRule | None:
-        return next((rule for rule in self.skips if rule.matches(engine_name)), None)
+    def skip_rule(self, engine_name: str, config: Mapping[str, Any] | None = None) -> SkipRule | None:
+        return next((rule for rule in self.skips if rule.matches(engine_name, config)), None)
 
     def dropped_unexpected(self, engine_name: str) -> SkipRule | None:
         return next((rule for rule in self.unexpected_dropped if rule.matches(engine_name)), None)

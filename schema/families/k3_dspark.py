@@ -41,6 +41,7 @@ K3_DSPARK = DraftFamily(
         "qk_rope": "qk_rope_head_dim",
         "v_head": "v_head_dim",
         "markov": "markov_rank",
+        "cm": lambda c: c.get("markov_rank") if c.get("confidence_head_with_markov") else 0,
     },
     tensors=(
         TensorRule("context_proj.weight", ("h", "S*th"), role="context_proj"),
@@ -51,6 +52,12 @@ K3_DSPARK = DraftFamily(
         TensorRule("markov_head.markov_w1.weight", ("vocab", "markov")),
         TensorRule("markov_head.markov_w2.weight", ("vocab", "markov")),
         TensorRule("fc_norm.{i}.weight", ("th",), role="fc_norm", when="fc_norm"),
+        # The confidence head a draft trained with enable_confidence_head ships
+        # (training-only to a loader that skips it): [1, hidden_size (+ markov_rank
+        # with confidence_head_with_markov)] and its bias.
+        # Optional: it serves only adaptive verification, and convert leaves it behind.
+        TensorRule("confidence_head.proj.weight", ("1", "h+cm"), when="confidence_head", optional=True),
+        TensorRule("confidence_head.proj.bias", ("1",), when="confidence_head", optional=True),
         *DECODER_MLP_AND_NORMS,
         TensorRule("layers.{n}.self_attn.q_a_proj.weight", ("q_lora", "h")),
         TensorRule("layers.{n}.self_attn.q_a_layernorm.weight", ("q_lora",), role="norm"),
@@ -64,4 +71,5 @@ K3_DSPARK = DraftFamily(
     tap_count_field="num_target_layers",
     target_width_field="target_hidden_size",
     declared_features=("fc_norm",),
+    derived_features=lambda config, architecture: {"confidence_head": bool(config.get("enable_confidence_head"))},
 )

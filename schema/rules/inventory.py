@@ -98,7 +98,7 @@ def inventory_findings(
     for name, entry in shipped.items():
         if name in feature_names or name in vocab_names:
             continue
-        skip = loader.skip_rule(name) if loader is not None else None
+        skip = loader.skip_rule(name, config) if loader is not None else None
         if skip is not None or (loader is None and family.is_skipped(name)):
             findings.append(Finding(
                 "INV005",
@@ -220,7 +220,7 @@ def inventory_findings(
         ))
 
     served_weights = [e for n, e in shipped.items()
-                      if is_floating(e.dtype) and not (loader.skip_rule(n) if loader else family.is_skipped(n))]
+                      if is_floating(e.dtype) and not (loader.skip_rule(n, config) if loader else family.is_skipped(n))]
     f32 = [e for e in served_weights if e.dtype == "F32"]
     if served_weights and len(f32) == len(served_weights):
         total = sum(e.nbytes for e in f32)

@@ -241,6 +241,8 @@ def test_convert_writes_and_verifies_for_the_engine_named(source: Path, tmp_path
     result = dspark("convert", str(source), str(tmp_path / "pr"), "--engine", "tokenspeed@pr1031")
     assert result.returncode == 0, result.stdout + result.stderr
     assert dspark("convert", str(source), str(tmp_path / "x"), "--engine", "trt-llm").returncode == 2
+    # vLLM's K3 DSpark model has no fc_norm either (vllm/models/kimi_k3/nvidia/dspark_mla.py:134-208@vllm==0.33.0).
+    assert dspark("convert", str(source), str(tmp_path / "x"), "--engine", "vllm").returncode == 1
 
 
 def test_convert_for_several_engines_says_which_one_a_layout_fails(source: Path, tmp_path: Path) -> None:

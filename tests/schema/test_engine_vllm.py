@@ -46,8 +46,10 @@ def edit_config(folder: Path, change) -> Path:
 
 
 def write_k3(folder: Path, *, config_edit=None, tensor_edit=None, prefix: str = "", fc_norm: bool = False) -> Path:
-    """A K3 DSpark draft in vLLM's layout: names as the model's, no prefix."""
+    """A K3 DSpark draft in vLLM's layout: names as the model's, no prefix;
+    its confidence head (8 wide here) training-only."""
     config = draft_config(TINY, fc_norm=fc_norm)
+    config["enable_confidence_head"] = False
     tensors = make_tensors(tensor_shapes(TINY, fc_norm=fc_norm), dtype="bfloat16", seed=0)
     if config_edit:
         config_edit(config)
@@ -254,6 +256,23 @@ def test_k3_missing_a_norm_fails_but_a_missing_projection_loads_uninitialised(tm
     assert "the serving loader fails" in message(check_checkpoint(no_norm, engine=VLLM), "INV001")
     no_proj = write_k3(tmp_path / "b", tensor_edit=lambda t: t.pop("layers.0.mlp.down_proj.weight"))
     assert "uninitialised" in message(check_checkpoint(no_proj, engine=VLLM), "INV001")
+
+
+def test_k3_confidence_head_is_loaded_when_enabled(tmp_path):
+    # dspark_mla.py:194-205, 459-464: with enable_confidence_head the head is built ([1, hidden_size]) and
+    # loaded; TokenSpeed skips it as training-only.
+    draft = write_k3(tmp_path / "d", config_edit=lambda c: c.update(enable_confidence_head=True))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"INV003": 1})
+    assert "confidence_head.proj.weight" in message(report, "INV003")
+    assert check_checkpoint(draft, engine="tokenspeed").passed(strict=True)
+
+    def right_width(tensors):
+        tensors["confidence_head.proj.weight"] = torch.zeros(1, 32, dtype=torch.bfloat16).normal_()
+
+    fixed = write_k3(tmp_path / "e", config_edit=lambda c: c.update(enable_confidence_head=True),
+                     tensor_edit=right_width)
+    assert check_checkpoint(fixed, engine=VLLM).passed(strict=True)
 
 
 def test_k3_config_class_refusals(tmp_path):

@@ -110,7 +110,8 @@ LOADER = FamilyLoader(
         # kept when enable_confidence_head (459-464).
         SkipRule(r"^(embed_tokens|lm_head)\.", "the target's embedding and head are shared after loading",
                  at("437-452", K3_DSPARK)),
-        SkipRule(r"confidence_head", "training-only unless enable_confidence_head", at("437-464", K3_DSPARK)),
+        SkipRule(r"confidence_head", "training-only unless enable_confidence_head", at("437-464", K3_DSPARK),
+                 unless="enable_confidence_head"),
         ROTARY_CACHES,
     ),
     fused=(
@@ -136,7 +137,7 @@ LOADER = FamilyLoader(
     # as loaded (default_loader.py:525-572): only norms and the Markov
     # embedding (a plain nn.Embedding) are really checked.
     missing_unchecked=(r"(^|\.)(context_proj|q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|o_proj|gate_proj|"
-                       r"up_proj|down_proj|markov_w2|proj)\.weight$",),
+                       r"up_proj|down_proj|markov_w2|proj)\.weight$", r"confidence_head\.proj\.bias$"),
     features={
         "fc_norm": FeatureSupport(
             supported=False,
