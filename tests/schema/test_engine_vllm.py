@@ -491,3 +491,15 @@ def test_convert_for_vllm_writes_what_vllm_reads_from_a_speculators_folder(tmp_p
     assert config["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
     assert config["norm_before_residual"] is True  # speculators/algos.py:33-35: true when absent
     assert check_checkpoint(out, engine=VLLM).passed(strict=True)
+
+
+def test_norm_before_fc_is_read_from_eagle_config_first(tmp_path):
+    # llama_eagle3.py:184-188: eagle_config.get("norm_before_fc", top-level); the input_norm is then built.
+    def nested(config):
+        config.pop("norm_before_fc", None)
+        config["eagle_config"] = {"norm_before_fc": True}
+
+    draft = write_eagle3_draft(tmp_path / "d", config_edit=nested, tensor_edit=lambda t: t.update(
+        {"input_norm.weight": torch.ones(3 * 32, dtype=torch.bfloat16)}))
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+    assert errors(check_checkpoint(draft, engine="tokenspeed"))["FEA002"] == 1

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from dspark.schema.engines.base import (
     DRAFT_IF_SHIPPED,
+    FIRST_PRESENT,
     FIRST_TRUTHY,
     DROPPED,
     REJECTED_WHEN_FULL_VOCAB,
@@ -167,4 +168,7 @@ LOADER = FamilyLoader(
         "o_proj bias": at("267-271", LLAMA),
     },
     config_defaults={"llama": LLAMA_DEFAULTS},
+    # eagle_config.norm_before_fc, else the top level (llama_eagle3.py:184-188).
+    flag_sources={"norm_before_fc": TapPaths(paths=("eagle_config.norm_before_fc", "norm_before_fc"),
+                                             pick=FIRST_PRESENT)},
 )
