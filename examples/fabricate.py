@@ -429,6 +429,7 @@ def fabricate(
     shards: int = 1,
     seed: int = 0,
     prefix: str | None = None,
+    engine: str | None = None,
     **options: Any,
 ) -> Path:
     """Write a draft folder of `family` and return it. `options` are the
@@ -443,7 +444,7 @@ def fabricate(
     specs = fab.specs(plan.scale, config, plan.options)
     if sparse and shards > 1:
         raise FabricateError("--sparse writes one model.safetensors; --shards needs real tensors.")
-    stored_prefix = fab.prefix if prefix is None else prefix
+    stored_prefix = prefix if prefix is not None else _engine_prefix(fab, engine, specs) if engine else fab.prefix
     if chosen is None and sparse:
         float_dtype = safetensors_dtype(dtype)
         specs = {n: (shape, float_dtype if d == "BF16" else d) for n, (shape, d) in specs.items()}
@@ -468,6 +469,18 @@ def fabricate(
     else:
         _write(out, fab, chosen, config, tensors=_prefixed(tensors, stored_prefix), shards=shards)
     return out
+
+
+def _engine_prefix(fab: FamilyFabricator, engine: str, specs: Mapping[str, Any]) -> str:
+    """The family's stored prefix if `engine`'s loader strips it, else none:
+    the names that engine loads as they are (vLLM strips no `model.`)."""
+    from dspark.schema.engines import engine_by_spec
+
+    loader = engine_by_spec(engine).loader_for(fab.name)
+    probe = next(iter(specs), "")
+    if loader is None or not fab.prefix or loader.engine_name(fab.prefix + probe) == probe:
+        return fab.prefix
+    return ""
 
 
 def _prefixed(named: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -581,6 +594,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target-config", type=Path, metavar="FILE",
                         help="also write the target's config.json here, for check --target")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--engine", metavar="NAME[@REV]",
+                        help="write the names this engine loads as they are (default: TokenSpeed's layout)")
     args = parser.parse_args(argv)
     family = args.family or "k3_dspark"
     # Exit 2 with a message, never a traceback, like dspark itself.
@@ -599,7 +614,13 @@ def main(argv: list[str] | None = None) -> None:
                "norm_before_fc": args.norm_before_fc, "engine": args.engine}
     try:
         plan_draft(family, args.scale, args.defect, **options)
+        if args.engine:
+            from dspark.schema.engines import engine_by_spec
+
+            engine_by_spec(args.engine)
     except FabricateError as error:
+        parser.exit(2, f"error: {error}\n")
+    except UsageError as error:
         parser.exit(2, f"error: {error}\n")
     if (not args.sparse or args.defect) and not _torch_available():
         why = "a defect on a sparse draft is applied to torch tensors" if args.sparse else "writing weights needs PyTorch"
@@ -608,7 +629,7 @@ def main(argv: list[str] | None = None) -> None:
                        "draft whose payload reads as zeros.\n")
     try:
         fabricate(args.out, family=family, scale=args.scale, defect=args.defect, sparse=args.sparse,
-                  dtype=args.dtype, shards=args.shards, seed=args.seed, **options)
+                  dtype=args.dtype, shards=args.shards, seed=args.seed, engine=args.engine, **options)
         if args.target_config is not None:
             args.target_config.parent.mkdir(parents=True, exist_ok=True)
             args.target_config.write_text(json.dumps(target_config(family, args.scale), indent=2) + "\n")

@@ -503,3 +503,13 @@ def test_norm_before_fc_is_read_from_eagle_config_first(tmp_path):
         {"input_norm.weight": torch.ones(3 * 32, dtype=torch.bfloat16)}))
     assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
     assert errors(check_checkpoint(draft, engine="tokenspeed"))["FEA002"] == 1
+
+
+def test_the_fabricator_writes_the_names_vllm_loads(tmp_path):
+    # dspark_mla.py:445: vLLM strips no model. prefix; the fabricator's K3 default keeps TokenSpeed's.
+    draft = fabricate(tmp_path / "d", family="k3_dspark", fc_norm=False, engine=VLLM)
+    # Names as vLLM loads them; the tiny draft's training-only confidence head is 8 wide, and vLLM, which
+    # loads it when enable_confidence_head (dspark_mla.py:459-464), builds it hidden_size (32) wide.
+    assert errors(check_checkpoint(draft, engine=VLLM)) == Counter({"INV003": 1})
+    assert errors(check_checkpoint(fabricate(tmp_path / "t", family="k3_dspark", fc_norm=False),
+                                   engine=VLLM))["SRV001"] == 1
