@@ -300,6 +300,18 @@ def _head_findings(head, loader, config, shipped, config_file) -> list[Finding]:
             detail={"draft_vocab_size": config.get("draft_vocab_size"),
                     "tie_word_embeddings": config.get("tie_word_embeddings"), "source": source},
         )]
+    vocab = config.get("vocab_size")
+    if (entry is None and not served and loader is not None and loader.head_from_target == "not_shipped"
+            and is_int(vocab) and head.shape[0] < vocab and not ties_head_to_embedding(config)):
+        return [Finding(
+            "INV001",
+            f"{head.name} {shape_text(head.shape)} is missing; the engine then attaches the target's "
+            f"{vocab}-row head to a draft whose logits and d2t cover {head.shape[0]} draft tokens, so its "
+            "proposals are the wrong tokens or the first request fails. Ship the head the draft was trained "
+            "with.",
+            tensor=head.name,
+            detail={"expected_shape": list(head.shape), "source": source},
+        )]
     if entry is None:
         if served:
             return [Finding(

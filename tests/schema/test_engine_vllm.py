@@ -513,3 +513,12 @@ def test_the_fabricator_writes_the_names_vllm_loads(tmp_path):
     assert errors(check_checkpoint(draft, engine=VLLM)) == Counter({"INV003": 1})
     assert errors(check_checkpoint(fabricate(tmp_path / "t", family="k3_dspark", fc_norm=False),
                                    engine=VLLM))["SRV001"] == 1
+
+
+def test_a_pruned_vocabulary_without_its_head_gets_the_targets_full_head(tmp_path):
+    # v1/worker/gpu/spec_decode/eagle/utils.py:107-119 attaches the target's head when the draft ships none;
+    # llama_eagle3.py:335-337, 385-395 read it as draft_vocab_size logits scattered through d2t.
+    draft = write_eagle3_draft(tmp_path / "d", tensor_edit=lambda t: t.pop("lm_head.weight"))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"INV001": 1})
+    assert "attaches the target's 96-row head" in message(report, "INV001")
