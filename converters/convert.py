@@ -217,6 +217,7 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
         tensors=written,
         files=files,
         config_sha256=sha256_of_file(folder / CONFIG_NAME),
+        engine=plan.options.engine,
     )
     write_json(folder / MANIFEST_NAME, manifest)
     fsync_dir(folder)

@@ -25,8 +25,7 @@ from dspark.converters.destination import check_paths
 from dspark.converters.engine_verdicts import on_every_engine
 from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits, refuse_fused_beside_parts
 from dspark.converters.layouts.hf import CONFIG_NAME
-from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
-from dspark.converters.served_layout import config_as_convert_writes_it, reads_vllm_numbering
+from dspark.converters.served_layout import config_for_engine
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head, serves_the_same
 from dspark.converters.readers.safetensors import resolve_stored_twice
@@ -320,13 +319,7 @@ def plan_conversion(
     shards = plan_shards([t.planned for t in unsharded], options.max_shard_size)
     shard_of = {t.name: s.file for s in shards for t in s.tensors}
     tensors = [dataclasses.replace(t, shard=shard_of[t.name]) for t in unsharded]
-    vllm_numbering = reads_vllm_numbering(profile.loader_for(family.name), checkpoint.config)
-    # An engine numbering taps as vLLM does reads a speculators config's ids as written.
-    source_config = checkpoint.config if not vllm_numbering else config_as_convert_writes_it(checkpoint,
-                                                                                            vllm_numbering=True)
-    unshifted: list[str] = []
-    if not vllm_numbering and vllm_shifted_taps(source_config, [e.stored_name for e in checkpoint.entries]):
-        source_config, unshifted = unshift_vllm_taps(source_config)
+    source_config, unshifted = config_for_engine(checkpoint, profile.loader_for(family.name))
     config, changes = normalise_config(source_config, family, [t.planned for t in tensors], engine=profile)
     changes = unshifted + changes
     # A trainer's own config shape was rewritten when it was read (SRC005).

@@ -101,6 +101,19 @@ def _with_taps_shifted(config: dict, by: int) -> dict:
     return out
 
 
+def config_for_engine(checkpoint: Checkpoint, loader: FamilyLoader | None) -> tuple[dict, list[str]]:
+    """The config convert starts from for an engine, and what changed: as
+    vLLM's numbering reads it (speculators' ids as written, the --vllm
+    export as it is), or with TorchSpec's --vllm shift taken off."""
+    if reads_vllm_numbering(loader, checkpoint.config):
+        return config_as_convert_writes_it(checkpoint, vllm_numbering=True), []
+    from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
+
+    if vllm_shifted_taps(checkpoint.config, [e.stored_name for e in checkpoint.entries]):
+        return unshift_vllm_taps(checkpoint.config)
+    return checkpoint.config, []
+
+
 def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True, loader=None,
                   native_shapes: tuple[str, ...] = (), reads_pt: bool = False) -> ServedLayout:
     """Whether the engine's loader would find weights where the user

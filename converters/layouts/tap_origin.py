@@ -98,6 +98,24 @@ def _run_engine(checkpoint: Checkpoint) -> tuple[Path, str | None] | None:
     return None
 
 
+def _written_for(manifest: Path, family: DraftFamily, config: Mapping[str, Any], path: str) -> str | None:
+    """The engine a manifest says convert wrote for, when that engine reads
+    `path` as hidden_states indices (convert keeps such ids as they are)."""
+    import json
+
+    from dspark.schema.engines import engine_by_spec
+    from dspark.schema.errors import UsageError
+
+    try:
+        spec = json.loads(manifest.read_text(encoding="utf-8")).get("engine")
+        loader = engine_by_spec(spec).loader_for(family.name) if isinstance(spec, str) and spec else None
+    except (OSError, ValueError, UsageError, AttributeError):
+        return None
+    if loader is None or loader.taps is None or loader.taps.numbering_for(path).base != HIDDEN_STATES:
+        return None
+    return spec
+
+
 def trained_taps(checkpoint: Checkpoint, family: DraftFamily, judged: Mapping[str, Any]) -> TrainedTaps | None:
     """What the folder says of the tap ids its draft was trained on; None
     when it writes no list (the defaults are TAP003's to describe)."""
@@ -127,7 +145,11 @@ def trained_taps(checkpoint: Checkpoint, family: DraftFamily, judged: Mapping[st
 
     if not checkpoint.is_remote and checkpoint.root is not None and (Path(checkpoint.root) / MANIFEST_NAME).is_file():
         # convert rewrote the ids (speculators', the --vllm export's) for
-        # the engine it wrote for, which reads layer outputs
+        # the engine it wrote for: layer outputs, or that engine's numbering
+        written_for = _written_for(Path(checkpoint.root) / MANIFEST_NAME, family, judged, path)
+        if written_for is not None:
+            return found(HIDDEN_STATES, f"{MANIFEST_NAME}: dspark convert wrote this config for {written_for}, in "
+                         "its numbering (hidden_states indices)")
         return found(LAYER_OUTPUT, f"{MANIFEST_NAME}: dspark convert wrote this config, and writes ids as layer "
                      "outputs")
     run = _run_engine(checkpoint)

@@ -66,11 +66,14 @@ def build_manifest(
     tensors: Iterable[WrittenTensor],
     files: dict[str, int],
     config_sha256: str | None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     """The manifest document. `tensors` are `WrittenTensor`s (in any order;
     they are listed by file, then offset, so the document is stable)."""
     ordered = sorted(tensors, key=lambda t: (t.file, t.byte_range[0], t.name))
-    return {
+    # The engine the config was written for (`convert --engine`); absent: the default.
+    written_for = {"engine": engine} if engine else {}
+    return {**written_for,
         "manifest_version": MANIFEST_VERSION,
         "dspark_version": dspark_version(),
         "source_format": source_format,

@@ -50,11 +50,11 @@ def _resolve_tap_layers(resolved: ResolvedDraft, loader: FamilyLoader | None, la
     taps = loader.taps if loader is not None else None
     if taps is None:
         return
-    resolved.tap_numbering = taps.numbering.base
+    resolved.tap_numbering = taps.numbering_for(tap_path).base
     target_class = target.architectures[0] if target is not None and target.architectures else None
     if isinstance(layer_ids, list) and all(is_int(i) for i in layer_ids):
         resolved.tap_source = tap_path
-        resolved.tap_layers = taps.numbering.layer_outputs(layer_ids, target_class)
+        resolved.tap_layers = taps.numbering_for(tap_path).layer_outputs(layer_ids, target_class)
     elif layer_ids is None and taps.defaults is not None:
         resolved.tap_source = "defaults"
         if target is not None and is_int(target.num_hidden_layers):

@@ -115,7 +115,7 @@ def test_d2t_at_the_targets_vocabulary_is_refused_by_vllm_and_read_by_tokenspeed
     draft = write_eagle3_draft(tmp_path / "d", config_edit=full_vocab, tensor_edit=zero_map)
     report = check_checkpoint(draft, engine=VLLM)
     assert errors(report) == Counter({"INV002": 1})
-    assert "d2t has no destination" in message(report, "INV002")
+    assert "no destination for it" in message(report, "INV002")
     assert check_checkpoint(draft, engine="tokenspeed").passed()
 
 
@@ -148,13 +148,14 @@ def test_fc_built_for_target_hidden_size_loads_in_vllm_only(tmp_path):
 def test_a_top_level_list_longer_than_three_leaves_fc_three_taps_wide(tmp_path):
     # llama_eagle3.py:209-216 counts num_aux_hidden_states or eagle_config's list (3 without either);
     # the runner captures the top-level list (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:113-150).
-    draft = write_eagle3_draft(tmp_path / "d", tap_ids=[1, 4, 7, 10])
+    # (layers.0.* names: a list in vLLM's numbering or not, the names do not say; TAP005 warns.)
+    draft = write_eagle3_draft(tmp_path / "d", tap_ids=[1, 4, 7, 10], layout="layers.0")
     report = check_checkpoint(draft, engine=VLLM)
     assert errors(report) == Counter({"TAP001": 1, "CTX001": 1})
     assert "builds fc for 3 taps" in message(report, "TAP001")
-    fixed = write_eagle3_draft(tmp_path / "e", tap_ids=[1, 4, 7, 10],
+    fixed = write_eagle3_draft(tmp_path / "e", tap_ids=[1, 4, 7, 10], layout="layers.0",
                                config_edit=lambda c: c.update(num_aux_hidden_states=4))
-    assert check_checkpoint(fixed, engine=VLLM).passed(strict=True)
+    assert check_checkpoint(fixed, engine=VLLM).passed()
 
 
 def test_a_list_out_of_order_is_captured_in_layer_order(tmp_path):
@@ -424,18 +425,19 @@ def _target(tmp_path: Path, architecture: str, model_type: str, layers: int = 12
 
 def test_a_qwen3_target_captures_in_vllm(tmp_path):
     # qwen2.py:422-434 (Qwen3Model subclasses it, qwen3.py:269) captures; TokenSpeed's Qwen3 forward returns none.
-    draft = write_eagle3_draft(tmp_path / "d", tap_ids=[2, 6, 9])
+    draft = write_eagle3_draft(tmp_path / "d", tap_ids=[2, 6, 9], layout="layers.0")
     target = _target(tmp_path, "Qwen3ForCausalLM", "qwen3")
-    assert check_checkpoint(draft, engine=VLLM, target=target).passed(strict=True)
+    assert check_checkpoint(draft, engine=VLLM, target=target).passed()
     assert errors(check_checkpoint(draft, target=target)) == Counter({"TGT006": 1})
 
 
 def test_llama_target_ids_run_from_the_embeddings_to_the_last_layer(tmp_path):
     # models/llama.py:427-441: id 0 before the first layer, id idx+1 after layer idx, so 0..N.
     target = _target(tmp_path, "LlamaForCausalLM", "llama")
-    assert check_checkpoint(write_eagle3_draft(tmp_path / "a", tap_ids=[0, 6, 12]), engine=VLLM,
-                            target=target).passed(strict=True)
-    report = check_checkpoint(write_eagle3_draft(tmp_path / "b", tap_ids=[2, 6, 13]), engine=VLLM, target=target)
+    assert check_checkpoint(write_eagle3_draft(tmp_path / "a", tap_ids=[0, 6, 12], layout="layers.0"), engine=VLLM,
+                            target=target).passed()
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "b", tap_ids=[2, 6, 13], layout="layers.0"),
+                              engine=VLLM, target=target)
     assert errors(report) == Counter({"TGT005": 1})
 
 
@@ -444,7 +446,7 @@ def test_a_deepseek_target_cannot_capture_id_0(tmp_path):
     def top_level(config):
         config["eagle_aux_hidden_state_layer_ids"] = [0, 5, 8]
 
-    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=top_level)
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=top_level, layout="layers.0")
     report = check_checkpoint(draft, engine=VLLM, target=_target(tmp_path, "DeepseekV3ForCausalLM", "deepseek_v3"))
     assert errors(report) == Counter({"TGT005": 1})
 
@@ -522,3 +524,12 @@ def test_a_pruned_vocabulary_without_its_head_gets_the_targets_full_head(tmp_pat
     report = check_checkpoint(draft, engine=VLLM)
     assert errors(report) == Counter({"INV001": 1})
     assert "attaches the target's 96-row head" in message(report, "INV001")
+
+
+
+def test_a_torchspec_native_list_is_one_layer_early_on_vllm(tmp_path):
+    # TorchSpec's midlayer.* export writes layer outputs; vLLM reads the top-level list as hidden_states
+    # indices (models/llama.py:427-441), one layer earlier.
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", tap_ids=[2, 6, 9]), engine=VLLM)
+    assert errors(report) == Counter({"TAP006": 1})
+    assert "captures the outputs of layers 1, 5, 8" in message(report, "TAP006")

@@ -25,7 +25,7 @@ from dspark.schema.engines.vllm.common import (
     DFLASH_SHARING,
     DSPARK_SHARING,
     HIDDEN_STATES_NUMBERING,
-    LAYER_OUTPUT_NUMBERING,
+    PATH_NUMBERING,
     MODEL_UTILS,
     QWEN3_DFLASH,
     QWEN3_DSPARK,
@@ -58,17 +58,15 @@ _DF = QWEN3_DFLASH
 # expects num_hidden_layers taps.
 TAPS = TapReading(
     target=TARGET_TAPS,
-    numbering=LAYER_OUTPUT_NUMBERING,
+    # The target's numbering (the top-level eagle list and the defaults);
+    # target_layer_ids are layer outputs the runner adds 1 to.
+    numbering=HIDDEN_STATES_NUMBERING,
     source=TARGET_TAPS_SOURCE,
     # With no list the runner still sets the target's EAGLE-3 defaults
     # (eagle3_utils.py:34-40).
     defaults=default_taps,
     defaults_text=DEFAULT_TAPS_TEXT,
-    path_numbering={
-        "eagle_aux_hidden_state_layer_ids": HIDDEN_STATES_NUMBERING,
-        "dflash_config.layer_ids": HIDDEN_STATES_NUMBERING,
-        "eagle_config.layer_ids": HIDDEN_STATES_NUMBERING,
-    },
+    path_numbering=PATH_NUMBERING,
     count_fallback_field="num_hidden_layers",
 )
 
