@@ -533,3 +533,14 @@ def test_a_torchspec_native_list_is_one_layer_early_on_vllm(tmp_path):
     report = check_checkpoint(write_eagle3_draft(tmp_path / "d", tap_ids=[2, 6, 9]), engine=VLLM)
     assert errors(report) == Counter({"TAP006": 1})
     assert "captures the outputs of layers 1, 5, 8" in message(report, "TAP006")
+
+
+def test_a_dflash_tap_past_the_last_layer_is_never_captured(tmp_path):
+    # eagle3_utils.py:121-124 adds 1 to target_layer_ids; models/llama.py:427-441 captures ids 0..N only.
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", prefix="")
+    layers = json.loads((draft / "config.json").read_text())["dflash_config"]["target_layer_ids"]
+    edit_config(draft, lambda c: c["dflash_config"].update(target_layer_ids=layers[:-1] + [12]))
+    target = _target(tmp_path, "LlamaForCausalLM", "llama", hidden=40, vocab=96)
+    assert errors(check_checkpoint(draft, engine=VLLM, target=target))["TGT005"] == 1
+    edit_config(draft, lambda c: c["dflash_config"].update(target_layer_ids=layers[:-1] + [11]))
+    assert "TGT005" not in errors(check_checkpoint(draft, engine=VLLM, target=target))

@@ -166,7 +166,7 @@ LOADER = FamilyLoader(
     # target_layer_ids t is captured as t + 1 in [0, N]: t in [-1, N-1].
     tap_low=-1,
     tap_high_offset=-1,
-    tap_final_residual=True,
+    tap_final_residual=False,  # the range above already ends at the last layer's output
     taps_outside_range=TAPS_OUTSIDE + " (DFlash raises ValueError naming the mismatch, qwen3_dflash.py:829-849)",
     stream=None,
     taps=TAPS,

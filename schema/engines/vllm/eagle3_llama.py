@@ -135,7 +135,7 @@ LOADER = FamilyLoader(
     # (models/llama.py:427-441); no range check.
     tap_low=0,
     tap_high_offset=0,
-    tap_final_residual=True,
+    tap_final_residual=False,  # the range above already ends at the last layer's output
     taps_outside_range=TAPS_OUTSIDE,
     config_limits=LIMITS,
     stream=None,

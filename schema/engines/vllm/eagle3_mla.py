@@ -136,7 +136,7 @@ LOADER = FamilyLoader(
     # the sum raises TypeError (deepseek_v2.py:1525-1587).
     tap_low=1,
     tap_high_offset=0,
-    tap_final_residual=True,
+    tap_final_residual=False,  # the range above already ends at the last layer's output
     taps_outside_range=TAPS_OUTSIDE,
     config_limits=LIMITS,
     stream=None,

@@ -148,7 +148,7 @@ LOADER = FamilyLoader(
     # 0..N (model.py:1145-1189).
     tap_low=-1,
     tap_high_offset=-1,
-    tap_final_residual=True,
+    tap_final_residual=False,  # the range above already ends at the last layer's output
     taps_outside_range=TAPS_OUTSIDE,
     stream=StreamResolution(
         nested_truthy_wins=False,
