@@ -321,7 +321,7 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         description="Kimi-K3 DSpark (K3DSparkModel); full size: the Kimi-K3 reference draft",
         scales={"tiny": "tiny", "full": "k3", "k3": "k3"},
         defects=DEFECTS,
-        options={"fc_norm": True, "stream": "prefix", "skipped": True},
+        options={"fc_norm": True, "stream": "prefix", "skipped": True, "engine": None},
         config=lambda scale, o: draft_config(SCALES[scale], fc_norm=o["fc_norm"], stream=o["stream"]),
         specs=lambda scale, config, o: _bf16(tensor_shapes(SCALES[scale], fc_norm=o["fc_norm"],
                                                           skipped=o["skipped"])),
@@ -335,7 +335,7 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         description="GQA DFlash / DSpark (DFlashDraftModel, DSparkDraftModel); full size: on Qwen3-8B",
         scales={"tiny": "tiny", "full": "qwen3-8b"},
         defects=GQA_DEFECTS,
-        options={"variant": "dflash"},
+        options={"variant": "dflash", "engine": None},
         config=lambda scale, o: gqa_config(GQA_SCALES[scale], variant=o["variant"]),
         specs=lambda scale, config, o: _bf16(gqa_tensor_shapes(config)),
         tensors=_seeded,
@@ -429,7 +429,6 @@ def fabricate(
     shards: int = 1,
     seed: int = 0,
     prefix: str | None = None,
-    engine: str | None = None,
     **options: Any,
 ) -> Path:
     """Write a draft folder of `family` and return it. `options` are the
@@ -444,6 +443,7 @@ def fabricate(
     specs = fab.specs(plan.scale, config, plan.options)
     if sparse and shards > 1:
         raise FabricateError("--sparse writes one model.safetensors; --shards needs real tensors.")
+    engine = plan.options.get("engine")
     stored_prefix = prefix if prefix is not None else _engine_prefix(fab, engine, specs) if engine else fab.prefix
     if chosen is None and sparse:
         float_dtype = safetensors_dtype(dtype)
@@ -587,15 +587,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="eagle3_llama: declare norm_before_fc and ship input_norm")
     parser.add_argument("--stream", help="k3_dspark: aux_hidden_stream (default prefix)")
     parser.add_argument("--engine", metavar="NAME[@REV]",
-                        help="eagle3_*: also write the tap list where this engine reads it (sglang: eagle_config)")
+                        help="write the layout this engine loads as it is: its names (vllm: no model. prefix) and, "
+                        "eagle3_*, the tap list where it reads it (sglang: eagle_config)")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--sparse", action="store_true", help="header only; payload left as a hole")
     parser.add_argument("--target-config", type=Path, metavar="FILE",
                         help="also write the target's config.json here, for check --target")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--engine", metavar="NAME[@REV]",
-                        help="write the names this engine loads as they are (default: TokenSpeed's layout)")
     args = parser.parse_args(argv)
     family = args.family or "k3_dspark"
     # Exit 2 with a message, never a traceback, like dspark itself.
@@ -614,13 +613,7 @@ def main(argv: list[str] | None = None) -> None:
                "norm_before_fc": args.norm_before_fc, "engine": args.engine}
     try:
         plan_draft(family, args.scale, args.defect, **options)
-        if args.engine:
-            from dspark.schema.engines import engine_by_spec
-
-            engine_by_spec(args.engine)
     except FabricateError as error:
-        parser.exit(2, f"error: {error}\n")
-    except UsageError as error:
         parser.exit(2, f"error: {error}\n")
     if (not args.sparse or args.defect) and not _torch_available():
         why = "a defect on a sparse draft is applied to torch tensors" if args.sparse else "writing weights needs PyTorch"
@@ -629,7 +622,7 @@ def main(argv: list[str] | None = None) -> None:
                        "draft whose payload reads as zeros.\n")
     try:
         fabricate(args.out, family=family, scale=args.scale, defect=args.defect, sparse=args.sparse,
-                  dtype=args.dtype, shards=args.shards, seed=args.seed, engine=args.engine, **options)
+                  dtype=args.dtype, shards=args.shards, seed=args.seed, **options)
         if args.target_config is not None:
             args.target_config.parent.mkdir(parents=True, exist_ok=True)
             args.target_config.write_text(json.dumps(target_config(family, args.scale), indent=2) + "\n")
