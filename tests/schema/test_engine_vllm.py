@@ -544,3 +544,11 @@ def test_a_dflash_tap_past_the_last_layer_is_never_captured(tmp_path):
     assert errors(check_checkpoint(draft, engine=VLLM, target=target))["TGT005"] == 1
     edit_config(draft, lambda c: c["dflash_config"].update(target_layer_ids=layers[:-1] + [11]))
     assert "TGT005" not in errors(check_checkpoint(draft, engine=VLLM, target=target))
+
+
+def test_vllm_must_be_told_the_method_for_a_k3_draft(tmp_path):
+    # config/speculative.py:1433-1509 infers dspark from the path or Qwen3DSparkModel, never from K3DSparkModel.
+    report = check_checkpoint(write_k3(tmp_path / "d"), engine=VLLM)
+    assert any('"method": "dspark"' in f.message for f in report.findings if f.code == "ENG004")
+    dspark = check_checkpoint(fabricate(tmp_path / "g", family="dflash_gqa", prefix="", variant="dspark"), engine=VLLM)
+    assert "ENG004" not in {f.code for f in dspark.findings}

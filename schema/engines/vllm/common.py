@@ -354,6 +354,29 @@ def engine_refusal(config_file: str, text: str, source: Source, field: str, fix:
     )
 
 
+def launch_method(method: str, inferred_from: tuple[str, ...] = ()):
+    """A config rule (ENG004, a note): the speculative method vLLM must be
+    given. Without `method` it infers one only from the draft path's words
+    or a few architectures (config/speculative.py:1433-1509), else runs the
+    folder as an independent draft model."""
+
+    def rule(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+        architectures = config.get("architectures")
+        if isinstance(architectures, list) and any(a in inferred_from for a in architectures):
+            return []
+        source = at("1433-1509", SPECULATIVE)
+        return [Finding(
+            "ENG004",
+            f"{config_file}: launch vLLM with --speculative-config '{{\"method\": \"{method}\", ...}}' (or a draft "
+            f"path holding \"{method}\"): vLLM infers the method only from the path's words or a few architectures "
+            f"and otherwise runs the folder as an independent draft model ({source.cite()}).",
+            file=config_file,
+            detail={"method": method, "source": source.cite()},
+        )]
+
+    return rule
+
+
 def silu_only(source: Source):
     """A config rule: the MLP refuses any activation but silu at build."""
 

@@ -42,6 +42,7 @@ from dspark.schema.engines.vllm.common import (
     at,
     default_taps,
     engine_refusal,
+    launch_method,
     silu_only,
     tap_agreement,
     tap_order,
@@ -119,7 +120,8 @@ def markov_rank_required(config: Mapping[str, Any], config_file: str) -> list[Fi
                            at("205-218", QWEN3_DSPARK), "markov_rank", "Write markov_rank at the top level.")]
 
 
-LIMITS = (silu_only(SILU_ONLY_SOURCES["qwen"]), sample_from_anchor_refused, dspark_needs_qwen3,
+LIMITS = (launch_method("dflash", ("Qwen3DSparkModel", "Qwen3OmniDSparkModel", "DSparkDraftModel")),
+          silu_only(SILU_ONLY_SOURCES["qwen"]), sample_from_anchor_refused, dspark_needs_qwen3,
           markov_rank_required, tap_order(TARGET_TAPS),
           tap_agreement(TAPS, "the list the target captures, else num_hidden_layers", at("84-93", _DF)))
 

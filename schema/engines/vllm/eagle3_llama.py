@@ -28,6 +28,7 @@ from dspark.schema.engines.base import (
     VocabHandling,
 )
 from dspark.schema.engines.vllm.common import (
+    launch_method,
     BIAS_WITHOUT_DESTINATION,
     DEFAULT_LOADER,
     DEFAULT_TAPS_TEXT,
@@ -83,7 +84,8 @@ def _fc_width(config: Mapping[str, Any]) -> Any:
     return width_value(config, "target_hidden_size", "hidden_size")
 
 
-LIMITS = (silu_only(SILU_ONLY_SOURCES["llama"]), target_hidden_size_not_null(at("218-221", _LE3)),
+LIMITS = (launch_method("eagle3"), silu_only(SILU_ONLY_SOURCES["llama"]),
+          target_hidden_size_not_null(at("218-221", _LE3)),
           tap_order(TARGET_TAPS),
           tap_agreement(TAPS, "num_aux_hidden_states, else eagle_config's list, else 3", at("209-216", _LE3)))
 

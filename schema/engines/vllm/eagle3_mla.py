@@ -39,6 +39,7 @@ from dspark.schema.engines.vllm.common import (
     at,
     default_taps,
     engine_refusal,
+    launch_method,
     silu_only,
     tap_agreement,
     tap_order,
@@ -89,7 +90,8 @@ def q_lora_rank_required(config: Mapping[str, Any], config_file: str) -> list[Fi
                            "fails", at("259-266", _DE3), "q_lora_rank", "Train and serve with q_lora_rank set.")]
 
 
-LIMITS = (silu_only(SILU_ONLY_SOURCES["deepseek"]), target_hidden_size_not_null(at("196-199", _DE3)),
+LIMITS = (launch_method("eagle3"), silu_only(SILU_ONLY_SOURCES["deepseek"]),
+          target_hidden_size_not_null(at("196-199", _DE3)),
           q_lora_rank_required, tap_order(TARGET_TAPS),
           tap_agreement(TAPS, "num_aux_hidden_states, else eagle_config's list, else 3", at("189-194", _DE3)))
 

@@ -39,6 +39,7 @@ from dspark.schema.engines.vllm.common import (
     at,
     default_taps,
     engine_refusal,
+    launch_method,
     tap_agreement,
     tap_order,
 )
@@ -93,7 +94,7 @@ def k3_activation(config: Mapping[str, Any], config_file: str) -> list[Finding]:
                            at("275-286", K3_TARGET), "hidden_act", "Retrain with silu.")]
 
 
-LIMITS = (k3_config_refusals, k3_activation, tap_order(TARGET_TAPS),
+LIMITS = (launch_method("dspark"), k3_config_refusals, k3_activation, tap_order(TARGET_TAPS),
           tap_agreement(TAPS, "num_target_layers", at("150-157", K3_DSPARK)))
 
 LOADER = FamilyLoader(
