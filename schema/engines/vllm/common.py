@@ -7,6 +7,11 @@ index, what a name without a destination and a parameter never loaded do).
 Every rule was read in the released wheel (`pip download vllm==0.33.0
 --no-deps`); citations are `vllm/<path>:<lines>@vllm==0.33.0`. The family
 modules beside this one hold each family's loader.
+
+Why this module is long: it holds what vLLM does the same way for all four
+families (the runner's tap reading, the capturing targets, the loader's
+treatment of unknown and missing names, the config rules several loaders
+share); split, the family modules would import it from several places.
 """
 
 from __future__ import annotations
