@@ -51,11 +51,13 @@ REGISTRY: tuple[FamilyEntry, ...] = (
     FamilyEntry("k3_dspark", "dspark.schema.families.k3_dspark", "K3_DSPARK",
                 ("K3DSparkModel",), model_types=("k3_dspark",)),
     FamilyEntry("dflash_gqa", "dspark.schema.families.dflash_gqa", "DFLASH_GQA",
-                ("DFlashDraftModel", "DSparkDraftModel"), model_types=("dflash", "dspark", "dflash_draft")),
+                ("DFlashDraftModel", "DSparkDraftModel"), legacy_architectures=("Qwen3DSparkModel",),
+                model_types=("dflash", "dspark", "dflash_draft")),
     FamilyEntry("eagle3_llama", "dspark.schema.families.eagle3_llama", "EAGLE3_LLAMA",
-                ("LlamaForCausalLMEagle3",)),
+                ("LlamaForCausalLMEagle3",), legacy_architectures=("Eagle3LlamaForCausalLM",)),
     FamilyEntry("eagle3_mla", "dspark.schema.families.eagle3_mla", "EAGLE3_MLA",
-                ("Eagle3DeepseekV2ForCausalLM",), legacy_architectures=("DeepSeekForCausalLMEagle3",)),
+                ("Eagle3DeepseekV2ForCausalLM",),
+                legacy_architectures=("DeepSeekForCausalLMEagle3", "Eagle3DeepseekV3ForCausalLM")),
 )
 _BY_ATTRIBUTE = {entry.attribute: entry for entry in REGISTRY}
 
