@@ -479,6 +479,10 @@ class EngineProfile:
     # config.json fails the engine's config loader, and where.
     text_config_model_types: tuple[str, ...] = ()
     text_config_source: Source | None = None
+    # Keys the engine then reads from the text_config it adopts as the
+    # draft's text config (a missing one stops it at startup), and where.
+    text_config_requires: tuple[str, ...] = ()
+    text_config_requires_source: Source | None = None
     # Trainers whose own config shape this engine parses as it is (a
     # speculators config for an engine that reads one): no SRV001 for it,
     # and the draft is judged through dspark's reading of that shape.

@@ -242,15 +242,40 @@ def quantization_findings(engine: EngineProfile, config: Mapping[str, Any], conf
     )]
 
 
+def _adopted_text_config_findings(engine: EngineProfile, config: Mapping[str, Any],
+                                  config_file: str) -> list[Finding]:
+    """A text_config the engine takes as the draft's text config, whose
+    shape fields it then reads from there alone (not from the top level):
+    one left out stops it at startup."""
+    text = config.get("text_config")
+    if not engine.text_config_requires:
+        return []
+    missing = [key for key in engine.text_config_requires
+               if not (isinstance(text, Mapping) and text.get(key) is not None)]
+    if not missing:
+        return []
+    source = engine.text_config_requires_source.cite() if engine.text_config_requires_source else None
+    return [Finding(
+        "CFG011",
+        f"{config_file}: has a text_config, which {engine.spec} takes as the draft's text config and reads "
+        f"{', '.join(engine.text_config_requires)} from, not from the top level; it has no "
+        f"{', '.join(missing)}, so the engine stops at startup. Remove text_config from the draft's "
+        "config.json (a copy of the target's multimodal config), keeping the draft's fields at the top level.",
+        file=config_file,
+        detail={"field": "text_config", "missing": missing, "engine": engine.spec, "source": source},
+    )]
+
+
 def text_config_findings(engine: EngineProfile, config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """A `text_config` key in the draft's own config.json: the engine's
     config loader refuses the draft at startup unless its model_type's
     config class builds the key into a config (EngineProfile.
     text_config_model_types). A key copied from a multimodal target's
     config is the usual way it gets there."""
-    if ("text_config" not in config or config.get("model_type") in engine.text_config_model_types
-            or ANY_MODEL_TYPE in engine.text_config_model_types):
+    if "text_config" not in config:
         return []
+    if config.get("model_type") in engine.text_config_model_types or ANY_MODEL_TYPE in engine.text_config_model_types:
+        return _adopted_text_config_findings(engine, config, config_file)
     source = engine.text_config_source.cite() if engine.text_config_source else None
     return [Finding(
         "CFG011",

@@ -463,9 +463,23 @@ def test_a_text_config_is_taken_by_every_config_class(tmp_path):
     # get_hf_text_config turns a text_config object into a config
     # (utils/hf_transformers/common.py:561-572); TokenSpeed refuses the key on
     # a plain Llama config (utils/hf_transformers_utils.py@f4d8ec6e:138-143).
-    draft = llama(tmp_path / "d", edit=lambda c: c.update(text_config={"num_attention_heads": 4}))
+    complete = {"num_attention_heads": 4, "hidden_size": 32, "num_hidden_layers": 1, "vocab_size": 96}
+    draft = llama(tmp_path / "d", edit=lambda c: c.update(text_config=complete))
     assert sglang(draft).passed(strict=True)
     assert "CFG011" in errors(check_checkpoint(draft, engine="tokenspeed"))
+
+
+def test_a_text_config_without_the_shape_fields_stops_sglang(tmp_path):
+    # SGLang then reads the draft's shapes from the text_config alone:
+    # head_dim else hidden_size // num_attention_heads, hidden_size,
+    # num_hidden_layers, vocab_size (configs/model_config.py:1341-1348, 1566,
+    # 1581, 1605@sglang==0.5.23): a text_config copied with num_attention_heads
+    # only raises AttributeError at startup (SGLang's own ModelConfig on it).
+    draft = llama(tmp_path / "d", edit=lambda c: c.update(text_config={"num_attention_heads": 4}))
+    report = sglang(draft)
+    assert "CFG011" in errors(report)
+    finding = next(f for f in report.findings if f.code == "CFG011")
+    assert finding.detail["missing"] == ["hidden_size", "num_hidden_layers", "vocab_size"]
 
 
 # Convert for SGLang --------------------------------------------------------------

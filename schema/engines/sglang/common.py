@@ -384,10 +384,16 @@ PROFILE_FACTS = dict(
     quantization_keys=("quantization_config", "compression_config"),
     quantization_source=at("1727-1746", MODEL_CONFIG),
     # get_hf_text_config turns a text_config given as a plain object into a
-    # config and reads it (utils/hf_transformers/common.py:561-572): a
-    # text_config does not stop the engine, whatever the model_type.
+    # config and takes it as the draft's text config, asserting it has
+    # num_attention_heads (utils/hf_transformers/common.py:561-572, 600-604),
+    # whatever the model_type; ModelConfig then reads the draft's shapes from
+    # it alone: head_dim else hidden_size // num_attention_heads, hidden_size,
+    # num_hidden_layers, vocab_size (configs/model_config.py:1341-1348, 1566,
+    # 1581, 1605), an AttributeError at startup for one it lacks.
     text_config_model_types=(ANY_MODEL_TYPE,),
-    text_config_source=at("547-600", HF_COMMON),
+    text_config_source=at("547-604", HF_COMMON),
+    text_config_requires=("num_attention_heads", "hidden_size", "num_hidden_layers", "vocab_size"),
+    text_config_requires_source=at("1341-1348, 1566, 1581, 1605", MODEL_CONFIG),
     architectures=ARCHITECTURES,
     # Weight files: *.safetensors, else *.bin, else *.pt (fall_back_to_pt),
     # the first pattern with matches (model_loader/loader.py:406-430,
