@@ -411,17 +411,26 @@ def test_a_dspark_draft_needs_its_mask_token_a_dflash_one_takes_the_tokenizers(t
     assert "CFG008" in errors(check_checkpoint(tmp_path / "e", engine="tokenspeed"))
 
 
-def test_the_markov_head_is_read_from_dflash_config_too(tmp_path):
-    # {**dflash_config, **dspark_config} before the top level
-    # (dspark_components/dspark_config.py:206-256); TokenSpeed reads
-    # dspark_config and the top level only (models/dspark.py@f4d8ec6e:75-85).
+def test_a_markov_rank_only_in_dflash_config_is_refused(tmp_path):
+    # The DSpark config reads {**dflash_config, **dspark_config} before the
+    # top level (dspark_components/dspark_config.py:206-256), but
+    # build_markov_head reads the top-level attribute only and raises for a
+    # rank <= 0 (models/dspark.py:385-391, 537@sglang==0.5.23; SGLang's own
+    # DSparkDraftModel raises on this draft). TokenSpeed refuses it too
+    # (models/dspark.py@f4d8ec6e:75-85).
     def edit(config):
         config["dflash_config"].update(markov_rank=config.pop("markov_rank"),
                                        markov_head_type=config.pop("markov_head_type"))
 
     draft = gqa(tmp_path / "d", variant="dspark", edit=edit)
-    assert sglang(draft).passed(strict=True)
+    report = sglang(draft)
+    assert errors(report)["CFG003"] == 1
+    assert "build_markov_head" in next(f for f in report.findings if f.code == "CFG003").message
     assert "CFG003" in errors(check_checkpoint(draft, engine="tokenspeed"))
+
+    both = gqa(tmp_path / "b", variant="dspark",
+               edit=lambda c: c["dflash_config"].update(markov_rank=c["markov_rank"]))
+    assert sglang(both).passed(strict=True)
 
 
 @pytest.mark.parametrize("field, value", [("markov_rank", 0), ("markov_head_type", "lstm")])

@@ -86,8 +86,10 @@ def _dspark_field(config: Mapping[str, Any], key: str, default: Any = None) -> t
 
 
 def markov_rank(config: Mapping[str, Any]) -> Any:
-    """The rank SGLang builds the Markov head with (None where its int() raises)."""
-    raw, _ = _dspark_field(config, "markov_rank", 0)
+    """The rank SGLang builds the Markov head with: build_markov_head reads
+    the config's top-level attribute only, not the merged DSpark view
+    (models/dspark.py:385-391) (None where its int() raises)."""
+    raw = config.get("markov_rank", 0)
     try:
         return int(raw) if raw is not None else 0
     except (TypeError, ValueError, OverflowError):
@@ -137,9 +139,19 @@ def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Find
         return []
     findings: list[Finding] = []
     raw_rank, rank_path = _dspark_field(config, "markov_rank", 0)
-    rank = markov_rank(config)
+    try:
+        rank = int(raw_rank) if raw_rank is not None else 0
+    except (TypeError, ValueError, OverflowError):
+        rank = None
     source = at("385-405, 525-528", DSPARK_MODEL)
-    if rank is None or rank <= 0:
+    built = markov_rank(config)
+    if rank is not None and rank > 0 and (built is None or built <= 0):
+        findings.append(refused(config_file, "markov_rank", f"{rank_path} = {raw_rank!r}, but the top-level "
+                                f"markov_rank is {config.get('markov_rank')!r}: SGLang's DSpark config reads the "
+                                "nested value, while build_markov_head reads the top-level attribute only and "
+                                "raises ValueError for a rank <= 0", at("385-391, 537", DSPARK_MODEL),
+                                "Write markov_rank (and markov_head_type) at the top level of config.json."))
+    elif rank is None or rank <= 0:
         findings.append(refused(config_file, "markov_rank", f"{rank_path} = {raw_rank!r}: a DSpark draft needs "
                                 "markov_rank > 0 (its Markov head)", source,
                                 "Set markov_rank to the rank the draft was trained with."))
