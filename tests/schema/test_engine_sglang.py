@@ -491,6 +491,20 @@ def test_a_text_config_without_the_shape_fields_stops_sglang(tmp_path):
     assert finding.detail["missing"] == ["hidden_size", "num_hidden_layers", "vocab_size"]
 
 
+def test_an_mla_draft_under_a_llama_config_loads_on_sglang(tmp_path):
+    # Nothing on SGLang's load path reads model_type: get_config builds the
+    # class it names, which keeps the MLA keys (utils/hf_transformers/
+    # config.py:336-380), and ModelConfig picks MLA by the architecture
+    # (configs/model_config.py:1384-1398@sglang==0.5.23); SGLang's own loader
+    # fills every parameter of this draft. TokenSpeed's DeepseekV3 loader
+    # needs a DeepseekV3Config.
+    draft = mla(tmp_path / "d", config_edit=lambda c: c.update(model_type="llama"))
+    assert sglang(draft).passed(strict=True)
+    assert "SRV001" in errors(check_checkpoint(draft, engine="tokenspeed"))
+    unknown = mla(tmp_path / "u", config_edit=lambda c: c.update(model_type="dflash"))
+    assert "SRV001" in errors(sglang(unknown))
+
+
 # Convert for SGLang --------------------------------------------------------------
 
 
