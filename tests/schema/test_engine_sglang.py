@@ -505,6 +505,21 @@ def test_an_mla_draft_under_a_llama_config_loads_on_sglang(tmp_path):
     assert "SRV001" in errors(sglang(unknown))
 
 
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "deepseek_v3", "gemma"])
+def test_a_gqa_draft_under_another_config_class_that_keeps_its_fields_loads_on_sglang(tmp_path, model_type):
+    # SGLang's own loader fills every parameter of these drafts under each of
+    # these config classes (utils/hf_transformers/config.py:336-380@sglang==0.5.23
+    # builds the class; nothing on the load path reads model_type).
+    assert sglang(llama(tmp_path / "e", edit=lambda c: c.update(model_type=model_type))).passed(strict=True)
+    assert sglang(gqa(tmp_path / "g", edit=lambda c: c.update(model_type=model_type))).passed(strict=True)
+
+
+def test_a_gqa_draft_under_deepseek_v2_config_is_not_servable_as_it_is(tmp_path):
+    # DeepseekV2Config drops head_dim, and SGLang's own loader then fails on
+    # the q/k/v weights (a shape error at load).
+    assert "SRV001" in errors(sglang(llama(tmp_path / "e", edit=lambda c: c.update(model_type="deepseek_v2"))))
+
+
 # Convert for SGLang --------------------------------------------------------------
 
 

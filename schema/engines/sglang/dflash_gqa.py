@@ -235,7 +235,9 @@ LOADER = FamilyLoader(
     model_class="DFlashDraftModel / DSparkDraftModel",
     # No "dflash"/"dspark" config type: the draft's config must parse as a
     # transformers config with the GQA fields (utils/hf_transformers/config.py:336-380).
-    model_types=("qwen3", "qwen2", "llama", "mistral", "qwen3_moe"),
+    # SGLang's own loader fills every parameter of the draft under each of
+    # these; under DeepseekV2Config (head_dim ignored) the norms no longer fit.
+    model_types=("qwen3", "qwen2", "llama", "mistral", "qwen3_moe", "deepseek_v3", "kimi_k2", "gemma"),
     # resolve_param_name (models/dflash.py:905-923): the name as it is, else
     # without one leading `model.`, else the native export's
     # `encoder.fc.weight` / `encoder.output_norm_enc.weight` aliases.

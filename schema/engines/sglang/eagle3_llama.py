@@ -116,8 +116,11 @@ LOADER = FamilyLoader(
     model_class="LlamaForCausalLMEagle3",
     # Any transformers config with Llama's fields builds it (LlamaConfig,
     # Qwen2/Qwen3Config); SGLang registers no config class of its own for
-    # them (utils/hf_transformers/config.py:336-380).
-    model_types=("llama", "qwen2", "qwen3", "mistral"),
+    # them (utils/hf_transformers/config.py:336-380), and nothing on the load
+    # path reads model_type: SGLang's own loader fills every parameter of the
+    # draft under each of these. DeepseekV2Config is not one: it ignores
+    # head_dim and the q/k/v weights no longer fit (a load error).
+    model_types=("llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "deepseek_v3", "kimi_k2", "gemma"),
     # load_weights (models/llama_eagle3.py:325-378): any name holding `d2t`
     # is the hot-token map and any holding `t2d` is skipped (350-356); the
     # legacy names midlayer, aux_norm_low/mid/high become layers.0 and

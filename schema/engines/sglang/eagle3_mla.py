@@ -98,8 +98,9 @@ LOADER = FamilyLoader(
     # it names (utils/hf_transformers/config.py:336-380), which keeps the MLA
     # keys as attributes, and ModelConfig picks MLA by the architecture
     # (configs/model_config.py:1384-1398); SGLang's own code loads this
-    # draft under a Llama, Qwen2, Qwen3 or DeepseekV2 config as well.
-    model_types=("deepseek_v3", "kimi_k2", "deepseek_v2", "llama", "qwen2", "qwen3"),
+    # draft under each of these config classes, filling every parameter.
+    model_types=("deepseek_v3", "kimi_k2", "deepseek_v2", "llama", "qwen2", "qwen3", "qwen3_moe", "mistral",
+                 "gemma"),
     # load_weights (models/kimi_k25_eagle3.py:428-501): `d2t`/`t2d` only as a
     # whole name or a `.d2t`/`.t2d` suffix (437-443); a leading `layers.0.`
     # becomes `midlayer.`; every name but `lm_head.*` gets `model.` added, so
