@@ -43,6 +43,10 @@ def is_silent(finding: Finding, unexpected: str | None, missing: str | None) -> 
         detail = finding.detail or {}
         names_only = detail.get("openable") and "renamed_count" in detail and "model_type" not in detail
         return bool(names_only) and unexpected not in (None, "rejects")
+    if finding.code == "IDX004" and (finding.detail or {}).get("stray_shard"):
+        # a file the index does not name is never opened: its tensors are
+        # missing parameters, left as they were by a loader that does not check
+        return missing not in (None, "rejects")
     if finding.code in _UNEXPECTED:
         return unexpected not in (None, "rejects")
     if finding.code in _MISSING:

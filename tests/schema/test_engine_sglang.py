@@ -520,6 +520,26 @@ def test_a_gqa_draft_under_deepseek_v2_config_is_not_servable_as_it_is(tmp_path)
     assert "SRV001" in errors(sglang(llama(tmp_path / "e", edit=lambda c: c.update(model_type="deepseek_v2"))))
 
 
+def test_a_shard_the_index_does_not_name_is_served_wrong_not_refused_on_sglang(tmp_path):
+    # SGLang reads only the files the index names (model_loader/
+    # weight_utils.py:757-808@sglang==0.5.23) and never checks that every
+    # parameter was loaded (model_loader/loader.py:1028-1066): SGLang's own
+    # loader starts on this draft with the stray file's parameters unloaded.
+    from safetensors.torch import load_file, save_file
+
+    draft = llama(tmp_path / "d")
+    tensors = load_file(draft / "model.safetensors")
+    (draft / "model.safetensors").unlink()
+    names = sorted(tensors)
+    save_file({n: tensors[n] for n in names[:3]}, draft / "model-1.safetensors")
+    save_file({n: tensors[n] for n in names[3:]}, draft / "model-2.safetensors")
+    (draft / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {n: "model-1.safetensors" for n in names[:3]}}))
+    report = sglang(draft)
+    assert "IDX004" in errors(report)
+    assert report.engine_verdicts()[0]["outcome"] == "served_wrong"
+
+
 # Convert for SGLang --------------------------------------------------------------
 
 
