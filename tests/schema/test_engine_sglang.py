@@ -540,6 +540,29 @@ def test_a_shard_the_index_does_not_name_is_served_wrong_not_refused_on_sglang(t
     assert report.engine_verdicts()[0]["outcome"] == "served_wrong"
 
 
+def test_a_null_nested_tap_list_hides_the_top_level_one_on_sglang(tmp_path):
+    # parse_dflash_draft_config takes dflash_config's key when it is there,
+    # null included (speculative/dflash_utils.py:657-659@sglang==0.5.23);
+    # the draft then derives its taps over its own 2 layers and raises
+    # (models/dflash.py:749-758; dflash_utils.py:373-379), as SGLang's own
+    # DFlashDraftModel does on this draft.
+    def edit(config):
+        config["target_layer_ids"] = config["dflash_config"]["target_layer_ids"]
+        config["dflash_config"]["target_layer_ids"] = None
+        config["dflash_config"].pop("num_target_layers", None)
+        config.pop("num_target_layers", None)
+
+    report = sglang(gqa(tmp_path / "d", edit=edit))
+    assert errors(report)["CFG003"] == 1
+    assert "below 4" in next(f for f in report.findings if f.code == "CFG003").message
+
+    def deep(config):
+        edit(config)
+        config["dflash_config"]["num_target_layers"] = 12
+
+    assert "CFG003" not in errors(sglang(gqa(tmp_path / "e", edit=deep)))
+
+
 # Convert for SGLang --------------------------------------------------------------
 
 
@@ -563,9 +586,13 @@ def test_convert_for_sglang_writes_the_tap_list_where_its_target_reads_it(tmp_pa
 
 def test_a_dflash_draft_without_taps_gets_the_derived_ones(tmp_path):
     # No list: one tap per draft layer over [1, N-3] (dflash_utils.py:348-385;
-    # models/dflash.py:766-776); TokenSpeed derives none and refuses it.
+    # models/dflash.py:749-776), N the declared num_target_layers (the
+    # draft's own layer count without one, which raises below 4: see
+    # test_a_null_nested_tap_list_hides_the_top_level_one_on_sglang);
+    # TokenSpeed derives none and refuses it.
     def edit(config):
         config["dflash_config"].pop("target_layer_ids")
+        config["dflash_config"]["num_target_layers"] = 12
 
     import torch
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dspark.schema.engines.base import (
-    FIRST_NOT_NULL,
+    FIRST_PRESENT,
     FamilyLoader,
     FeatureSupport,
     FusedParameter,
@@ -45,7 +45,7 @@ _DF = DFLASH_MODEL
 # the same reading feeds the draft's fc and the target's capture
 # (model_runner_components/spec_aux_hidden_state.py:210-250). (A null nested
 # list is read as "no list" there, where the top level is not consulted.)
-_TAP_PATHS = TapPaths(paths=("dflash_config.target_layer_ids", "target_layer_ids"), pick=FIRST_NOT_NULL)
+_TAP_PATHS = TapPaths(paths=("dflash_config.target_layer_ids", "target_layer_ids"), pick=FIRST_PRESENT)
 
 # Without a list the draft builds one tap per draft layer and the target
 # captures build_target_layer_ids(N, draft layers), spread over [1, N-3]
@@ -179,7 +179,7 @@ def derived_taps_note(config: Mapping[str, Any], config_file: str) -> list[Findi
     """Without a list SGLang derives one: a tap per draft layer, spread
     evenly over target layers [1, N-3] (the middle one for a one-layer
     draft), the DFlash reference's choice (speculative/dflash_utils.py:348-385)."""
-    if _TAP_PATHS.read(config) != (None, None):
+    if _TAP_PATHS.read(config)[0] is not None:
         return []
     return [Finding(
         "TAP003",
@@ -189,6 +189,29 @@ def derived_taps_note(config: Mapping[str, Any], config_file: str) -> list[Findi
         file=config_file,
         detail={"draft_taps": config.get("num_hidden_layers"), "target_ids": None},
     )]
+
+
+def derived_taps_depth(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """Without a list the draft model derives its taps over num_target_layers
+    (dflash_config's when the key is there, else the top level), else its own
+    layer count (models/dflash.py:749-758); spreading two or more over [1, N-3]
+    raises below four layers (speculative/dflash_utils.py:363-379)."""
+    if _TAP_PATHS.read(config)[0] is not None:
+        return []
+    layers = config.get("num_hidden_layers")
+    nested = config.get("dflash_config")
+    if isinstance(nested, Mapping) and "num_target_layers" in nested:
+        depth, depth_path = nested["num_target_layers"], "dflash_config.num_target_layers"
+    else:
+        depth, depth_path = config.get("num_target_layers"), "num_target_layers"
+    if depth is None:
+        depth, depth_path = layers, "num_hidden_layers (no num_target_layers)"
+    if not (is_int(layers) and is_int(depth)) or layers < 2 or depth >= 4:
+        return []
+    return [refused(config_file, "target_layer_ids", f"no target_layer_ids, so the draft spreads its {layers} taps "
+                    f"over {depth_path} = {depth} layers, and SGLang's layer selection raises below 4",
+                    at("749-758", _DF), "Write the target_layer_ids the draft was trained on (in dflash_config), "
+                    "or num_target_layers = the target's layer count.")]
 
 
 # transformers' Qwen2/Qwen3 config classes null sliding_window unless
@@ -228,7 +251,7 @@ def sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]
     )]
 
 
-LIMITS = (derived_taps_note, sliding_layers, taps_within_declared_depth, activation_supported, dspark_markov_head)
+LIMITS = (derived_taps_note, derived_taps_depth, sliding_layers, taps_within_declared_depth, activation_supported, dspark_markov_head)
 
 LOADER = FamilyLoader(
     family="dflash_gqa",
