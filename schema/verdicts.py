@@ -48,6 +48,8 @@ def is_silent(finding: Finding, unexpected: str | None, missing: str | None) -> 
         # missing parameters, left as they were by a loader that does not check
         return missing not in (None, "rejects")
     if finding.code in _UNEXPECTED:
+        if (finding.detail or {}).get("rejected"):
+            return False  # a name this loader fails on, though it drops others
         return unexpected not in (None, "rejects")
     if finding.code in _MISSING:
         return missing not in (None, "rejects")

@@ -373,6 +373,10 @@ class FamilyLoader:
     # Names without a destination that the loader drops without a word even
     # though `unexpected` is "rejects" (vLLM ignores any unexpected `.bias`).
     unexpected_dropped: tuple[SkipRule, ...] = ()
+    # Names without a destination that fail the load even though
+    # `unexpected` drops the rest, each while a derived feature is on
+    # (feature, rule): SGLang's DSpark Markov head.
+    unexpected_rejected: tuple[tuple[str, SkipRule], ...] = ()
     # Served-name patterns whose absence the loader does not notice even
     # though `missing` is "rejects": they are served uninitialised (vLLM
     # counts every parameter of a layer with a quantization method loaded).
@@ -399,6 +403,10 @@ class FamilyLoader:
 
     def dropped_unexpected(self, engine_name: str) -> SkipRule | None:
         return next((rule for rule in self.unexpected_dropped if rule.matches(engine_name)), None)
+
+    def rejected_unexpected(self, engine_name: str, features: Mapping[str, bool]) -> SkipRule | None:
+        return next((rule for feature, rule in self.unexpected_rejected
+                     if features.get(feature, False) and rule.matches(engine_name)), None)
 
     def missing_action(self, served_name: str) -> str:
         """"rejects" or "uninitialised": what a never-loaded `served_name` gets."""

@@ -170,15 +170,20 @@ def inventory_findings(
                 ))
                 continue
             dropped = loader.dropped_unexpected(name) if loader is not None else None
+            rejected = loader.rejected_unexpected(name, features) if loader is not None else None
+            rule = dropped or rejected
+            text = _UNEXPECTED["drops"] if dropped is not None else (
+                _UNEXPECTED["rejects"] if rejected is not None else unexpected_text)
             findings.append(Finding(
                 "INV002",
                 f"{entry.file}: {printable_name(name)} (stored as {printable_name(entry.stored_name)}) "
-                + (_UNEXPECTED["drops"] if dropped is not None else unexpected_text).format(family=family.name)
-                + (f" ({dropped.why}, {dropped.source.cite()})" if dropped is not None else "")
+                + text.format(family=family.name)
+                + (f" ({rule.why}, {rule.source.cite()})" if rule is not None else "")
                 + ". Remove it, or fix the config if it describes fewer layers/taps than shipped.",
                 file=entry.file,
                 tensor=name,
-                detail={"shape": list(entry.shape), "dtype": entry.dtype},
+                detail={"shape": list(entry.shape), "dtype": entry.dtype,
+                        **({"rejected": True} if rejected is not None else {})},
             ))
             continue
         if entry.shape != want.shape:

@@ -563,6 +563,22 @@ def test_a_null_nested_tap_list_hides_the_top_level_one_on_sglang(tmp_path):
     assert "CFG003" not in errors(sglang(gqa(tmp_path / "e", edit=deep)))
 
 
+def test_a_markov_head_name_the_dspark_head_lacks_is_refused_on_sglang(tmp_path):
+    # DSparkDraftModel.load_weights raises ValueError for a markov_head.*
+    # name its head has no parameter for (models/dspark.py:646-656@
+    # sglang==0.5.23; SGLang's own loader on this draft), while the DFlash
+    # loader drops it: the same name on a DFlash draft is served wrong.
+    import torch
+
+    extra = lambda t: t.update({"markov_head.extra.weight": torch.zeros(4, dtype=torch.bfloat16)})  # noqa: E731
+    report = sglang(gqa(tmp_path / "d", variant="dspark", tensor_edit=extra))
+    assert report.engine_verdicts()[0]["outcome"] == "refused"
+    assert errors(report)["INV002"] == 1
+    as_dflash = sglang(gqa(tmp_path / "f", variant="dspark", tensor_edit=extra,
+                           edit=lambda c: c.update(architectures=["DFlashDraftModel"])))
+    assert as_dflash.engine_verdicts()[0]["outcome"] == "served_wrong"
+
+
 # Convert for SGLang --------------------------------------------------------------
 
 
