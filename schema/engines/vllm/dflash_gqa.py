@@ -120,9 +120,46 @@ def markov_rank_required(config: Mapping[str, Any], config_file: str) -> list[Fi
                            at("205-218", QWEN3_DSPARK), "markov_rank", "Write markov_rank at the top level.")]
 
 
+def layer_types_served(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """layer_types as vLLM's config path and DFlash layers take it.
+
+    The draft's config.json parses through transformers' config class
+    (transformers_utils/config.py:340-420), whose validation refuses a
+    layer_types list whose length is not num_hidden_layers (transformers
+    configuration_utils.py:694-709@transformers==5.20.2; vLLM 0.33.0 pins
+    transformers>=5.16.1,<5.21). A sliding layer (or dflash_config.use_swa)
+    needs dflash_config.swa_window_size or the top-level sliding_window as the
+    config class leaves it, else ValueError at build
+    (qwen3_dflash.py:96-157); Qwen2/Qwen3 configs null sliding_window unless
+    use_sliding_window (models/qwen3/configuration_qwen3.py:87@transformers==5.20.2)."""
+    layer_types = config.get("layer_types")
+    layers = config.get("num_hidden_layers")
+    nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), Mapping) else {}
+    if isinstance(layer_types, list) and isinstance(layers, int) and len(layer_types) != layers:
+        return [engine_refusal(config_file, f"layer_types lists {len(layer_types)} layers but num_hidden_layers is "
+                               f"{layers}; transformers' config validation, which vLLM's config loader runs, "
+                               "refuses it (transformers/configuration_utils.py:694-709@transformers==5.20.2)",
+                               at("340-420", "vllm/transformers_utils/config.py"), "layer_types",
+                               "List one type per layer.")]
+    sliding = (isinstance(layer_types, list) and "sliding_attention" in layer_types) or bool(nested.get("use_swa"))
+    if not sliding:
+        return []
+    top = config.get("sliding_window")
+    if config.get("model_type") in ("qwen2", "qwen3") and not config.get("use_sliding_window"):
+        top = None
+    if nested.get("swa_window_size", top) is not None:
+        return []
+    return [engine_refusal(config_file, "a sliding-attention layer without a window: the DFlash layer reads "
+                           "dflash_config.swa_window_size, else the top-level sliding_window (which a Qwen config "
+                           "class nulls unless use_sliding_window), and raises ValueError at build",
+                           at("96-157", _DF), "sliding_window",
+                           "Set dflash_config.swa_window_size (or sliding_window with use_sliding_window: true) "
+                           "to the window the draft was trained with.")]
+
+
 LIMITS = (launch_method("dflash", ("Qwen3DSparkModel", "Qwen3OmniDSparkModel", "DSparkDraftModel")),
           silu_only(SILU_ONLY_SOURCES["qwen"]), sample_from_anchor_refused, dspark_needs_qwen3,
-          markov_rank_required, tap_order(TARGET_TAPS),
+          markov_rank_required, layer_types_served, tap_order(TARGET_TAPS),
           tap_agreement(TAPS, "the list the target captures, else num_hidden_layers", at("84-93", _DF)))
 
 LOADER = FamilyLoader(
