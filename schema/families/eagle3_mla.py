@@ -68,6 +68,24 @@ EAGLE3_MLA = DraftFamily(
         TensorRule("midlayer.self_attn.kv_a_layernorm.weight", ("kv_lora",), role="norm"),
         TensorRule("midlayer.self_attn.kv_b_proj.weight", ("nh*(qk_nope+v_head)", "kv_lora")),
         TensorRule("midlayer.self_attn.o_proj.weight", ("h", "nh*v_head")),
+        # A draft of several layers (num_hidden_layers > 1, which vLLM builds)
+        # names the layers after the first `layers.{n}`; they read the hidden
+        # state alone (h wide), normalised by input_layernorm; their
+        # hidden_norm is built but unused
+        # (vllm/model_executor/models/deepseek_eagle3.py:63-97, 120-148, 172-182@vllm==0.33.0).
+        TensorRule("layers.{n}.hidden_norm.weight", ("h",), role="norm", optional=True, start=1),
+        TensorRule("layers.{n}.input_layernorm.weight", ("h",), role="norm", start=1),
+        TensorRule("layers.{n}.post_attention_layernorm.weight", ("h",), role="norm", start=1),
+        TensorRule("layers.{n}.self_attn.q_a_proj.weight", ("q_lora", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.q_a_layernorm.weight", ("q_lora",), role="norm", start=1),
+        TensorRule("layers.{n}.self_attn.q_b_proj.weight", ("nh*(qk_nope+qk_rope)", "q_lora"), start=1),
+        TensorRule("layers.{n}.self_attn.kv_a_proj_with_mqa.weight", ("kv_lora+qk_rope", "h"), start=1),
+        TensorRule("layers.{n}.self_attn.kv_a_layernorm.weight", ("kv_lora",), role="norm", start=1),
+        TensorRule("layers.{n}.self_attn.kv_b_proj.weight", ("nh*(qk_nope+v_head)", "kv_lora"), start=1),
+        TensorRule("layers.{n}.self_attn.o_proj.weight", ("h", "nh*v_head"), start=1),
+        TensorRule("layers.{n}.mlp.gate_proj.weight", ("inter", "h"), start=1),
+        TensorRule("layers.{n}.mlp.up_proj.weight", ("inter", "h"), start=1),
+        TensorRule("layers.{n}.mlp.down_proj.weight", ("h", "inter"), start=1),
     ),
     skipped_prefixes=(),
     training_only_prefixes=("t2d",),

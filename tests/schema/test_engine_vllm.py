@@ -552,3 +552,36 @@ def test_vllm_must_be_told_the_method_for_a_k3_draft(tmp_path):
     assert any('"method": "dspark"' in f.message for f in report.findings if f.code == "ENG004")
     dspark = check_checkpoint(fabricate(tmp_path / "g", family="dflash_gqa", prefix="", variant="dspark"), engine=VLLM)
     assert "ENG004" not in {f.code for f in dspark.findings}
+
+
+# Found by a differential run against vLLM 0.33.0's own config and model code --------------------------
+
+
+def test_gqa_layer_types_of_the_wrong_length_are_refused_by_vllms_config_loader(tmp_path):
+    # vllm/transformers_utils/config.py:340-420 parses through transformers' config class, whose validation
+    # refuses len(layer_types) != num_hidden_layers (configuration_utils.py:694-709@transformers==5.20.2).
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", prefix="", defect="layer-types-length")
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"CFG003": 1})
+    assert "layer_types lists 1 layers" in message(report, "CFG003")
+
+
+def test_gqa_sliding_layer_without_a_window_is_refused_by_vllm(tmp_path):
+    # qwen3_dflash.py:96-157: dflash_config.swa_window_size, else sliding_window (nulled by Qwen3Config
+    # unless use_sliding_window), else ValueError at build.
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", prefix="", defect="sliding-no-window")
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"CFG003": 1})
+    assert "qwen3_dflash.py@vllm==0.33.0:96-157" in message(report, "CFG003")
+    windowed = edit_config(draft, lambda c: c["dflash_config"].update(swa_window_size=64))
+    assert check_checkpoint(windowed, engine=VLLM).passed()
+
+
+def test_a_two_layer_mla_eagle3_draft_without_its_second_layer_is_served_wrong(tmp_path):
+    # deepseek_eagle3.py:172-182 builds num_hidden_layers layers; load_weights returns None (370-398),
+    # so the second layer, never shipped, is served uninitialised.
+    draft = fabricate(tmp_path / "d", family="eagle3_mla", prefix="", defect="two-layers")
+    report = check_checkpoint(draft, engine=VLLM)
+    assert set(errors(report)) == {"INV001"}
+    assert "layers.1.self_attn.q_a_proj.weight" in {f.detail.get("tensor") for f in report.findings} | {
+        m for f in report.findings for m in [f.message.split(" ")[0]]}
