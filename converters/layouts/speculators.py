@@ -220,4 +220,8 @@ def as_vllm_reads_it(config: Mapping[str, Any], finding: Finding) -> dict[str, A
         out[TAP_IDS_FIELD] = copy.deepcopy(ids)
     if written.get("norm_before_residual") is not None:
         out["norm_before_residual"] = written["norm_before_residual"]
+    # vLLM picks the class by the layer's model_type (algos.py:38-46): a
+    # Qwen3 layer is built as Eagle3Qwen3ForCausalLM, not the Llama class.
+    if (finding.detail or {}).get("layer_model_type") == "qwen3":
+        out["architectures"] = ["Eagle3Qwen3ForCausalLM"]
     return out

@@ -585,3 +585,26 @@ def test_a_two_layer_mla_eagle3_draft_without_its_second_layer_is_served_wrong(t
     assert set(errors(report)) == {"INV001"}
     assert "layers.1.self_attn.q_a_proj.weight" in {f.detail.get("tensor") for f in report.findings} | {
         m for f in report.findings for m in [f.message.split(" ")[0]]}
+
+
+def test_a_speculators_folder_with_qwen3_layers_is_not_judged_as_a_llama_draft(tmp_path):
+    # transformers_utils/configs/speculators/algos.py:38-46: a qwen3 layer becomes Eagle3Qwen3ForCausalLM, whose
+    # attention loads q_norm/k_norm (qwen3.py:153-168, qwen3_eagle3.py:34) and whose fc counts the top-level list
+    # (qwen3_eagle3.py:202-210). Judged as the Llama class it passed, with those norms served unloaded.
+    draft = write_speculators_eagle3(tmp_path / "d")
+    config = json.loads((draft / "config.json").read_text())
+    config["transformer_layer_config"]["model_type"] = "qwen3"
+    (draft / "config.json").write_text(json.dumps(config))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert not report.passed() and errors(report) == Counter({"ENG002": 1})
+    (finding,) = [f for f in report.findings if f.code == "ENG002"]
+    assert "Eagle3Qwen3ForCausalLM" in finding.message and "qwen3_eagle3.py" in finding.message
+
+
+def test_a_folder_naming_eagle3_qwen3_says_what_dspark_cannot_judge(tmp_path):
+    # model_executor/models/registry.py:705-706: vLLM serves the class; dspark does not model its Qwen3 layers.
+    draft = write_eagle3_draft(tmp_path / "d")
+    config = json.loads((draft / "config.json").read_text())
+    config["architectures"] = ["Eagle3Qwen3ForCausalLM"]
+    (draft / "config.json").write_text(json.dumps(config))
+    assert "ENG002" in errors(check_checkpoint(draft, engine=VLLM))

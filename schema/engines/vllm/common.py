@@ -85,6 +85,10 @@ ALIASES = {
     "Eagle3MiniMaxM2ForCausalLM": "LlamaForCausalLMEagle3",
     "Eagle3Qwen2_5vlForCausalLM": "LlamaForCausalLMEagle3",
     "Eagle3Qwen3vlForCausalLM": "LlamaForCausalLMEagle3",
+    # Qwen3 layers (qwen3_eagle3.py): recognised so that the Llama EAGLE-3
+    # loader's qwen3_layers_not_modelled rule says what dspark cannot judge.
+    "Eagle3Qwen3ForCausalLM": "LlamaForCausalLMEagle3",
+    "PeagleQwen3ForCausalLM": "LlamaForCausalLMEagle3",
     "Eagle3DeepseekV3ForCausalLM": "Eagle3DeepseekV2ForCausalLM",
     "MuseGlimmerAssistantModel": "DFlashDraftModel",
     "DFlashMuseGlimmerAssistantModel": "DFlashDraftModel",
