@@ -35,6 +35,8 @@ import textwrap
 from contextlib import contextmanager
 from typing import Any
 
+from dspark.schema.units import human_bytes
+
 # (rich style or None, text): a piece of a line, never parsed as markup.
 Segment = tuple[str | None, str]
 
@@ -175,15 +177,6 @@ def strict_json(value: Any) -> Any:
 
 def json_text(document: Any) -> str:
     return json.dumps(strict_json(document), indent=2, allow_nan=False) + "\n"
-
-
-def human_bytes(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.2f} {unit}"
-        value /= 1024
-    return f"{count} B"
 
 
 # Payloads under this size stream faster than a bar can draw.

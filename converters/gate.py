@@ -32,6 +32,7 @@ from dspark.converters.runtime import Runtime, runtime_engine, with_runtime_find
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.findings import Finding, count_by_severity
 from dspark.schema.policy import JudgedFinding, Policy, SmokePolicy, judge, unused_waivers
+from dspark.schema.units import human_bytes
 
 # (checkpoint, smoke policy) -> a smoke report: `.passed`, `.findings`, `.to_dict()`, `.device`
 SmokeRunner = Callable[[Path, SmokePolicy], Any]
@@ -128,7 +129,7 @@ def run_gate(
     check_judged = judge(findings, policy)
     steps = [
         _step("check", [j for j in check_judged if not j.finding.code.startswith(("MAN", "RUN"))],
-              f"served verdict on {check.engine}, every value read ({check.scanned_bytes:,} bytes)"),
+              f"served verdict on {check.engine}, every value read ({human_bytes(check.scanned_bytes)})"),
     ]
     if policy.runtime:
         installed = runtime.serving.describe() if runtime.serving is not None else "no serving engine"

@@ -391,3 +391,9 @@ def test_a_gpu_is_looked_for_in_the_driver_folders_nodes_and_tools(tmp_path, mon
     assert gate._no_gpu_reason() is None
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     assert "hides every GPU" in gate._no_gpu_reason()
+
+
+def test_the_gate_says_how_much_it_read_in_binary_units(dspark, tiny_draft):
+    document = dspark("gate", tiny_draft(), "--format", "json").json()
+    detail = document["steps"][0]["detail"]
+    assert "every value read (" in detail and "KiB)" in detail and " bytes)" not in detail
