@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -18,12 +17,13 @@ from dspark.converters.readers import positional
 from dspark.schema.dtypes import DTYPE_ITEMSIZE
 from dspark.schema.errors import CheckpointError
 from dspark.schema.inventory import has_control_characters, printable_name
+from dspark.schema.records import record
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 HEADER_LENGTH_BYTES = 8
 
 
-@dataclass(frozen=True)
+@record
 class HeaderTensor:
     name: str
     dtype: str
@@ -33,7 +33,7 @@ class HeaderTensor:
     end: int
 
 
-@dataclass(frozen=True)
+@record
 class SafetensorsHeader:
     path: Path
     tensors: tuple[HeaderTensor, ...]  # in file order

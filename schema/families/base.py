@@ -11,14 +11,15 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Mapping
 
 from dspark.schema.findings import Finding
 from dspark.schema.naming import strip_wrappers
+from dspark.schema.records import record
 
 
-@dataclass(frozen=True)
+@record
 class TensorRule:
     """One served tensor, or one per layer (`{n}`) or per tap (`{i}`).
 
@@ -50,7 +51,7 @@ class TensorRule:
         return "model"
 
 
-@dataclass(frozen=True)
+@record
 class ExpectedTensor:
     name: str
     shape: tuple[int, ...]
@@ -59,7 +60,7 @@ class ExpectedTensor:
     values_below: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class DraftFamily:
     name: str
     description: str
