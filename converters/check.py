@@ -45,6 +45,8 @@ from dspark.schema.inventory import PayloadStats, printable_name
 
 @record(frozen=False)
 class FileSummary:
+    """One weight file of a checkpoint: its tensor count and bytes."""
+
     name: str
     tensors: int
     nbytes: int

@@ -23,6 +23,8 @@ class Severity(str, enum.Enum):
 
 @record
 class FindingCode:
+    """A finding code: its stable id, default severity and one-line title."""
+
     code: str
     severity: Severity
     title: str

@@ -25,6 +25,8 @@ HEADER_LENGTH_BYTES = 8
 
 @record
 class HeaderTensor:
+    """One tensor of a safetensors header."""
+
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -35,6 +37,8 @@ class HeaderTensor:
 
 @record
 class SafetensorsHeader:
+    """A safetensors file's header, read without its payload."""
+
     path: Path
     tensors: tuple[HeaderTensor, ...]  # in file order
     metadata: dict[str, str] | None

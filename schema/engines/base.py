@@ -467,6 +467,8 @@ class ArchitectureResolution:
 
 @record
 class EngineProfile:
+    """One engine at one revision: its loader for each family it serves and its profile-wide facts."""
+
     name: str
     revision: str
     commit: str

@@ -53,6 +53,8 @@ class TensorRule:
 
 @record
 class ExpectedTensor:
+    """A tensor a draft of the family must ship: name, shape, role and the rule it follows."""
+
     name: str
     shape: tuple[int, ...]
     role: str
@@ -62,6 +64,8 @@ class ExpectedTensor:
 
 @record
 class DraftFamily:
+    """A draft family: how its config is recognised and read, and the tensors it ships."""
+
     name: str
     description: str
     model_types: tuple[str, ...]

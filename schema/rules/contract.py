@@ -23,6 +23,8 @@ from dspark.schema.rules.vocab import TokenMapValues
 
 @record(frozen=False)
 class ContractResult:
+    """What the contract rules found, with the family, loader and config they judged."""
+
     findings: list[Finding]
     resolved: ResolvedDraft
     family: DraftFamily | None

@@ -53,6 +53,8 @@ class ResolvedDraft:
 
 @record
 class Resolution:
+    """The family and loader an architecture resolves to, with the findings on the way."""
+
     family: DraftFamily | None
     architecture: str | None
     loader: FamilyLoader | None
