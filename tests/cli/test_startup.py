@@ -106,6 +106,19 @@ def test_a_check_imports_the_engines_it_judges_with_only(tmp_path):
     assert [m for m in loaded if m.startswith("dspark.schema.engines.sglang")] == []
 
 
+def test_the_command_line_freezes_what_start_up_built():
+    """`main` moves start-up's objects out of the collector's way
+    (gc.freeze); `run`, which other code calls in its own process, does not."""
+    probe = ("import gc, sys\nfrom dspark.cli.main import main, run\n"
+             "run(['--version']); before = gc.get_freeze_count()\n"
+             "sys.argv = ['dspark', '--version']\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "sys.stderr.write(f'{before} {gc.get_freeze_count()}\\n')")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    before, after = map(int, done.stderr.split())
+    assert before == 0 and after > 0
+
+
 def test_families_still_lists_every_family_and_engine():
     code, loaded = loaded_by("families", "--format", "json")
     assert code == 0
