@@ -1,6 +1,8 @@
 """The `dspark` application: one module per command, registered here."""
 
-from __future__ import annotations
+# Without `from __future__ import annotations`: typer reads the parameters'
+# annotations, which are then objects built at import, not strings it must
+# compile one by one at each start (docs/check.md).
 
 import copy
 import gc
