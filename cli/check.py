@@ -1,6 +1,8 @@
 """`dspark check`."""
 
-from __future__ import annotations
+# Without `from __future__ import annotations`: typer reads the parameters'
+# annotations, which are then objects built at import, not strings it must
+# compile one by one at each start (docs/check.md).
 
 from typing import Annotated
 

@@ -5,12 +5,13 @@ the report writer and the error path can read it."""
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from dspark.schema.records import record
 
-@dataclass(frozen=True)
+
+@record
 class OutputSettings:
     """Where a run's report goes: `format` on stdout, or, with `file`, the
     machine format in the file and the human page on the terminal."""

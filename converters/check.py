@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -38,18 +38,21 @@ from dspark.schema.engines import EngineProfile, engine_specs
 from dspark.schema.errors import UnsupportedFamilyError, UsageError
 from dspark.schema.families import known_families_text
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, report_findings
+from dspark.schema.records import record
 from dspark.schema.rules import ResolvedDraft, check_contract, layout_findings, payload_findings
 from dspark.schema.inventory import PayloadStats, printable_name
 
 
-@dataclass
+@record(frozen=False)
 class FileSummary:
+    """One weight file of a checkpoint: its tensor count and bytes."""
+
     name: str
     tensors: int
     nbytes: int
 
 
-@dataclass
+@record(frozen=False)
 class CheckReport:
     """Everything `dspark check` found, as data."""
 

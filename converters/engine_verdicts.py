@@ -17,6 +17,7 @@ from typing import Any, Protocol, Sequence
 
 from dspark.schema.engines.base import EngineProfile
 from dspark.schema.findings import Finding, Severity, count_by_severity, report_findings
+from dspark.schema.records import record
 from dspark.schema.rules.resolve import ResolvedDraft
 from dspark.schema.verdicts import OUTCOME_TEXT, outcome
 
@@ -33,7 +34,7 @@ class EngineReport(Protocol):
     loader_missing: str | None
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class EngineFindings:
     """One engine's findings on a draft (convert's plan judges a layout for
     each engine asked for)."""

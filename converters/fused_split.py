@@ -29,7 +29,6 @@ judges the parts by.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from dspark.schema.engines.base import FamilyLoader, FusedParameter
@@ -37,12 +36,13 @@ from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
+from dspark.schema.records import record
 from dspark.schema.rules.config import integer_fields
 from dspark.schema.rules.inventory import fused_collision_findings
 from dspark.schema.rules.values import engine_view
 
 
-@dataclass(frozen=True)
+@record
 class SplitPart:
     """One part written from rows [start, stop) of the fused tensor."""
 
@@ -51,7 +51,7 @@ class SplitPart:
     stop: int
 
 
-@dataclass(frozen=True)
+@record
 class FusedSplit:
     """A stored fused tensor and the parts convert writes from it."""
 

@@ -9,8 +9,10 @@ findings; only the CLI turns them into an exit code.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from dspark.schema.records import record
 
 
 class Severity(str, enum.Enum):
@@ -19,8 +21,10 @@ class Severity(str, enum.Enum):
     INFO = "info"
 
 
-@dataclass(frozen=True)
+@record
 class FindingCode:
+    """A finding code: its stable id, default severity and one-line title."""
+
     code: str
     severity: Severity
     title: str
@@ -164,7 +168,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
 )
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """One thing a check found.
 
@@ -288,7 +292,7 @@ def _grouped(group: list[Finding]) -> Finding:
     )
 
 
-@dataclass(frozen=True)
+@record
 class JudgedFinding:
     """A finding and what the run made of it (`dspark check` judges by
     severity alone, `dspark gate` by its policy, schema/policy.py)."""

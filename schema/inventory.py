@@ -7,13 +7,14 @@ implies. This module opens no file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from dspark.schema.dtypes import nbytes_of
+from dspark.schema.records import record
 
 
-@dataclass(frozen=True)
+@record
 class TensorEntry:
     """One stored tensor.
 
@@ -56,7 +57,7 @@ class TensorEntry:
         }
 
 
-@dataclass(frozen=True)
+@record
 class PayloadStats:
     """What a payload scan learned about one tensor (see `--deep`)."""
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterable
 
 # JudgedFinding lives with the findings, not the gate's policy, so that a
 # plain check does not import the policy module.
 from dspark.schema.findings import Finding, JudgedFinding, Severity
+from dspark.schema.records import record
 
 __all__ = ["FORMATS", "MACHINE_FORMATS", "ErrorInfo", "JudgedFinding", "Report", "artifact_path", "format_module", "judged"]
 
@@ -41,7 +42,7 @@ FORMAT_BY_SUFFIX = {".json": "json", ".sarif": "sarif", ".xml": "junit"}
 REPORT_FORMAT = 2
 
 
-@dataclass(frozen=True)
+@record
 class ErrorInfo:
     """An error that ended the run before a report: what `report_error` tells."""
 
@@ -53,7 +54,7 @@ class ErrorInfo:
     code: str | None
 
 
-@dataclass
+@record(frozen=False)
 class Report:
     """What a command hands its format."""
 

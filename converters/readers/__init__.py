@@ -12,7 +12,6 @@ opened, so `dspark check` on a safetensors folder never loads the DCP or
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -21,6 +20,7 @@ from dspark.converters.readers.base import Checkpoint, TensorReader
 from dspark.converters.sources import is_url
 from dspark.schema.errors import UsageError
 from dspark.schema.inventory import printable_name
+from dspark.schema.records import record
 
 _CHECKPOINT_KINDS = "Pass a checkpoint folder, a .safetensors file or a .pt state dict."
 
@@ -40,7 +40,7 @@ def _holds_torch_weights(folder: Path) -> bool:
     return bool(torch_weight_files(names))
 
 
-@dataclass(frozen=True)
+@record
 class ReaderSpec:
     """One format: how to recognise it from file names, and the function
     (`module:name`, imported when needed) that opens it as

@@ -9,7 +9,7 @@ registry that picks a reader for a path is the package (`readers/__init__.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
@@ -21,6 +21,7 @@ from dspark.schema.errors import UsageError
 from dspark.schema.families import DraftFamily, family_for_config, strip_wrappers
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
+from dspark.schema.records import record
 
 
 class TensorReader(Protocol):
@@ -36,7 +37,7 @@ class TensorReader(Protocol):
         share mutable state (open a file handle per call)."""
 
 
-@dataclass
+@record(frozen=False)
 class Checkpoint:
     """A checkpoint as dspark sees it before reading any payload."""
 

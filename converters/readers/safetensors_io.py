@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -18,13 +17,16 @@ from dspark.converters.readers import positional
 from dspark.schema.dtypes import DTYPE_ITEMSIZE
 from dspark.schema.errors import CheckpointError
 from dspark.schema.inventory import has_control_characters, printable_name
+from dspark.schema.records import record
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 HEADER_LENGTH_BYTES = 8
 
 
-@dataclass(frozen=True)
+@record
 class HeaderTensor:
+    """One tensor of a safetensors header."""
+
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -33,8 +35,10 @@ class HeaderTensor:
     end: int
 
 
-@dataclass(frozen=True)
+@record
 class SafetensorsHeader:
+    """A safetensors file's header, read without its payload."""
+
     path: Path
     tensors: tuple[HeaderTensor, ...]  # in file order
     metadata: dict[str, str] | None

@@ -16,11 +16,11 @@ is too).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from dspark.converters.layouts.hf import CONFIG_NAME, MANIFEST_NAME, SAFETENSORS_INDEX, TORCH_SUFFIXES
+from dspark.schema.records import record
 
 # Files a checkpoint is made of, besides its weights: a report must never
 # take one of these names beside a checkpoint file it reads.
@@ -33,7 +33,7 @@ _CONFIGS_ABOVE = frozenset({CONFIG_NAME, "config.yaml", MANIFEST_NAME})
 _LEVELS_ABOVE = 3
 
 
-@dataclass(frozen=True)
+@record
 class RunInput:
     """A path the run reads, as the user named it (`flag` is how the
     message names it: "CKPT", "--config", ...)."""

@@ -18,11 +18,13 @@ dataclasses would import one another across modules.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Mapping, Sequence
 
+from dspark.schema.records import record
 
-@dataclass(frozen=True)
+
+@record
 class Source:
     """Where a rule was read: a file of the engine's repository at a commit."""
 
@@ -36,7 +38,7 @@ class Source:
         return f"{self.path}@{commit}:{self.lines}"
 
 
-@dataclass(frozen=True)
+@record
 class SkipRule:
     """Names the loader skips on purpose: harmless to ship, reported as
     INV005 with the bytes they cost. `pattern` is a regex searched in the
@@ -55,7 +57,7 @@ class SkipRule:
         return re.search(self.pattern, name) is not None
 
 
-@dataclass(frozen=True)
+@record
 class FusedParameter:
     """A parameter the engine fills from several checkpoint tensors (stacked
     rows). `parts` are served-name patterns (with `{n}`), in row order;
@@ -73,7 +75,7 @@ class FusedParameter:
     when_pre_fused: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class FeatureSupport:
     """Whether the loader honours a declared feature (`fc_norm`, ...)."""
 
@@ -89,7 +91,7 @@ class FeatureSupport:
     same_as_fixed: tuple = ()
 
 
-@dataclass(frozen=True)
+@record
 class StreamResolution:
     """How the engine picks `aux_hidden_stream` and who validates it."""
 
@@ -134,7 +136,7 @@ def _walk(config: Mapping[str, Any], path: str) -> tuple[bool, Any]:
     return True, node
 
 
-@dataclass(frozen=True)
+@record
 class TapPaths:
     """Where an engine reads tap ids: dotted config paths, tried in order.
 
@@ -174,7 +176,7 @@ class TapPaths:
         return bool(value)
 
 
-@dataclass(frozen=True)
+@record
 class TapNumbering:
     """What an id the engine reads captures on the target.
 
@@ -196,7 +198,7 @@ class TapNumbering:
         return [int(i) + offset + base for i in ids]
 
 
-@dataclass(frozen=True)
+@record
 class TapReading:
     """How one engine picks a draft's taps for one family."""
 
@@ -270,7 +272,7 @@ TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER = "target_unless_own_head_and_widths_di
 ANY_MODEL_TYPE = "*"
 
 
-@dataclass(frozen=True)
+@record
 class VocabHandling:
     """What the loader does with `d2t`, `t2d` and the draft's embedding (its
     head: `FamilyLoader.head_from_target`)."""
@@ -281,7 +283,7 @@ class VocabHandling:
     source: Source
 
 
-@dataclass(frozen=True)
+@record
 class FamilyLoader:
     """One engine revision's loader for one draft family."""
 
@@ -419,7 +421,7 @@ class FamilyLoader:
         return support is None or support.supported
 
 
-@dataclass(frozen=True)
+@record
 class ArchitectureResolution:
     """How the engine picks a model class from `architectures`: the draft
     worker may rewrite the first entry, then the first registered entry
@@ -463,8 +465,10 @@ class ArchitectureResolution:
         return None, names
 
 
-@dataclass(frozen=True)
+@record
 class EngineProfile:
+    """One engine at one revision: its loader for each family it serves and its profile-wide facts."""
+
     name: str
     revision: str
     commit: str

@@ -11,14 +11,15 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Mapping
 
 from dspark.schema.findings import Finding
 from dspark.schema.naming import strip_wrappers
+from dspark.schema.records import record
 
 
-@dataclass(frozen=True)
+@record
 class TensorRule:
     """One served tensor, or one per layer (`{n}`) or per tap (`{i}`).
 
@@ -50,8 +51,10 @@ class TensorRule:
         return "model"
 
 
-@dataclass(frozen=True)
+@record
 class ExpectedTensor:
+    """A tensor a draft of the family must ship: name, shape, role and the rule it follows."""
+
     name: str
     shape: tuple[int, ...]
     role: str
@@ -59,8 +62,10 @@ class ExpectedTensor:
     values_below: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class DraftFamily:
+    """A draft family: how its config is recognised and read, and the tensors it ships."""
+
     name: str
     description: str
     model_types: tuple[str, ...]

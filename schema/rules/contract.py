@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from dspark.schema.engines import EngineProfile, FamilyLoader, default_engine
@@ -10,6 +9,7 @@ from dspark.schema.families import DraftFamily, ExpectedTensor
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
 from dspark.schema.families.eagle3_common import unread_list_finding
+from dspark.schema.records import record
 from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids, tap_width_fields
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
 from dspark.schema.rules.features import quantization_findings, text_config_findings, unread_flag_findings
@@ -21,8 +21,10 @@ from dspark.schema.rules.values import engine_view
 from dspark.schema.rules.vocab import TokenMapValues
 
 
-@dataclass
+@record(frozen=False)
 class ContractResult:
+    """What the contract rules found, with the family, loader and config they judged."""
+
     findings: list[Finding]
     resolved: ResolvedDraft
     family: DraftFamily | None

@@ -14,18 +14,18 @@ SRV001, with the command that makes it servable.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from dspark.schema.engines import EngineProfile, FamilyLoader
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
+from dspark.schema.records import record
 
 _EXAMPLES = 3
 
 
-@dataclass(frozen=True)
+@record
 class ServedLayout:
     """What the readers learned about how the checkpoint sits on disk."""
 

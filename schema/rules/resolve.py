@@ -7,15 +7,16 @@ worker's rewrite), then which dspark family describes that class.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping
 
 from dspark.schema.engines import EngineProfile, FamilyLoader
 from dspark.schema.families import DraftFamily, family_for_architecture, family_for_config, family_for_model_type
 from dspark.schema.findings import Finding
+from dspark.schema.records import record
 
 
-@dataclass
+@record(frozen=False)
 class ResolvedDraft:
     """What the serving side will do with this draft, as far as the config
     and the shipped tensors tell."""
@@ -50,8 +51,10 @@ class ResolvedDraft:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@record
 class Resolution:
+    """The family and loader an architecture resolves to, with the findings on the way."""
+
     family: DraftFamily | None
     architecture: str | None
     loader: FamilyLoader | None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from dspark.schema.engines import FamilyLoader
@@ -10,6 +9,7 @@ from dspark.schema.engines.base import TARGET_UNLESS_WIDTHS_DIFFER
 from dspark.schema.families import DraftFamily
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding, Severity
+from dspark.schema.records import record
 from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids, tap_width_fields
 from dspark.schema.rules.vocab import TokenMapValues, larger_vocab_through_d2t
 
@@ -27,7 +27,7 @@ _ATTN_RES_DEFAULT_BLOCK = 12
 # 3016-3017.
 _TEXT_CONFIG_WRAPPERS = ("kimi_k3", "kimi_k25")
 _MISSING = object()
-@dataclass(frozen=True)
+@record
 class TargetFacts:
     """The fields of a target model's config that a draft depends on.
     Values nested under `text_config` (a multimodal config's language

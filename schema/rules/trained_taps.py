@@ -12,10 +12,9 @@ captures. The two are compared as 0-based layer outputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from dspark.schema.engines.base import HIDDEN_STATES, LAYER_OUTPUT
 from dspark.schema.findings import Finding, Severity
+from dspark.schema.records import record
 from dspark.schema.rules.resolve import ResolvedDraft
 
 NUMBERING_TEXT = {
@@ -24,7 +23,7 @@ NUMBERING_TEXT = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class TrainedTaps:
     """What the folder says of the taps its draft was trained on."""
 

@@ -53,6 +53,37 @@ def test_a_check_imports_the_family_of_the_checkpoint_only(tmp_path, family):
     assert [m for m in OTHER_FAMILIES[family] if m in loaded] == []
 
 
+def test_a_k3_check_imports_the_k3_loader_of_its_engine_only(tmp_path):
+    """The engine packages hold one module per family: a K3 check imports
+    the K3 loader, not the others (nor what only `check --runtime` reads)."""
+    draft = fabricate(tmp_path / "draft", family="k3_dspark", sparse=True)
+    code, loaded = loaded_by("check", str(draft))
+    assert code == 0
+    assert "dspark.schema.engines.tokenspeed.k3_dspark" in loaded
+    others = [f"dspark.schema.engines.tokenspeed.{family}" for family in ("dflash_gqa", "eagle3_llama", "eagle3_mla")]
+    assert [m for m in others if m in loaded] == []
+    assert "dspark.schema.engines.tokenspeed.revisions" not in loaded
+    assert [m for m in loaded if m.startswith(("dspark.schema.engines.vllm", "dspark.schema.engines.sglang"))] == []
+
+
+def test_the_lazy_loaders_are_the_loaders_of_every_family():
+    from dspark.schema.engines import tokenspeed
+    from dspark.schema.engines.tokenspeed import dflash_gqa, eagle3_llama, eagle3_mla, k3_dspark
+
+    for profile in tokenspeed.PROFILES:
+        assert list(profile.loaders) == ["k3_dspark", "dflash_gqa", "eagle3_llama", "eagle3_mla"]
+        assert len(profile.loaders) == 4 and "k3_dspark" in profile.loaders
+        assert profile.loader_for("medusa") is None
+        assert profile.loaders["dflash_gqa"] is dflash_gqa.LOADER
+        assert profile.loaders["eagle3_llama"] is eagle3_llama.LOADER
+        assert profile.loaders["eagle3_mla"] is eagle3_mla.LOADER
+        assert profile.loader_for("k3_dspark") is profile.loaders["k3_dspark"]  # built once
+    assert tokenspeed.CURRENT.loaders["k3_dspark"] == k3_dspark.loader(serving_change=True)
+    assert tokenspeed.MAIN_PROFILE.loaders["k3_dspark"] == k3_dspark.loader(serving_change=False)
+    assert tokenspeed.PR_1016.loaders["k3_dspark"] == k3_dspark.loader_pr1016()
+    assert dict(tokenspeed.CURRENT.loaders) == dict(tokenspeed.PR_1031.loaders)
+
+
 def test_a_check_imports_neither_the_gate_policy_nor_other_commands(tmp_path):
     draft = write_draft(tmp_path / "draft")
     code, loaded = loaded_by("check", str(draft))
@@ -73,6 +104,19 @@ def test_a_check_imports_the_engines_it_judges_with_only(tmp_path):
     code, loaded = loaded_by("check", str(draft))
     assert code == 0
     assert [m for m in loaded if m.startswith("dspark.schema.engines.sglang")] == []
+
+
+def test_the_command_line_freezes_what_start_up_built():
+    """`main` moves start-up's objects out of the collector's way
+    (gc.freeze); `run`, which other code calls in its own process, does not."""
+    probe = ("import gc, sys\nfrom dspark.cli.main import main, run\n"
+             "run(['--version']); before = gc.get_freeze_count()\n"
+             "sys.argv = ['dspark', '--version']\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "sys.stderr.write(f'{before} {gc.get_freeze_count()}\\n')")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    before, after = map(int, done.stderr.split())
+    assert before == 0 and after > 0
 
 
 def test_families_still_lists_every_family_and_engine():

@@ -27,22 +27,64 @@ Where DESIGN.md and this code disagree, this code wins (see docs/contract.md).
 
 from __future__ import annotations
 
-from dspark.schema.engines.base import EngineProfile
-from dspark.schema.engines.tokenspeed import dflash_gqa, eagle3_llama, eagle3_mla, k3_dspark
+import functools
+import importlib
+from types import ModuleType
+from typing import Callable, Iterator, Mapping
+
+from dspark.schema.engines.base import EngineProfile, FamilyLoader
 from dspark.schema.engines.tokenspeed.common import MAIN, NAME, PR1016, PR1031, PROFILE_FACTS
 
-_OTHER_FAMILIES = {
-    "dflash_gqa": dflash_gqa.LOADER,
-    "eagle3_llama": eagle3_llama.LOADER,
-    "eagle3_mla": eagle3_mla.LOADER,
-}
+
+class _Loaders(Mapping[str, FamilyLoader]):
+    """family -> loader, each family's module imported when its loader is
+    first asked for: a check of a K3 draft imports `k3_dspark.py` and no
+    other family's (`dspark families` and `explain`, which walk every
+    loader, import them all)."""
+
+    def __init__(self, build: Mapping[str, Callable[[], FamilyLoader]]) -> None:
+        self._build = dict(build)
+        self._built: dict[str, FamilyLoader] = {}
+
+    def __getitem__(self, family: str) -> FamilyLoader:
+        if family not in self._built:
+            self._built[family] = self._build[family]()
+        return self._built[family]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._build)
+
+    def __len__(self) -> int:
+        return len(self._build)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+
+def _module(family: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{family}")
+
+
+@functools.cache
+def _main_loader(family: str) -> FamilyLoader:
+    # One loader object per family, shared by every revision that serves it as main does.
+    return _module(family).LOADER
+
+
+def _k3(**options: bool) -> Callable[[], FamilyLoader]:
+    return lambda: _module("k3_dspark").loader(**options)
+
+
+def _loaders(k3: Callable[[], FamilyLoader]) -> _Loaders:
+    others = ("dflash_gqa", "eagle3_llama", "eagle3_mla")
+    return _Loaders({"k3_dspark": k3, **{family: functools.partial(_main_loader, family) for family in others}})
 
 CURRENT = EngineProfile(
     name=NAME,
     revision="current",
     commit=f"{PR1031} (k3_dspark), {MAIN} (others)",
     description="TokenSpeed with the K3 DSpark serving change (pull request 1031) for k3_dspark; main for the rest",
-    loaders={"k3_dspark": k3_dspark.loader(serving_change=True), **_OTHER_FAMILIES},
+    loaders=_loaders(_k3(serving_change=True)),
     **PROFILE_FACTS,
 )
 
@@ -51,7 +93,7 @@ PR_1031 = EngineProfile(
     revision="pr1031",
     commit=PR1031,
     description="TokenSpeed pull request 1031 head (K3 DSpark: fc_norm + AttnRes tap)",
-    loaders={"k3_dspark": k3_dspark.loader(serving_change=True), **_OTHER_FAMILIES},
+    loaders=_loaders(_k3(serving_change=True)),
     **PROFILE_FACTS,
 )
 
@@ -61,7 +103,7 @@ PR_1016 = EngineProfile(
     commit=PR1016,
     description="TokenSpeed pull request 1016 head (K3 DSpark: fc_norm via tokenspeed_kernel; the stream "
     "overridable by TOKENSPEED_DFLASH_AUX_STREAM)",
-    loaders={"k3_dspark": k3_dspark.loader_pr1016(), **_OTHER_FAMILIES},
+    loaders=_loaders(lambda: _module("k3_dspark").loader_pr1016()),
     **{**PROFILE_FACTS, "ignored_env_vars": ()},
 )
 
@@ -70,7 +112,7 @@ MAIN_PROFILE = EngineProfile(
     revision="main",
     commit=MAIN,
     description="TokenSpeed main: K3 DSpark without fc_norm or the AttnRes stream",
-    loaders={"k3_dspark": k3_dspark.loader(serving_change=False), **_OTHER_FAMILIES},
+    loaders=_loaders(_k3(serving_change=False)),
     **PROFILE_FACTS,
 )
 

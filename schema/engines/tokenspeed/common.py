@@ -22,9 +22,9 @@ from dspark.schema.engines.base import (
     TapNumbering,
     TapPaths,
 )
-# The commits (main, PR 1016, PR 1031), and how an installed engine says
-# which it is: revisions.py.
-from dspark.schema.engines.tokenspeed.revisions import MAIN, PR1016, PR1031, REPOSITORY, STREAM_ENV_VAR
+# The commits (main, PR 1016, PR 1031): commits.py; how an installed engine
+# says which it is: revisions.py.
+from dspark.schema.engines.tokenspeed.commits import MAIN, PR1016, PR1031, REPOSITORY, STREAM_ENV_VAR
 from dspark.schema.families.base import is_int
 from dspark.schema.families.eagle3_common import DEFAULT_TAP_COUNT, TAP_IDS_FIELD
 from dspark.schema.findings import Finding

@@ -15,14 +15,8 @@ from typing import Mapping
 
 from dspark.schema.engines.base import Source
 
-REPOSITORY = "lightseekorg/tokenspeed"
-# main, for the GQA DFlash/DSpark and EAGLE-3 drafts
-MAIN = "f4d8ec6e"
-# the head of PR 1016, the first serving change for Kimi-K3 DSpark drafts
-# (fc_norm through tokenspeed_kernel, the stream overridable by environment)
-PR1016 = "5f1e48b5"
-# the head of PR 1031, the serving change for Kimi-K3 DSpark drafts
-PR1031 = "4b9766f6"
+# The commits (main, PR 1016, PR 1031) live in commits.py, which a check imports without this module.
+from dspark.schema.engines.tokenspeed.commits import MAIN, PR1016, PR1031, REPOSITORY, STREAM_ENV_VAR  # noqa: F401
 
 # Paths inside the installed `tokenspeed` package (the repository's python/tokenspeed/).
 K3_MODEL_FILE = "runtime/models/kimi_k3_dspark.py"
@@ -31,7 +25,6 @@ LOCAL_KERNEL_FILE = "runtime/layers/segmented_rmsnorm.py"
 REGISTRY_FILE = "runtime/models/registry.py"
 REPO_PREFIX = "python/tokenspeed/"
 
-STREAM_ENV_VAR = "TOKENSPEED_DFLASH_AUX_STREAM"
 KERNEL_FUNCTION = "segmented_rmsnorm"
 # The kernel package the 1016 K3 model imports from, and its module.
 KERNEL_PACKAGE = "tokenspeed_kernel"
