@@ -281,6 +281,11 @@ class VocabHandling:
     t2d: str
     embedding: str
     source: Source
+    # The integer dtype of the buffer the loader copies d2t into ("I64":
+    # vLLM's int64 parameter, `copy_` casting a float table, exactly for the
+    # integers F32/F64 hold); "" where the table is used as stored, its
+    # dtype and all (TokenSpeed and SGLang add it to token ids as is).
+    d2t_buffer: str = ""
 
 
 @record

@@ -34,6 +34,10 @@ from dspark.schema.rules.common import is_int, shape_text
 VOCAB_ROLES = ("lm_head", "token_map")
 
 _INTEGER_DTYPES = ("I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64")
+# Float dtypes a loader with an integer d2t buffer (`VocabHandling.d2t_buffer`)
+# casts exactly, and the vocabulary below which every offset i + d2t[i]
+# needs is one of their integers (2^24 for F32, 2^53 for F64).
+_EXACT_FLOATS = {"F32": 2 ** 24, "F64": 2 ** 53}
 
 # The token map's values, handed over by the caller (this floor opens no
 # file): `values(count)` gives the first `count` entries of the shipped
@@ -209,7 +213,7 @@ def vocab_findings(
     refused = _refused_token_maps(family, loader, config, shipped)
     findings += refused
     if table is not None and not refused:
-        findings += _table_findings(table, config, shipped, config_file)
+        findings += _table_findings(table, loader, config, shipped, config_file)
         findings += _table_value_findings(table, shipped, token_map)
     embedding = expected_all.get(EMBEDDING_NAME)
     if (embedding is not None and embedding.name not in shipped
@@ -344,7 +348,16 @@ def _head_findings(head, loader, config, shipped, config_file) -> list[Finding]:
     return findings
 
 
-def _table_findings(table, config, shipped, config_file) -> list[Finding]:
+def _cast_exactly(loader: FamilyLoader | None, dtype: str, vocab: Any) -> bool:
+    """Whether the loader copies a `dtype` d2t into its integer buffer
+    without changing any offset a `vocab`-token vocabulary needs (vLLM:
+    `copy_` into int64; the values themselves are not read here)."""
+    handling = loader.vocab if loader is not None else None
+    return (handling is not None and handling.d2t_buffer in _INTEGER_DTYPES and dtype in _EXACT_FLOATS
+            and is_int(vocab) and vocab <= _EXACT_FLOATS[dtype])
+
+
+def _table_findings(table, loader, config, shipped, config_file) -> list[Finding]:
     entry = shipped.get(table.name)
     rows, vocab = table.shape[0], config.get("vocab_size")
     if entry is None:
@@ -361,7 +374,7 @@ def _table_findings(table, config, shipped, config_file) -> list[Finding]:
             )]
         return []
     problems = []
-    if entry.dtype not in _INTEGER_DTYPES:
+    if entry.dtype not in _INTEGER_DTYPES and not _cast_exactly(loader, entry.dtype, vocab):
         problems.append(f"dtype {entry.dtype}, not an integer type (the engine adds it to token ids as is)")
     # hot_token_id = d2t + arange(len(d2t)) is indexed only by the head's
     # argmax (models/llama_eagle3.py@f4d8ec6e:691-695; models/deepseek_v3.py@

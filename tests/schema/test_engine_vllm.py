@@ -119,6 +119,37 @@ def test_d2t_at_the_targets_vocabulary_is_refused_by_vllm_and_read_by_tokenspeed
     assert check_checkpoint(draft, engine="tokenspeed").passed()
 
 
+def test_a_float32_d2t_is_cast_by_vllm_and_fails_tokenspeed_and_sglang(tmp_path):
+    # llama_eagle3.py:340-343, 428-429 and deepseek_eagle3.py:309-312, 378-379: d2t is copied into an
+    # int64 parameter (model_loader/weight_utils.py:1529-1543, `param.data.copy_`), exact for F32
+    # integers. TokenSpeed adds it to an arange as stored (models/llama_eagle3.py@f4d8ec6e:691-695) and
+    # SGLang indexes the head with it: a float table is VOC002 there.
+    def float_map(tensors):
+        tensors["d2t"] = tensors["d2t"].to(torch.float32)
+
+    draft = write_eagle3_draft(tmp_path / "d", tensor_edit=float_map)
+    assert check_checkpoint(draft, engine=VLLM).passed()
+    assert errors(check_checkpoint(draft, engine="tokenspeed"))["VOC002"] == 1
+    assert errors(check_checkpoint(draft, engine="sglang"))["VOC002"] == 1
+
+    def half_map(tensors):  # F16 holds integers exactly only to 2048: not cast exactly
+        tensors["d2t"] = tensors["d2t"].to(torch.float16)
+
+    half = write_eagle3_draft(tmp_path / "h", tensor_edit=half_map)
+    assert errors(check_checkpoint(half, engine=VLLM))["VOC002"] == 1
+
+
+def test_a_float32_d2t_is_cast_by_vllms_mla_loader(tmp_path):
+    # deepseek_eagle3.py:309-312, 378-379: the same int64 parameter and copy.
+    def float_map(tensors):
+        tensors["d2t"] = tensors["d2t"].to(torch.float32)
+
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", tensor_edit=float_map)
+    report = check_checkpoint(draft, engine=VLLM)
+    assert report.passed(), errors(report)
+    assert errors(check_checkpoint(draft, engine="tokenspeed"))["VOC002"] == 1
+
+
 def test_norm_before_residual_is_served_by_vllm_and_not_by_tokenspeed(tmp_path):
     # llama_eagle3.py:101-104, 110-122: hidden_norm before the residual when norm_before_residual.
     draft = write_eagle3_draft(tmp_path / "d", config_edit=lambda c: c.update(norm_before_residual=True))

@@ -182,8 +182,11 @@ LOADER = FamilyLoader(
     # The embedding and head are the draft's when it ships them (and they
     # differ from the target's), else the target's (process_eagle_weight,
     # model_executor/models/utils.py:1178-1198; v1/worker/gpu/spec_decode/eagle/utils.py:18-34, 45-119).
+    # A shipped d2t is copied into that int64 parameter by the default
+    # loader (`param.data.copy_`, model_loader/weight_utils.py:1529-1543), so a
+    # float table of integers loads exactly (llama_eagle3.py:340-343, 428-429).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
-                        source=at("314-316, 338-345, 420-470", _LE3)),
+                        source=at("314-316, 338-345, 420-470", _LE3), d2t_buffer="I64"),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
     # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
