@@ -150,6 +150,24 @@ def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_
                 file=config_file,
                 detail={"target_layer_ids": layer_ids},
             ))
+        # Where the family's schema admits ids below what an engine captures
+        # (DFlash: -1, the embeddings), the engine's loader says its lowest
+        # id, tap_low (vLLM's runner adds 1 to a DFlash id and captures id 0,
+        # the embeddings; TokenSpeed and SGLang refuse ids below 0); without
+        # a loader, 0.
+        floor = load_config_schema(family.schema_file).get("$defs", {}).get("layerId", {}).get("minimum")
+        low = loader.tap_low if loader is not None else 0
+        below = [t for t in layer_ids if t < low] if is_int(floor) and floor < low else []
+        if below:
+            cited = loader.sources.get("taps vs target") if loader is not None else None
+            where = f" ({cited.cite()})" if cited is not None else ""
+            findings.append(Finding(
+                "CFG003",
+                f"{config_file}: {layer_ids_path}: {below} below {low}, the lowest tap id this engine captures"
+                f"{where}. List the layers the draft was trained on, numbered from {low}.",
+                file=config_file,
+                detail={"field": layer_ids_path, "validator": "engine", "below": below, "tap_low": low},
+            ))
         if is_int(target_layers):
             outside = [t for t in layer_ids if not 0 <= t < target_layers]
             if outside:

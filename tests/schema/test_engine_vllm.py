@@ -639,3 +639,21 @@ def test_a_folder_naming_eagle3_qwen3_says_what_dspark_cannot_judge(tmp_path):
     config["architectures"] = ["Eagle3Qwen3ForCausalLM"]
     (draft / "config.json").write_text(json.dumps(config))
     assert "ENG002" in errors(check_checkpoint(draft, engine=VLLM))
+
+
+def test_a_dflash_tap_minus_one_is_the_embeddings_in_vllm_and_refused_elsewhere(tmp_path):
+    # v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:121-124 adds 1 to dflash_config.target_layer_ids, so -1
+    # becomes 0, which models/llama.py:428-431 (interfaces.py:1640-1650) captures before the first layer:
+    # the embeddings. TokenSpeed's and SGLang's capture setters refuse ids below 0 (their tap_low).
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", prefix="")
+    layers = json.loads((draft / "config.json").read_text())["dflash_config"]["target_layer_ids"]
+    edit_config(draft, lambda c: c["dflash_config"].update(target_layer_ids=[-1] + layers[1:]))
+    assert check_checkpoint(draft, engine=VLLM).passed()
+    target = _target(tmp_path, "LlamaForCausalLM", "llama", hidden=40, vocab=96)
+    assert check_checkpoint(draft, engine=VLLM, target=target).passed()
+    for other in ("tokenspeed", "sglang"):
+        report = check_checkpoint(draft, engine=other)
+        assert errors(report)["CFG003"] == 1
+        assert "below 0" in message(report, "CFG003")
+    edit_config(draft, lambda c: c["dflash_config"].update(target_layer_ids=[-2] + layers[1:]))
+    assert errors(check_checkpoint(draft, engine=VLLM))["CFG003"] == 1
