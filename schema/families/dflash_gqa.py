@@ -109,6 +109,18 @@ def sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]
             file=config_file,
             detail={"field": "layer_types", "validator": "engine"},
         )]
+    if isinstance(layer_types, list) and "chunked_attention" in layer_types:
+        # The schema admits the type transformers knows; the engine builds
+        # full and sliding layers only and raises ValueError on any other
+        # (models/dflash.py@f4d8ec6e:572-592).
+        return [Finding(
+            "CFG003",
+            f"{config_file}: layer_types holds chunked_attention; the engine builds full_attention and "
+            "sliding_attention layers only and raises ValueError at build (models/dflash.py@f4d8ec6e:572-592). "
+            "Serve it on an engine that builds chunked layers, or retrain with the two types.",
+            file=config_file,
+            detail={"field": "layer_types", "validator": "engine"},
+        )]
     nested = config.get("dflash_config")
     served, inner = served_sliding_window(config), nested.get("swa_window_size") if isinstance(nested, Mapping) else None
     if (isinstance(layer_types, list) and "sliding_attention" in layer_types and isinstance(nested, Mapping)

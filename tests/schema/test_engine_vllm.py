@@ -657,3 +657,17 @@ def test_a_dflash_tap_minus_one_is_the_embeddings_in_vllm_and_refused_elsewhere(
         assert "below 0" in message(report, "CFG003")
     edit_config(draft, lambda c: c["dflash_config"].update(target_layer_ids=[-2] + layers[1:]))
     assert errors(check_checkpoint(draft, engine=VLLM))["CFG003"] == 1
+
+
+def test_a_chunked_attention_layer_is_served_as_full_attention_by_vllm(tmp_path):
+    # qwen3_dflash.py:59-73, 96-157: only "sliding_attention" gets a window and causal masking; any other
+    # layer type is built as full attention without a word: served wrong (ENG001), not a schema violation.
+    # TokenSpeed (models/dflash.py@f4d8ec6e:572-592) and SGLang (models/dflash.py:166-191) raise on it.
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", prefix="")
+    layers = json.loads((draft / "config.json").read_text())["num_hidden_layers"]
+    edit_config(draft, lambda c: c.update(layer_types=["chunked_attention"] * layers))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"ENG001": 1})
+    assert "full attention" in message(report, "ENG001")
+    for other in ("tokenspeed", "sglang"):
+        assert errors(check_checkpoint(draft, engine=other)) == Counter({"CFG003": 1})

@@ -42,6 +42,7 @@ from dspark.schema.engines.vllm.common import (
     at,
     default_taps,
     engine_refusal,
+    served_wrong,
     launch_method,
     silu_only,
     tap_agreement,
@@ -141,15 +142,25 @@ def layer_types_served(config: Mapping[str, Any], config_file: str) -> list[Find
                                "refuses it (transformers/configuration_utils.py:694-709@transformers==5.20.2)",
                                at("340-420", "vllm/transformers_utils/config.py"), "layer_types",
                                "List one type per layer.")]
+    findings = []
+    if isinstance(layer_types, list) and "chunked_attention" in layer_types:
+        # Only "sliding_attention" gets a window and causal masking; any other
+        # type is built as full attention, without a word (qwen3_dflash.py:59-73, 96-157).
+        findings.append(served_wrong(
+            config_file, "layer_types holds chunked_attention, which the DFlash layer builds as full attention "
+            "(no chunk, no window) without a word: a draft trained with chunked attention is served another "
+            "attention than it learned", at("59-73, 96-157", _DF), "chunked_attention",
+            "Retrain with full_attention or sliding_attention layers, or serve it on an engine that builds "
+            "chunked layers."))
     sliding = (isinstance(layer_types, list) and "sliding_attention" in layer_types) or bool(nested.get("use_swa"))
     if not sliding:
-        return []
+        return findings
     top = config.get("sliding_window")
     if config.get("model_type") in ("qwen2", "qwen3") and not config.get("use_sliding_window"):
         top = None
     if nested.get("swa_window_size", top) is not None:
-        return []
-    return [engine_refusal(config_file, "a sliding-attention layer without a window: the DFlash layer reads "
+        return findings
+    return findings + [engine_refusal(config_file, "a sliding-attention layer without a window: the DFlash layer reads "
                            "dflash_config.swa_window_size, else the top-level sliding_window (which a Qwen config "
                            "class nulls unless use_sliding_window), and raises ValueError at build",
                            at("96-157", _DF), "sliding_window",
