@@ -166,9 +166,15 @@ def main() -> None:
     # long as the process: the cyclic collector need not walk it again each
     # time a command's own objects trigger a collection (about 5 % of a
     # header-only check, docs/check.md). Objects made from here on are
-    # collected as usual. Here, not in `run`: a caller's process is its own.
+    # collected as usual. Here, not in `run`: a caller's process is its own;
+    # and thawed after the command, for a caller (a test) that calls main()
+    # in its own process and goes on.
     gc.freeze()
-    sys.exit(run(sys.argv[1:]))
+    try:
+        code = run(sys.argv[1:])
+    finally:
+        gc.unfreeze()
+    sys.exit(code)
 
 
 if __name__ == "__main__":
