@@ -21,6 +21,7 @@ import re
 from dataclasses import field
 from typing import Any, Callable, Mapping, Sequence
 
+from dspark.schema.findings import Finding
 from dspark.schema.records import record
 
 
@@ -514,3 +515,17 @@ class EngineProfile:
 
     def loader_for(self, family: str) -> FamilyLoader | None:
         return self.loaders.get(family)
+
+
+SERVE_ELSEWHERE = "Serve the draft on an engine that honours it, or retrain without it."
+
+
+def served_wrong(config_file: str, text: str, source: Source, feature: str, fix: str = SERVE_ELSEWHERE) -> Finding:
+    """ENG001, for any engine: the draft loads and the model computes
+    something other than what the config says, without a word."""
+    return Finding(
+        "ENG001",
+        f"{config_file}: {text} ({source.cite()}). {fix}",
+        file=config_file,
+        detail={"feature": feature, "source": source.cite()},
+    )

@@ -27,6 +27,7 @@ from dspark.schema.engines.base import (
     ArchitectureResolution,
     FeatureSupport,
     Source,
+    served_wrong,
     TapNumbering,
     TapPaths,
 )
@@ -310,18 +311,9 @@ NORM_BEFORE_RESIDUAL = FeatureSupport(
 # registers a setter and then captures nothing (FamilyLoader.targets_without_capture).
 NON_CAPTURING_TARGETS: tuple[str, ...] = ()
 
-SERVE_ELSEWHERE = "Serve the draft on an engine that honours it, or retrain without it."
 
 
-def engine_finding(config_file: str, text: str, source: Source, feature: str, fix: str = SERVE_ELSEWHERE) -> Finding:
-    """ENG001: the draft loads and SGLang computes something other than what
-    the config says, without a word."""
-    return Finding(
-        "ENG001",
-        f"{config_file}: {text} ({source.cite()}). {fix}",
-        file=config_file,
-        detail={"feature": feature, "source": source.cite()},
-    )
+engine_finding = served_wrong
 
 
 def refused(config_file: str, field: str, text: str, source: Source, fix: str) -> Finding:

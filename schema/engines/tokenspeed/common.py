@@ -19,6 +19,7 @@ from dspark.schema.engines.base import (
     FeatureSupport,
     SkipRule,
     Source,
+    served_wrong,
     TapNumbering,
     TapPaths,
 )
@@ -156,19 +157,10 @@ EAGLE3_TARGET_SOURCE = at_main("44-75, 95-102", FACTORY)
 
 # Config findings shared by the family limits ---------------------------------
 
-SERVE_ELSEWHERE = "Serve the draft on an engine that honours it, or retrain without it."
 YARN_OR_NONE = ("default", "yarn", "deepseek_yarn")
 
 
-def engine_finding(config_file: str, text: str, source: Source, feature: str, fix: str = SERVE_ELSEWHERE) -> Finding:
-    """ENG001: the draft loads and the model computes something other than
-    what the config says, without a word."""
-    return Finding(
-        "ENG001",
-        f"{config_file}: {text} ({source.cite()}). {fix}",
-        file=config_file,
-        detail={"feature": feature, "source": source.cite()},
-    )
+engine_finding = served_wrong
 
 
 def rope_type(config: Mapping[str, Any]) -> tuple[str | None, str | None]:

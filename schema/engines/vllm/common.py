@@ -26,6 +26,7 @@ from dspark.schema.engines.base import (
     FeatureSupport,
     SkipRule,
     Source,
+    served_wrong,
     TapNumbering,
     TapPaths,
     TapReading,
@@ -342,15 +343,7 @@ SILU_ONLY_SOURCES = {"llama": at("112-115", LLAMA), "deepseek": at("278-281", DE
                      "qwen": at("105-108", QWEN2)}
 
 
-def served_wrong(config_file: str, text: str, source: Source, feature: str, fix: str) -> Finding:
-    """ENG001: the draft loads and the model computes something other than
-    what the config says, without a word."""
-    return Finding(
-        "ENG001",
-        f"{config_file}: {text} ({source.cite()}). {fix}",
-        file=config_file,
-        detail={"feature": feature, "source": source.cite()},
-    )
+
 
 
 def engine_refusal(config_file: str, text: str, source: Source, field: str, fix: str) -> Finding:
