@@ -25,7 +25,6 @@ from dspark.schema.engines.base import (
 )
 from dspark.schema.engines.sglang.common import (
     EAGLE3_NUMBERING,
-    EAGLE3_TARGET_CLASSES,
     EAGLE3_TARGET_CLASSES_SOURCE,
     EAGLE3_TARGET_SOURCE,
     EAGLE3_TARGET_TAPS,
@@ -36,13 +35,12 @@ from dspark.schema.engines.sglang.common import (
     NORM_BEFORE_RESIDUAL,
     QWEN3_DEFAULTS,
     SPEC_AUX,
-    NON_CAPTURING_TARGETS,
     at,
     engine_finding,
     refused,
     silu_only,
 )
-from dspark.schema.engines.sglang.taps import EAGLE3_TAPS_OUTSIDE, eagle3_tap_rules
+from dspark.schema.engines.sglang.taps import EAGLE3_TARGET_CAPTURE, eagle3_tap_rules
 from dspark.schema.families.eagle3_common import DEFAULT_TAP_COUNT, DEFAULT_TAPS_TEXT, TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding
 
@@ -167,20 +165,10 @@ LOADER = FamilyLoader(
     # fc, each fc_norm and input_norm are built from target_hidden_size
     # when the key exists (models/llama_eagle3.py:151-196).
     dims={"S": TAPS.draft_count, "th": _target_width, "fcn": _target_width},
-    # id k captures the residual entering layer k+1, for k in [-1, N-2];
-    # N-1 would be layer N, which the layer loop never reaches
-    # (models/llama.py:485-494, 929-941).
-    tap_low=-1,
-    tap_high_offset=-2,
-    taps_outside_range=EAGLE3_TAPS_OUTSIDE,
+    **EAGLE3_TARGET_CAPTURE,
     config_limits=LIMITS,
     stream=None,
     taps=TAPS,
-    # A target class without the EAGLE-3 capture setter stops the engine
-    # (model_runner_components/attention_backend_setup.py:51-61).
-    target_classes=EAGLE3_TARGET_CLASSES,
-    target_wiring="SGLang calls its set_eagle3_layers_to_capture",
-    targets_without_capture=frozenset(NON_CAPTURING_TARGETS),
     # d2t is the hot-token map, never checked (`d2t + arange`); t2d is
     # skipped (models/llama_eagle3.py:350-356). With draft_vocab_size null
     # the worker attaches the target's embedding and head; otherwise the

@@ -27,7 +27,6 @@ from dspark.schema.engines.sglang.common import (
     DEEPSEEK_V2,
     DEEPSEEK_V3_DEFAULTS,
     EAGLE3_NUMBERING,
-    EAGLE3_TARGET_CLASSES,
     EAGLE3_TARGET_CLASSES_SOURCE,
     EAGLE3_TARGET_SOURCE,
     EAGLE3_TARGET_TAPS,
@@ -35,12 +34,11 @@ from dspark.schema.engines.sglang.common import (
     MLA_EAGLE3,
     NORM_BEFORE_RESIDUAL,
     SPEC_AUX,
-    NON_CAPTURING_TARGETS,
     at,
     refused,
     silu_only,
 )
-from dspark.schema.engines.sglang.taps import EAGLE3_TAPS_OUTSIDE, eagle3_tap_rules
+from dspark.schema.engines.sglang.taps import EAGLE3_TARGET_CAPTURE, eagle3_tap_rules
 from dspark.schema.families.eagle3_common import (
     DEFAULT_TAP_COUNT,
     DEFAULT_TAPS_TEXT,
@@ -147,17 +145,10 @@ LOADER = FamilyLoader(
     # fc and every fc_norm are built from `target_hidden_size or hidden_size`
     # (models/kimi_k25_eagle3.py:208-241).
     dims={"S": TAPS.draft_count, "th": _target_width, "fcn": _target_width},
-    tap_low=-1,
-    tap_high_offset=-2,
-    taps_outside_range=EAGLE3_TAPS_OUTSIDE,
+    **EAGLE3_TARGET_CAPTURE,
     config_limits=LIMITS,
     stream=None,
     taps=TAPS,
-    # A target class without the EAGLE-3 capture setter stops the engine
-    # (model_runner_components/attention_backend_setup.py:51-61).
-    target_classes=EAGLE3_TARGET_CLASSES,
-    target_wiring="SGLang calls its set_eagle3_layers_to_capture",
-    targets_without_capture=frozenset(NON_CAPTURING_TARGETS),
     vocab=VocabHandling(d2t=HOT_TOKEN_MAP, t2d=DROPPED, embedding=TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER,
                         source=at("336-369 (init_lm_head); models/kimi_k25_eagle3.py:404-423", EAGLE_WORKER)),
     # getattr(config, "draft_vocab_size", None) is None -> the target's

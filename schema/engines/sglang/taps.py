@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dspark.schema.engines.base import Source, TapReading
-from dspark.schema.engines.sglang.common import EAGLE3_TARGET_SOURCE, SPEC_AUX, at, engine_finding
+from dspark.schema.engines.sglang.common import (
+    EAGLE3_TARGET_CLASSES,
+    EAGLE3_TARGET_SOURCE,
+    NON_CAPTURING_TARGETS,
+    SPEC_AUX,
+    at,
+    engine_finding,
+)
 from dspark.schema.families.eagle3_common import DEFAULT_TAPS_TEXT, TAP_IDS_FIELD, default_taps, layers_defaulting_to
 from dspark.schema.families.base import is_int
 from dspark.schema.findings import Finding, Severity
@@ -20,6 +27,21 @@ from dspark.schema.findings import Finding, Severity
 # 3175-3195). No range check anywhere.
 EAGLE3_TAPS_OUTSIDE = ("never captures the rest, without a word: fc then gets fewer taps than it was built for "
                        "and the draft fails at the first request")
+
+# What the target does with an EAGLE-3 draft's taps, whichever family the
+# draft is: id k captures the residual entering layer k+1, for k in
+# [-1, N-2] (N-1 would be layer N, which the layer loop never reaches:
+# models/llama.py:485-494, 929-941); a target class without the EAGLE-3
+# capture setter stops the engine
+# (model_runner_components/attention_backend_setup.py:51-61).
+EAGLE3_TARGET_CAPTURE = dict(
+    tap_low=-1,
+    tap_high_offset=-2,
+    taps_outside_range=EAGLE3_TAPS_OUTSIDE,
+    target_classes=EAGLE3_TARGET_CLASSES,
+    target_wiring="SGLang calls its set_eagle3_layers_to_capture",
+    targets_without_capture=frozenset(NON_CAPTURING_TARGETS),
+)
 
 _TOP = TAP_IDS_FIELD
 _NESTED = f"eagle_config.{TAP_IDS_FIELD}"
