@@ -80,3 +80,109 @@ def test_a_record_refuses_a_class_with_its_own_eq_hash_or_repr():
 
     with pytest.raises(TypeError, match="use @dataclass"):
         record(Shown)
+
+
+def twins(**options):
+    """The same class with every kind of field, as a dataclass and as a record."""
+
+    def body():
+        class Row:
+            """A row."""
+
+            name: str
+            size: int = field(default=0, metadata={"unit": "bytes"})
+            tags: list = field(default_factory=list, repr=False)
+            cached: dict = field(default_factory=dict, init=False, compare=False)
+            fixed: int = field(default=7, init=False)
+            late: str = field(default="", kw_only=True)
+
+            def __post_init__(self):
+                self.cached["seen"] = self.name
+
+        return Row
+
+    return dataclass(frozen=False, **options)(body()), record(frozen=False, **options)(body())
+
+
+@pytest.mark.parametrize("options", [{}, {"kw_only": True}])
+def test_a_records_fields_are_the_dataclasses(options):
+    made, recorded = (dataclasses.fields(cls) for cls in twins(**options))
+    attributes = ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare", "metadata",
+                  "kw_only")
+    assert [[getattr(f, a) for a in attributes] for f in made] == [[getattr(f, a) for a in attributes] for f in recorded]
+    dataclass_cls, record_cls = twins(**options)
+    assert record_cls.__match_args__ == dataclass_cls.__match_args__
+    assert record_cls.fixed == dataclass_cls.fixed == 7 and "tags" not in vars(record_cls)
+
+
+def test_a_record_is_built_as_the_dataclass_is():
+    for cls in twins():
+        a = cls("w", 3, [1], late="z")
+        assert (a.name, a.size, a.tags, a.cached, a.fixed, a.late) == ("w", 3, [1], {"seen": "w"}, 7, "z")
+        b = cls(name="v")
+        assert (b.size, b.tags, b.late) == (0, [], "") and b.tags is not cls("u").tags
+        assert dataclasses.asdict(dataclasses.replace(a, size=4)) == {
+            "name": "w", "size": 4, "tags": [1], "cached": {"seen": "w"}, "fixed": 7, "late": "z"}
+        assert dataclasses.astuple(b) == ("v", 0, [], {"seen": "v"}, 7, "")
+        for bad in (lambda: cls(), lambda: cls("w", 1, [], 2), lambda: cls("w", name="v"), lambda: cls("w", x=1),
+                    lambda: cls("w", cached={}), lambda: cls("w", fixed=1)):
+            with pytest.raises(TypeError):
+                bad()
+    kw_dataclass, kw_record = twins(kw_only=True)
+    for cls in (kw_dataclass, kw_record):
+        with pytest.raises(TypeError):
+            cls("w")
+        assert cls(name="w").name == "w"
+
+
+def test_a_record_refuses_what_the_dataclass_refuses_and_what_it_does_not_handle():
+    from typing import ClassVar
+
+    class Mutable:
+        items: list = []
+
+    class Ordered:
+        a: int = 0
+        b: int
+
+    class Shared:
+        count: ClassVar[int] = 0
+
+    class Slotted:
+        __slots__ = ("a",)
+        a: int
+
+    for cls, error in ((Mutable, ValueError), (Ordered, TypeError), (Shared, TypeError), (Slotted, TypeError)):
+        with pytest.raises(error):
+            record(cls)
+
+
+def test_a_record_extends_a_record_of_its_kind_only():
+    @record
+    class Base:
+        """A base."""
+
+        name: str
+
+    @record
+    class Child(Base):
+        """A child."""
+
+        size: int = 0
+
+    child = Child("w", 2)
+    assert [f.name for f in dataclasses.fields(child)] == ["name", "size"] and child == Child("w", 2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        child.name = "v"
+    with pytest.raises(TypeError, match="non-frozen"):
+        record(frozen=False)(type("Loose", (Base,), {"__annotations__": {"x": "int"}}))
+    with pytest.raises(TypeError, match="cannot extend the dataclass"):
+        record(type("OnDataclass", (dataclass(type("Plain", (), {"__annotations__": {"a": "int"}})),), {}))
+
+
+def test_a_plain_subclass_of_a_frozen_record_may_add_attributes_but_not_assign_fields():
+    for cls in pair(frozen=True):
+        sub = type("Sub", (cls,), {})("w")
+        sub.other = 1
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            sub.name = "v"
