@@ -4,26 +4,49 @@
 # annotations, which are then objects built at import, not strings it must
 # compile one by one at each start (docs/check.md).
 
-import copy
 import gc
-import os
-import sys
-from typing import Annotated, Sequence
 
-import typer
+# The collector paused while this module's libraries import, as during the
+# rest of start-up (`_start_up`): they make objects that live as long as
+# the process and almost no garbage. Restored as the importer had it.
+_collecting_before_import = gc.isenabled()
+gc.disable()
+try:
+    import contextlib
+    import copy
+    import importlib
+    import os
+    import sys
+    from typing import Annotated, Any, Callable, Iterator, Sequence
 
-from dspark.cli.check import check
-from dspark.cli.convert import convert
-from dspark.cli.doctor import doctor
-from dspark.cli.errors import EXIT_OK, report_error
-from dspark.cli.settings import output_settings, requested_output
-from dspark.cli.explain import explain
-from dspark.cli.families import families
-from dspark.cli.gate import gate
-from dspark.cli.inspect_cmd import inspect
-from dspark.cli.smoke import smoke
+    import typer
 
-app = typer.Typer(
+    from dspark.cli.errors import EXIT_OK, report_error
+    from dspark.cli.settings import output_settings, requested_output
+finally:
+    if _collecting_before_import:
+        gc.enable()
+
+# Each command's module, in the order `dspark --help` lists them. A run
+# imports the one it runs (a header-only check need not import convert's,
+# smoke's or the gate's options and enums); help, a typo and shell
+# completion import them all.
+COMMAND_MODULES = {
+    "check": "dspark.cli.check",
+    "inspect": "dspark.cli.inspect_cmd",
+    "convert": "dspark.cli.convert",
+    "smoke": "dspark.cli.smoke",
+    "families": "dspark.cli.families",
+    "explain": "dspark.cli.explain",
+    "gate": "dspark.cli.gate",
+    "doctor": "dspark.cli.doctor",
+    "version": __name__,
+}
+COMMANDS = tuple(COMMAND_MODULES)
+
+# `dspark` itself: its options and callback; the commands are added by
+# `app_for` (the whole group is `app`).
+base_app = typer.Typer(
     name="dspark",
     help="Check, convert and smoke-test speculative-decoding draft checkpoints before deploy.",
     no_args_is_help=True,
@@ -33,14 +56,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-app.command()(check)
-app.command()(inspect)
-app.command()(convert)
-app.command()(smoke)
-app.command()(families)
-app.command()(explain)
-app.command()(gate)
-app.command()(doctor)
 
 
 def dspark_version() -> str:
@@ -64,7 +79,7 @@ def _completion(context: typer.Context, parameter: typer.CallbackParam, value: b
     (install_callback if parameter.name == "install_completion" else show_callback)(context, parameter, value)
 
 
-@app.callback()
+@base_app.callback()
 def _options(
     version: Annotated[
         bool,
@@ -85,31 +100,70 @@ def _options(
     pass
 
 
-@app.command()
 def version() -> None:
     """Print the dspark version."""
     typer.echo(dspark_version())
 
 
 COMPLETE_VARIABLE = "_DSPARK_COMPLETE"
-COMMANDS = ("check", "inspect", "convert", "smoke", "families", "explain", "gate", "doctor", "version")
+_built: dict[tuple[str, ...], typer.Typer] = {}
+
+
+def _command(name: str) -> Callable[..., Any]:
+    return getattr(importlib.import_module(COMMAND_MODULES[name]), name)
+
+
+def _group(names: tuple[str, ...]) -> typer.Typer:
+    if names not in _built:
+        group = copy.copy(base_app)
+        group.registered_commands = []
+        for name in names:
+            group.command()(_command(name))
+        _built[names] = group
+    return _built[names]
 
 
 def app_for(args: Sequence[str]) -> typer.Typer:
     """The application with only the command `args` names, when it names
-    one first: typer reads the signature of every registered command when it
-    builds the group (about 10 ms for eight commands, most of what a
-    header-only check costs beyond its libraries); the others cannot run in
-    this process. `dspark --help`, an option before the command, a typo and
-    shell completion get the whole group."""
+    one first: only that command's module is imported, and typer reads the
+    signature of every registered command when it builds the group (about
+    10 ms for eight commands, most of what a header-only check costs beyond
+    its libraries); the others cannot run in this process. `dspark --help`,
+    an option before the command, a typo and shell completion get the whole
+    group (`app`)."""
     if not args or args[0] not in COMMANDS or os.environ.get(COMPLETE_VARIABLE):
-        return app
-    single = copy.copy(app)
-    single.registered_commands = [c for c in app.registered_commands if (c.name or c.callback.__name__) == args[0]]
-    return single
+        return _group(COMMANDS)
+    return _group((args[0],))
 
 
-def run(args: Sequence[str]) -> int:
+def __getattr__(name: str) -> Any:
+    # `app`, the whole group, is built when it is first asked for.
+    if name == "app":
+        return _group(COMMANDS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@contextlib.contextmanager
+def _start_up(freeze: bool) -> Iterator[None]:
+    """Start-up (importing the command's modules, typer building it) makes
+    a few hundred thousand objects and almost no garbage; the cyclic
+    collector, which would walk them all again at each of its runs, is
+    paused while it lasts (about 2 % of a header-only check, docs/check.md)
+    and restored as it was. With `freeze`, what start-up built is then
+    moved out of the collector's way for the rest of the process (another
+    4 %): objects the command makes from there on are collected as usual."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+    if freeze:
+        gc.freeze()
+
+
+def run(args: Sequence[str], *, freeze_start_up: bool = False) -> int:
     """Run one command line and return its exit code.
 
     typer parses; this function, not typer's own main loop, decides how the
@@ -118,11 +172,14 @@ def run(args: Sequence[str]) -> int:
     (as if the checkpoint had failed), and prints a usage error itself,
     before the error could be answered in the format asked for. Here every
     exception goes to `report_error`, the one place errors are mapped.
+    `freeze_start_up` (the console entry point's) leaves what start-up
+    built frozen (`gc.freeze`): the caller thaws it.
     """
     output_settings.set(requested_output(args, COMMANDS))
     _escape_what_the_streams_cannot_encode()
     try:
-        command = typer.main.get_command(app_for(args))
+        with _start_up(freeze_start_up):
+            command = typer.main.get_command(app_for(args))
         if os.environ.get(COMPLETE_VARIABLE):
             # A shell asking for completions, through the script that
             # --install-completion wrote: typer's own main loop, which would
@@ -163,15 +220,12 @@ def _escape_what_the_streams_cannot_encode() -> None:
 
 def main() -> None:
     # What start-up built (modules, classes, the engine profiles) lives as
-    # long as the process: the cyclic collector need not walk it again each
-    # time a command's own objects trigger a collection (about 5 % of a
-    # header-only check, docs/check.md). Objects made from here on are
-    # collected as usual. Here, not in `run`: a caller's process is its own;
-    # and thawed after the command, for a caller (a test) that calls main()
-    # in its own process and goes on.
-    gc.freeze()
+    # long as the process, so it is frozen out of the collector's way
+    # (`_start_up`). Here, not in `run`: a caller's process is its own; and
+    # thawed after the command, for a caller (a test) that calls main() in
+    # its own process and goes on.
     try:
-        code = run(sys.argv[1:])
+        code = run(sys.argv[1:], freeze_start_up=True)
     finally:
         gc.unfreeze()
     sys.exit(code)

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from dspark.cli.main import COMMANDS, app, app_for
+from dspark.cli.main import COMMAND_MODULES, COMMANDS, app, app_for
 from dspark.examples.fabricate import fabricate, write_draft
 from dspark.schema import engines, families
 
@@ -25,7 +25,7 @@ PROBE = textwrap.dedent(
         main()
     except SystemExit as exit:
         code = exit.code
-    loaded = sorted(m for m in sys.modules if m.startswith("dspark.") or m in ("numpy", "torch", "yaml"))
+    loaded = sorted(m for m in sys.modules if m.startswith("dspark.") or m in ("numpy", "torch", "yaml", "shlex"))
     sys.stderr.write(json.dumps({"exit": code, "loaded": loaded}) + "\\n")
     """
 )
@@ -94,6 +94,11 @@ def test_a_check_imports_neither_the_gate_policy_nor_other_commands(tmp_path):
     assert [m for m in ("numpy", "torch", "yaml") if m in loaded] == []
     assert [m for m in loaded if m.startswith(("dspark.converters.gate", "dspark.converters.convert",
                                                "dspark.converters.doctor", "dspark.kernels"))] == []
+    # nor the other commands' own modules (their options, enums and help)
+    other_commands = {module for name, module in COMMAND_MODULES.items() if name not in ("check", "version")}
+    assert sorted(other_commands & set(loaded)) == []
+    # nor what only some findings need (shlex for SRV001's command line)
+    assert "shlex" not in loaded
 
 
 def test_a_check_imports_the_engines_it_judges_with_only(tmp_path):
@@ -108,19 +113,35 @@ def test_a_check_imports_the_engines_it_judges_with_only(tmp_path):
 
 def test_the_command_line_freezes_what_start_up_built():
     """`main` moves start-up's objects out of the collector's way
-    (gc.freeze) while the command runs and thaws them after it, so a
+    (gc.freeze) before the command runs and thaws them after it, so a
     process that calls main() and goes on (a test suite) collects them
-    again; `run`, which other code calls in its own process, freezes nothing."""
+    again; `run`, which other code calls in its own process, freezes
+    nothing. The collector is running again when the command runs."""
     probe = ("import gc, sys\nimport dspark.cli.main as cli\n"
-             "real = cli.run; seen = []\n"
-             "real(['--version']); before = gc.get_freeze_count()\n"
-             "cli.run = lambda args: seen.append(gc.get_freeze_count()) or real(args)\n"
-             "sys.argv = ['dspark', '--version']\n"
+             "seen = []\n"
+             "cli.dspark_version = lambda: seen.append((gc.get_freeze_count(), gc.isenabled())) or 'x'\n"
+             "cli.run(['version'])\n"
+             "sys.argv = ['dspark', 'version']\n"
              "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-             "sys.stderr.write(f'{before} {seen[0]} {gc.get_freeze_count()}\\n')")
+             "sys.stderr.write(f'{seen[0][0]} {seen[1][0]} {gc.get_freeze_count()} {seen[0][1]} {seen[1][1]}\\n')")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    before, during, after = map(int, done.stderr.split())
-    assert before == 0 and during > 0 and after == 0
+    run_frozen, main_frozen, after, run_collects, main_collects = done.stderr.split()
+    assert (int(run_frozen), int(after)) == (0, 0) and int(main_frozen) > 0
+    assert run_collects == main_collects == "True"
+
+
+def test_start_up_pauses_the_collector_and_restores_it_as_it_was():
+    """The collector is paused while the command's modules are imported and
+    built, and left as the caller had it: on, or off."""
+    probe = ("import gc, sys\nimport dspark.cli.main as cli\n"
+             "seen = []\n"
+             "real = cli.app_for\n"
+             "cli.app_for = lambda args: seen.append(gc.isenabled()) or real(args)\n"
+             "cli.run(['version']); on = gc.isenabled()\n"
+             "gc.disable(); cli.run(['version']); off = gc.isenabled()\n"
+             "sys.stderr.write(f'{seen} {on} {off}\\n')")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stderr.strip() == "[False, False] True False", done.stderr
 
 
 def test_families_still_lists_every_family_and_engine():
