@@ -159,16 +159,17 @@ def _split(
     return FusedSplit(entry, fused, tuple(parts))
 
 
-_SYMBOL = re.compile(r"[A-Za-z_]\w*")
+# Compiled on first use (by `re`): only a fused tensor's message needs it.
+_SYMBOL = r"[A-Za-z_]\w*"
 
 
 def _field_names(expression: str, family: DraftFamily) -> list[str]:
-    return [family.dims[s] for s in _SYMBOL.findall(expression) if isinstance(family.dims.get(s), str)]
+    return [family.dims[s] for s in re.findall(_SYMBOL, expression) if isinstance(family.dims.get(s), str)]
 
 
 def _fields_of(expression: str, family: DraftFamily) -> str:
     """`kv_lora+qk_rope` -> `kv_lora_rank + qk_rope_head_dim`."""
-    named = _SYMBOL.sub(lambda m: family.dims[m.group()] if isinstance(family.dims.get(m.group()), str)
+    named = re.sub(_SYMBOL, lambda m: family.dims[m.group()] if isinstance(family.dims.get(m.group()), str)
                         else m.group(), expression)
     return re.sub(r"\s*([+*-])\s*", r" \1 ", named)
 

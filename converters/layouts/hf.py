@@ -8,7 +8,8 @@ a manifest) must pass `is_plain_file_name` before a path is built from it.
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath, PureWindowsPath
+import os
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 CONFIG_NAME = "config.json"
@@ -25,6 +26,18 @@ NOT_FOR_INFERENCE = ("training_args.bin", "optimizer.bin", "optimizer.pt", "sche
 # What `dspark convert` writes beside the weights: every tensor's file,
 # byte range and hash.
 MANIFEST_NAME = "dspark-manifest.json"
+
+
+def safetensors_entries(folder: Path) -> list[Path]:
+    """The entries of `folder` named `*.safetensors` (files or not, hidden
+    ones too), as `folder.glob("*.safetensors")` lists them, in no order
+    and none for a folder that cannot be listed; without the regex a glob
+    compiles (start-up, docs/check.md)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [folder / entry.name for entry in entries if os.path.normcase(entry.name).endswith(".safetensors")]
+    except OSError:
+        return []
 
 
 def torch_weight_files(names) -> list[str]:

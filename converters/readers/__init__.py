@@ -15,7 +15,7 @@ import importlib
 from pathlib import Path
 from typing import Callable
 
-from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES, torch_weight_files
+from dspark.converters.layouts.hf import SAFETENSORS_INDEX, TORCH_SUFFIXES, safetensors_entries, torch_weight_files
 from dspark.converters.readers.base import Checkpoint, TensorReader
 from dspark.converters.sources import is_url
 from dspark.schema.errors import UsageError
@@ -90,7 +90,7 @@ READERS: tuple[ReaderSpec, ...] = (
     ReaderSpec(
         "safetensors",
         claims_file=lambda p: p.suffix == ".safetensors",
-        claims_folder=lambda p: any(p.glob("*.safetensors")),
+        claims_folder=lambda p: bool(safetensors_entries(p)),
         opener="dspark.converters.readers.safetensors:open_safetensors",
     ),
     # a speculators run's checkpoint folder: one safetensors folder an epoch

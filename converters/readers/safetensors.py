@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from dspark.converters.json_input import parse_json_object
-from dspark.converters.layouts.hf import SAFETENSORS_INDEX, is_plain_file_name
+from dspark.converters.layouts.hf import SAFETENSORS_INDEX, is_plain_file_name, safetensors_entries
 from dspark.converters.readers.base import Checkpoint, load_config_for, served_name_for
 from dspark.converters.readers.copies import (
     NOT_COMPARED,
@@ -53,14 +53,14 @@ def open_safetensors(path: Path, fmt: str, *, config_path: Path | None = None) -
         files = [path.name] if fmt == "safetensors" else []
     else:
         root = path
-        files = sorted(p.name for p in root.glob("*.safetensors") if p.is_file())
+        files = sorted(p.name for p in safetensors_entries(root) if p.is_file())
     config, config_file, config_findings, family = load_config_for(root, config_path)
 
     findings: list[Finding] = []
     if not path.is_file():
         # A folder or a broken link with a weight file's name: left out of
         # the inventory, so say why its tensors are missing.
-        for odd in sorted(p.name for p in root.glob("*.safetensors") if not p.is_file()):
+        for odd in sorted(p.name for p in safetensors_entries(root) if not p.is_file()):
             findings.append(Finding(
                 "STF001",
                 f"{printable_name(odd)} is not a readable file (a folder, or a link to nothing); its tensors "

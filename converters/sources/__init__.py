@@ -18,7 +18,8 @@ from dspark.schema.errors import UsageError
 from dspark.schema.inventory import printable_name
 
 # scheme://…: two or more letters, so a Windows drive (C:\…) is a path.
-_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+)://")
+# Compiled on first use (by `re`): a local path never needs it.
+_URL = r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+)://"
 
 # scheme -> "module:factory", factory(url) -> Source. Any other scheme is
 # handed to fsspec (objstore.py), which knows s3, gs, az, memory, file, …
@@ -31,7 +32,7 @@ _FSSPEC_OPENER = "dspark.converters.sources.objstore:open_objstore"
 
 def url_scheme(text: str) -> str | None:
     """The scheme of a URL (`hf`, `https`, `s3`, …), or None for a local path."""
-    match = _URL.match(text)
+    match = re.match(_URL, text) if "://" in text else None
     return match.group("scheme").lower() if match else None
 
 

@@ -25,6 +25,15 @@ from dspark.schema.findings import Finding
 from dspark.schema.records import record
 
 
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def _is_git_commit(text: str) -> bool:
+    """9 to 40 lowercase hex digits: a commit (a version such as
+    `vllm==0.33.0` is not one)."""
+    return 9 <= len(text) <= 40 and _HEX_DIGITS.issuperset(text)
+
+
 @record
 class Source:
     """Where a rule was read: a file of the engine's repository at a commit."""
@@ -35,7 +44,7 @@ class Source:
 
     def cite(self) -> str:
         # A git commit is shortened to 8 digits; a version (`vllm==0.33.0`) is kept whole.
-        commit = self.commit[:8] if re.fullmatch(r"[0-9a-f]{9,40}", self.commit) else self.commit
+        commit = self.commit[:8] if _is_git_commit(self.commit) else self.commit
         return f"{self.path}@{commit}:{self.lines}"
 
 

@@ -143,8 +143,13 @@ class DraftFamily:
 
     def fc_norm_index(self, served_name: str) -> int | None:
         """The tap index of an `fc_norm.{i}.weight` name, else None."""
-        match = _FC_NORM_NAME.fullmatch(served_name)
-        return int(match.group(1)) if match else None
+        index = served_name.removeprefix("fc_norm.").removesuffix(".weight")
+        if len(index) + len("fc_norm..weight") != len(served_name):
+            return None
+        # A canonical tap index only: the loader formats `fc_norm.{i}`, so
+        # `fc_norm.01.weight` has no destination.
+        canonical = index.isascii() and index.isdigit() and (index == "0" or not index.startswith("0"))
+        return int(index) if canonical else None
 
     def resolve_dims(self, config: Mapping[str, Any],
                      overrides: Mapping[str, str | Callable[[Mapping[str, Any]], Any]] | None = None) -> dict[str, int]:
@@ -205,10 +210,6 @@ def dims_within_bounds(dims: Mapping[str, int]) -> dict[str, int]:
     limits = {"N": MAX_LAYERS, "S": MAX_TAPS}
     return {symbol: value for symbol, value in dims.items() if value <= limits.get(symbol, MAX_DIMENSION)}
 
-
-# A canonical tap index only: the loader formats `fc_norm.{i}`, so
-# `fc_norm.01.weight` has no destination.
-_FC_NORM_NAME = re.compile(r"fc_norm\.(0|[1-9][0-9]*)\.weight")
 
 _DIM_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
 

@@ -389,7 +389,8 @@ def _partial_fused_notes(loader, dims, shipped) -> dict[str, str]:
 
 # Names of optimizer and scheduler state saved beside the weights
 # (TorchSpec keeps its optimizer under `optim_state`).
-_TRAINING_STATE = re.compile(r"(optimizer|optim|optim_state|optimizer_state|opt_state|lr_scheduler|scheduler)\.")
+_TRAINING_STATE = frozenset(("optimizer", "optim", "optim_state", "optimizer_state", "opt_state", "lr_scheduler",
+                             "scheduler"))
 # Parts that change what a loader does with a name wherever they sit: the
 # EAGLE-3 loaders take any name holding `d2t` for the token map, and the MLA
 # one stops loading the target's head for any name holding `lm_head`
@@ -400,7 +401,8 @@ _LOADER_SUBSTRINGS = ("d2t", "t2d", "lm_head", "embed_tokens")
 def is_training_state(served_name: str) -> bool:
     """Optimizer or scheduler state saved beside the weights, by its name,
     and nothing in the name a loader acts on."""
-    return (_TRAINING_STATE.match(served_name) is not None
+    first, dot, _ = served_name.partition(".")
+    return (dot == "." and first in _TRAINING_STATE
             and not any(part in served_name for part in _LOADER_SUBSTRINGS))
 
 

@@ -13,7 +13,6 @@ SRV001, with the command that makes it servable.
 
 from __future__ import annotations
 
-import shlex
 from typing import Any, Mapping, Sequence
 
 from dspark.schema.engines import EngineProfile, FamilyLoader
@@ -81,6 +80,8 @@ def layout_findings(
             detail["model_type"] = model_type
     if not reasons:
         return []
+    import shlex  # only for this finding's command line
+
     source = layout.source
     command = " ".join(shlex.quote(arg) for arg in (
         "dspark", "convert", source, layout.destination or source.rstrip("/") + "-served", *layout.convert_options))

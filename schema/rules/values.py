@@ -18,7 +18,8 @@ from typing import Any, Mapping
 from dspark.schema.engines import FamilyLoader
 from dspark.schema.findings import Finding
 
-_INTEGER_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+# Compiled on first use (by `re`): most values are numbers already.
+_INTEGER_TEXT = r"\s*[+-]?\d+\s*"
 
 
 def engine_view(
@@ -124,6 +125,6 @@ def _as_engine_int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and math.isfinite(value):
         return int(value)
-    if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
+    if isinstance(value, str) and re.fullmatch(_INTEGER_TEXT, value):
         return int(value)
     return None

@@ -384,3 +384,15 @@ def test_a_corrupt_shard_is_stf001_and_the_others_are_still_checked(sharded):
     corrupt = [f for f in report.errors if f.code == "STF001"]
     assert [f.file for f in corrupt] == [SHARD.format(2)]
     assert {f.name for f in report.files if f.tensors} == {SHARD.format(1), SHARD.format(3)}
+
+
+def test_a_folders_safetensors_are_listed_as_its_glob_lists_them(tmp_path):
+    from dspark.converters.layouts.hf import safetensors_entries
+
+    for name in ("model.safetensors", ".hidden.safetensors", "b.safetensors.bak", "A.SAFETENSORS", "c.safetensors"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "folder.safetensors").mkdir()
+    (tmp_path / "link.safetensors").symlink_to(tmp_path / "nowhere")
+    assert sorted(safetensors_entries(tmp_path)) == sorted(tmp_path.glob("*.safetensors"))
+    assert len(safetensors_entries(tmp_path)) == 5
+    assert safetensors_entries(tmp_path / "model.safetensors") == [] == safetensors_entries(tmp_path / "missing")

@@ -264,3 +264,12 @@ def test_which_targets_capture_is_the_engines(tmp_path):
                for name, loader in base.loaders.items()}
     fake = dataclasses.replace(base, name="fake", revision="1", loaders=loaders)
     assert "TGT006" not in [f.code for f in check_checkpoint(draft, target=target, engine=fake).errors]
+
+
+def test_a_citation_shortens_a_commit_and_keeps_a_version():
+    from dspark.schema.engines.base import Source
+
+    assert Source("a.py", "1-2", "f4d8ec6e0123456789abcdef0123456789abcdef").cite() == "a.py@f4d8ec6e:1-2"
+    assert Source("a.py", "1-2", "4b9766f6a").cite() == "a.py@4b9766f6:1-2"
+    for kept in ("vllm==0.33.0", "4b9766f6", "F4D8EC6E0", "f4d8ec6g0123", "f" * 41):
+        assert Source("a.py", "3", kept).cite() == f"a.py@{kept}:3"

@@ -160,7 +160,9 @@ def test_rules_needing_an_unknown_dimension_are_reported_unresolved():
 def test_fc_norm_index_takes_canonical_tap_indices_only():
     assert K3_DSPARK.fc_norm_index("fc_norm.0.weight") == 0
     assert K3_DSPARK.fc_norm_index("fc_norm.12.weight") == 12
-    for name in ("fc_norm.01.weight", "fc_norm.weight", "fc_norm.-1.weight", "fc_norm.1.bias", "x.fc_norm.1.weight"):
+    for name in ("fc_norm.01.weight", "fc_norm.weight", "fc_norm.-1.weight", "fc_norm.1.bias", "x.fc_norm.1.weight",
+                 "fc_norm..weight", "fc_norm.+1.weight", "fc_norm.1 .weight", "fc_norm.\u0663.weight",
+                 "fc_norm.1.weightx", "fc_norm.1.x.weight"):
         assert K3_DSPARK.fc_norm_index(name) is None, name
 
 
@@ -237,3 +239,14 @@ def test_gqa_served_names_rename_the_training_module():
     assert DFLASH_GQA.served_name("model.layers.0.self_attn.q_proj.weight") == "layers.0.self_attn.q_proj.weight"
     # K3 keeps the training names
     assert K3_DSPARK.served_name("draft_model.context_proj.weight") == "context_proj.weight"
+
+
+def test_optimizer_and_scheduler_state_is_told_by_its_first_name_part():
+    from dspark.schema.rules.inventory import is_training_state
+
+    for name in ("optimizer.state.0.exp_avg", "optim.x", "optim_state.state.1.exp_avg_sq", "optimizer_state.a",
+                 "opt_state.a", "lr_scheduler.last_epoch", "scheduler.step"):
+        assert is_training_state(name), name
+    for name in ("optimizer", "optimizers.a", "model.optimizer.a", "xoptim.a", "optim_statex.a", "scheduler_.a",
+                 "fc.weight", "optimizer.d2t"):  # d2t: a name the EAGLE-3 loaders act on wherever it sits
+        assert not is_training_state(name), name
