@@ -12,6 +12,7 @@ from dspark.schema.engines.base import FamilyLoader
 from dspark.schema.families import DraftFamily, nested_field
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.rules.common import bounded_taps, is_int
+from dspark.schema.rules.quick_validation import certainly_valid
 
 
 @lru_cache(maxsize=None)
@@ -62,6 +63,8 @@ def _schema_message(error) -> str:
 
 def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
     """JSON-Schema violations, each as a finding naming the field."""
+    if certainly_valid(config, load_config_schema(family.schema_file)):
+        return []  # proved valid without importing jsonschema (quick_validation.py)
     findings = []
     for error in sorted(_validator(family.schema_file).iter_errors(config), key=lambda e: list(e.absolute_path)):
         path = ".".join(str(part) for part in error.absolute_path)
