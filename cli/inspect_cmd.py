@@ -39,5 +39,15 @@ def inspect(
     # script that runs `dspark inspect` must not take a failing draft for a
     # good one, and the JSON's `passed` says the same.
     code = decide(EXIT_OK if report.passed() else EXIT_CHECK_FAILED)
-    emit(check_report("inspect", report, code))
+    page = check_report("inspect", report, code)
+    # The check that gives this page's findings judges what this run judged.
+    check_args = [str(checkpoint), *(("--engine", engine) if engine else ()), *(("--config", str(config)) if config else ())]
+    page.next_command = " ".join(["dspark", "check", *map(_quoted, check_args)])
+    emit(page)
     raise typer.Exit(code)
+
+
+def _quoted(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)

@@ -65,6 +65,9 @@ class Report:
     subject: str | None = None  # the checkpoint the findings are about
     data: Any = None  # the library's result object, for the human page
     kind: str | None = None  # the human page to draw, when not the command's own (convert's plan)
+    # The command line that says more, with the options this run was given
+    # (inspect's `dspark check ... --engine ... --config ...`).
+    next_command: str | None = None
     quiet: bool = False
     error: ErrorInfo | None = None
 

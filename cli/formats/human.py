@@ -239,8 +239,7 @@ def inspect_page(report: Report) -> None:
         verdict = "[bold red]FAIL[/] " if counts["error"] else ""
         stdout.print(
             f"\n{verdict}[yellow]{'; '.join(said)}:[/] "
-            f"run [bold]dspark check {_shown(check.checkpoint)}"
-            f"{' --engine ' + _shown(check.engine) if len(check.engine_reports) > 1 else ''}[/] for the findings."
+            f"run [bold]{_shown(report.next_command or 'dspark check ' + check.checkpoint)}[/] for the findings."
         )
     else:
         stdout.print("\n[green]no errors or warnings[/] (dspark check gives the full report)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -72,6 +73,18 @@ def test_inspect_reads_a_broken_draft_and_points_to_check(dspark, tiny_draft):
     assert "          fc_norm  off (5 weights shipped)" in text
     # the failing codes are named on the page itself
     assert text.endswith("FAIL 1 error(s) (FCN002): run dspark check draft for the findings.\n")
+
+
+def test_the_pointer_to_check_carries_the_engine_and_config_inspect_was_given(dspark, tiny_draft, tmp_path):
+    draft = tiny_draft(defect="fc-norm-shipped-declared-false")
+    config = tmp_path / "my config.json"
+    config.write_text((draft / "config.json").read_text())
+    run = dspark("inspect", "draft", "--engine", "tokenspeed@main", "--config", str(config))
+    assert run.exit_code == EXIT_CHECK_FAILED
+    command = page(run).rstrip("\n").rsplit(": run ", 1)[1].removesuffix(" for the findings.")
+    assert command == f"dspark check draft --engine tokenspeed@main --config '{config}'"
+    # the command it names gives the same verdict, from the same folder
+    assert dspark(*shlex.split(command)[1:]).exit_code == EXIT_CHECK_FAILED
 
 
 def test_inspect_json_is_the_check_report(dspark, tiny_draft):
