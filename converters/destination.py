@@ -53,6 +53,16 @@ def check_paths(src: Path, dst: Path, *, force: bool, writing: bool = True) -> b
         raise UsageError(f"{shown_dst} exists and is not a folder; refusing to replace it.", hint="Pick another destination.")
     if exists and force:
         refuse_to_replace_others_work(dst)
+        if writing and os.path.ismount(dst):
+            # --force renames the finished folder over the old one; a mount
+            # point can be neither renamed nor removed (only an empty one is
+            # written in place, atomic.writes_in_place).
+            raise UsageError(
+                f"{shown_dst} is a mount point that is not empty: --force replaces a folder by renaming the "
+                "complete new one over it, and a mount point cannot be renamed or removed.",
+                hint="Empty it first (it is written in place, the manifest last), or convert into a new folder "
+                "inside it.",
+            )
     if dst.parent.exists() and not dst.parent.is_dir():
         raise UsageError(f"{printable_name(str(dst.parent))} is not a folder.", hint="Pick another destination.")
     return exists

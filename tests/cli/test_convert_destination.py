@@ -112,3 +112,14 @@ def test_an_empty_mount_point_is_written_in_place(source: Path, tmp_path: Path, 
     assert {"config.json", "dspark-manifest.json", "model.safetensors"} <= written(mount_point)
     assert leftovers(mount_point) == [] and leftovers(tmp_path) == []
     assert report.verification.passed()
+
+
+def test_a_mount_point_holding_a_conversion_is_not_replaced_under_force(
+        dspark, source: Path, tmp_path: Path, mount_point: Path) -> None:
+    convert_checkpoint(source, mount_point)
+    before = {name: (mount_point / name).read_bytes() for name in written(mount_point)}
+    run = dspark("convert", str(source), str(mount_point), "--force")
+    assert run.exit_code == 2
+    assert "is a mount point that is not empty" in run.stderr and "Traceback" not in run.stderr
+    assert {name: (mount_point / name).read_bytes() for name in written(mount_point)} == before
+    assert leftovers(mount_point) == [] and leftovers(tmp_path) == []
