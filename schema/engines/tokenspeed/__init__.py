@@ -14,7 +14,9 @@ Three revisions are modelled:
   that change: the same K3 DSpark loader, but its drafter lets
   TOKENSPEED_DFLASH_AUX_STREAM override the checkpoint's stream, and its model
   imports the segmented RMSNorm from the `tokenspeed_kernel` wheel at module
-  top (what that needs installed is judged by `check --runtime`).
+  top (what that needs installed is judged by `check --runtime`). The same
+  drafter serves GQA DFlash/DSpark drafts, so theirs is read (variable first,
+  then the declaration) and handed to the target too; EAGLE-3 as on main.
 
 `revisions.py` holds the commits and the fingerprints an installed engine is
 recognised by.
@@ -75,9 +77,11 @@ def _k3(**options: bool) -> Callable[[], FamilyLoader]:
     return lambda: _module("k3_dspark").loader(**options)
 
 
-def _loaders(k3: Callable[[], FamilyLoader]) -> _Loaders:
+def _loaders(k3: Callable[[], FamilyLoader], **own: Callable[[], FamilyLoader]) -> _Loaders:
+    """K3's loader and, for each other family, its own (`own`) or main's."""
     others = ("dflash_gqa", "eagle3_llama", "eagle3_mla")
-    return _Loaders({"k3_dspark": k3, **{family: functools.partial(_main_loader, family) for family in others}})
+    return _Loaders({"k3_dspark": k3, **{family: own.get(family, functools.partial(_main_loader, family))
+                                         for family in others}})
 
 CURRENT = EngineProfile(
     name=NAME,
@@ -101,9 +105,10 @@ PR_1016 = EngineProfile(
     name=NAME,
     revision="pr1016",
     commit=PR1016,
-    description="TokenSpeed pull request 1016 head (K3 DSpark: fc_norm via tokenspeed_kernel; the stream "
-    "overridable by TOKENSPEED_DFLASH_AUX_STREAM)",
-    loaders=_loaders(lambda: _module("k3_dspark").loader_pr1016()),
+    description="TokenSpeed pull request 1016 head (K3 DSpark: fc_norm via tokenspeed_kernel; the stream, "
+    "K3 and GQA DFlash/DSpark, overridable by TOKENSPEED_DFLASH_AUX_STREAM)",
+    loaders=_loaders(lambda: _module("k3_dspark").loader_pr1016(),
+                     dflash_gqa=lambda: _module("dflash_gqa").loader_pr1016()),
     **{**PROFILE_FACTS, "ignored_env_vars": ()},
 )
 

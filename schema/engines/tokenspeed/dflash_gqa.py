@@ -1,13 +1,25 @@
 """TokenSpeed's loader for GQA DFlash / DSpark drafts (`DFlashDraftModel`,
 `DSparkDraftModel`), at main (f4d8ec6e): no fc_norm, `fc` is taps x the
 draft's hidden_size, the prefix stream only, and unknown names dropped
-without a word."""
+without a word. At the head of pull request 1016 (5f1e48b5) the same
+loader, but the drafter hands the target the stream it resolves, from
+TOKENSPEED_DFLASH_AUX_STREAM first (`loader_pr1016`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Mapping
 
-from dspark.schema.engines.base import FamilyLoader, FeatureSupport, FusedParameter, SkipRule, Source, TapReading
+from dspark.schema.engines.base import (
+    FamilyLoader,
+    FeatureSupport,
+    FusedParameter,
+    SkipRule,
+    Source,
+    StreamResolution,
+    TapReading,
+)
 from dspark.schema.engines.tokenspeed.common import (
     TARGET_CAPTURE,
     TARGETS_WITHOUT_CAPTURE_SOURCE,
@@ -19,10 +31,13 @@ from dspark.schema.engines.tokenspeed.common import (
     GQA_DSPARK_MODEL,
     GQA_MODEL,
     HF_UTILS,
+    K3_TARGET,
     KEEPS_FILE_ROPE_PARAMETERS,
     MAIN,
     NUMBERING,
+    PR1016,
     QWEN3_DEFAULTS,
+    STREAM_ENV_VAR,
     at_main,
     engine_finding,
     reads_as_float,
@@ -200,3 +215,38 @@ LOADER = FamilyLoader(
         "sliding layers": at_main("542-592", GQA_MODEL),
     },
 )
+
+
+def loader_pr1016() -> FamilyLoader:
+    """PR 1016's GQA DFlash/DSpark loader: main's (`git diff f4d8ec6e
+    5f1e48b5` over models/dflash.py changes one KV-cache page-size read and
+    models/dspark.py nothing; neither model reads aux_hidden_stream), with
+    the drafter choosing the stream. Its DFlash drafter, which the DSpark
+    drafter subclasses (execution/drafter/dspark.py@5f1e48b5:35;
+    drafter/__init__.py@5f1e48b5:55-60), ends `wire_target` for every draft
+    by resolving the stream (execution/drafter/dflash.py@5f1e48b5:242-277):
+    TOKENSPEED_DFLASH_AUX_STREAM when set and non-empty, `.strip().lower()`,
+    else `dflash_config.aux_hidden_stream or aux_hidden_stream`, lower-cased,
+    "prefix" when neither (56-65). It hands that to the target's
+    `set_dflash_aux_hidden_stream`, which only Kimi-K3 targets define and
+    which refuses any value but prefix and attn_res, and attn_res without
+    attn_res_block_size (models/kimi_k3.py@5f1e48b5:1986-1999, 2247-2252);
+    on any other target a stream but "prefix" stops the engine (dflash.py@
+    5f1e48b5:269-277). So a GQA draft is served the stream it declares or
+    the variable names, on a Kimi-K3 target with AttnRes, as a K3 draft is;
+    the GQA config class validates nothing on its own (no top-level check)."""
+    return dataclasses.replace(
+        LOADER,
+        features={**LOADER.features, "aux_hidden_stream": FeatureSupport(
+            supported=True, source=Source(DFLASH_DRAFTER, "56-65, 264-277", PR1016))},
+        stream=StreamResolution(
+            nested_truthy_wins=True,
+            validates_top_level=False,
+            fixed_stream=None,
+            env_override=STREAM_ENV_VAR,
+            source=Source(DFLASH_DRAFTER, "53-65, 264-277", PR1016),
+        ),
+        sources={**LOADER.sources,
+                 "stream vs target": Source(K3_TARGET, "1986-2005, 2247-2252; execution/drafter/dflash.py:269-277",
+                                            PR1016)},
+    )
