@@ -131,6 +131,22 @@ def test_runtime_pr1016_reads_the_stream_variable(dspark, tiny_draft, fabricated
     assert "STR007" in {f["code"] for f in run.json()["findings"]}
 
 
+def test_runtime_pr1016_reads_the_stream_variable_for_a_gqa_draft(dspark, tmp_path, fabricated_engine):
+    """The installed 1016 drafter picks a GQA DFlash/DSpark draft's stream
+    too (execution/drafter/dflash.py@5f1e48b5:56-65, 264-277): --runtime
+    judges it as --engine tokenspeed@pr1016 does."""
+    from dspark.examples.fabricate import fabricate
+
+    draft = fabricate(tmp_path / "gqa", family="dflash_gqa")
+    site = fabricated_engine("pr1016")
+    env = {"DSPARK_ENGINE_PATH": str(site), "TOKENSPEED_DFLASH_AUX_STREAM": "attn_res"}
+    run = dspark("check", draft, "--runtime", "--format", "json", env=env)
+    named = dspark("check", draft, "--engine", "tokenspeed@pr1016", "--format", "json")
+    assert run.exit_code == named.exit_code == EXIT_CHECK_FAILED
+    assert [f for f in run.json()["findings"] if not f["code"].startswith("RUN")] == named.json()["findings"]
+    assert "STR007" in {f["code"] for f in run.json()["findings"]}
+
+
 def test_runtime_and_an_engine_flag_that_disagree_is_a_usage_error(dspark, tiny_draft, fabricated_engine):
     site = fabricated_engine("main")
     run = dspark("check", tiny_draft(), "--runtime", "--engine-path", site, "--engine", "tokenspeed@pr1031")
