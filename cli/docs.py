@@ -141,8 +141,9 @@ def _engine_section(specs: list[str], facts: dict) -> list[str]:
              f"- a destination left empty: {facts['missing_tensor']} ({_MISSING.get(facts['missing_tensor'], '')})",
              f"- tap ids the target accepts: [{facts['taps'][0]}, {facts['taps'][1]}] (N: the target's layers)"]
     if facts["stream"] is not None:
-        fixed = facts["stream"]["fixed"]
-        lines.append(f"- `aux_hidden_stream`: {'only ' + fixed if fixed else 'as declared'} "
+        fixed, variable = facts["stream"]["fixed"], facts["stream"]["env_override"]
+        unless = f", unless `{variable}` is set (it wins)" if variable else ""
+        lines.append(f"- `aux_hidden_stream`: {'only ' + fixed if fixed else 'as declared'}{unless} "
                      f"(`{facts['stream']['source']}`)")
     if facts["features"]:
         lines += ["", *_table(("feature", "honoured", "source"),

@@ -71,7 +71,7 @@ def contract_table(family: str | None = None, engine: str | None = None) -> list
                 },
                 "stream": None if loader.stream is None else {
                     "fixed": loader.stream.fixed_stream, "target_decides": loader.stream.target_decides,
-                    "source": loader.stream.source.cite()},
+                    "env_override": loader.stream.env_override, "source": loader.stream.source.cite()},
                 "skipped": [{"pattern": s.pattern, "source": s.source.cite()} for s in loader.skips],
                 "fused": [{"parameter": f.fused, "parts": list(f.parts), "pre_fused_accepted": f.fused_accepted,
                            "pre_fused": f.when_pre_fused or None, "source": f.source.cite()} for f in loader.fused],
@@ -146,6 +146,8 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
             fixed = row["stream"]["fixed"]
             served = ("the target's (AttnRes on a Kimi-K3 target that sets attn_res_block_size, else prefix)"
                       if row["stream"]["target_decides"] else "only " + fixed if fixed else "as declared")
+            if row["stream"]["env_override"]:
+                served += f", unless {row['stream']['env_override']} is set (it wins)"
             rule(f"aux_hidden_stream: {served}", row["stream"]["source"])
         for fused in row["fused"]:
             rule(f"{fused['parameter']} <- {' + '.join(fused['parts'])}"
