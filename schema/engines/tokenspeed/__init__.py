@@ -9,7 +9,9 @@ Three revisions are modelled:
   change (no fc_norm, the prefix stream only).
 * `pr1031` at 4b9766f6, the head of pull request 1031 ("serve DSpark drafts:
   fc_norm + AttnRes tap"): the K3 DSpark loader with fc_norm and
-  aux_hidden_stream; the other families as on main.
+  aux_hidden_stream. The same drafter serves GQA DFlash/DSpark drafts and
+  hands the target the stream they declare too (their models as on main);
+  EAGLE-3 as on main.
 * `pr1016` at 5f1e48b5, the head of pull request 1016, the first version of
   that change: the same K3 DSpark loader, but its drafter lets
   TOKENSPEED_DFLASH_AUX_STREAM override the checkpoint's stream, and its model
@@ -21,8 +23,10 @@ Three revisions are modelled:
 `revisions.py` holds the commits and the fingerprints an installed engine is
 recognised by.
 
-`current` is what a deploy gate should assume today: the K3 DSpark serving
-change for `k3_dspark`, main for every other family.
+`current` is what a deploy gate should assume today: the engine with the
+K3 DSpark serving change (1031), whose drafter also picks a GQA
+DFlash/DSpark draft's stream; main's code for everything that change leaves
+as it was.
 
 Where DESIGN.md and this code disagree, this code wins (see docs/contract.md).
 """
@@ -86,9 +90,10 @@ def _loaders(k3: Callable[[], FamilyLoader], **own: Callable[[], FamilyLoader]) 
 CURRENT = EngineProfile(
     name=NAME,
     revision="current",
-    commit=f"{PR1031} (k3_dspark), {MAIN} (others)",
-    description="TokenSpeed with the K3 DSpark serving change (pull request 1031) for k3_dspark; main for the rest",
-    loaders=_loaders(_k3(serving_change=True)),
+    commit=f"{PR1031} (k3_dspark, dflash_gqa's stream), {MAIN} (others)",
+    description="TokenSpeed with the K3 DSpark serving change (pull request 1031) for k3_dspark and the stream "
+    "of GQA DFlash/DSpark drafts; main for the rest",
+    loaders=_loaders(_k3(serving_change=True), dflash_gqa=lambda: _module("dflash_gqa").loader_pr1031()),
     **PROFILE_FACTS,
 )
 
@@ -96,8 +101,9 @@ PR_1031 = EngineProfile(
     name=NAME,
     revision="pr1031",
     commit=PR1031,
-    description="TokenSpeed pull request 1031 head (K3 DSpark: fc_norm + AttnRes tap)",
-    loaders=_loaders(_k3(serving_change=True)),
+    description="TokenSpeed pull request 1031 head (K3 DSpark: fc_norm + AttnRes tap; the declared stream "
+    "handed to the target, K3 and GQA DFlash/DSpark)",
+    loaders=_loaders(_k3(serving_change=True), dflash_gqa=lambda: _module("dflash_gqa").loader_pr1031()),
     **PROFILE_FACTS,
 )
 

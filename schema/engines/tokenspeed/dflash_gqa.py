@@ -1,9 +1,10 @@
 """TokenSpeed's loader for GQA DFlash / DSpark drafts (`DFlashDraftModel`,
 `DSparkDraftModel`), at main (f4d8ec6e): no fc_norm, `fc` is taps x the
 draft's hidden_size, the prefix stream only, and unknown names dropped
-without a word. At the head of pull request 1016 (5f1e48b5) the same
-loader, but the drafter hands the target the stream it resolves, from
-TOKENSPEED_DFLASH_AUX_STREAM first (`loader_pr1016`)."""
+without a word. At the head of pull request 1031 (4b9766f6) the same
+loader, but the drafter hands the target the stream the draft declares
+(`loader_pr1031`); at the head of pull request 1016 (5f1e48b5) the stream
+it resolves from TOKENSPEED_DFLASH_AUX_STREAM first (`loader_pr1016`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from dspark.schema.engines.tokenspeed.common import (
     MAIN,
     NUMBERING,
     PR1016,
+    PR1031,
     QWEN3_DEFAULTS,
     STREAM_ENV_VAR,
     at_main,
@@ -163,10 +165,16 @@ LOADER = FamilyLoader(
             when_unsupported="the GQA DFlash/DSpark model has no fc_norm: the weights are dropped without a "
             "word and the taps reach fc unnormalised",
         ),
+        # The drafter hands the target no stream (wire_target,
+        # execution/drafter/dflash.py@f4d8ec6e:227-248) and every target
+        # captures the prefix stream, Kimi-K3 included
+        # (models/base/causal_lm.py@f4d8ec6e:146-177; models/kimi_k3.py@f4d8ec6e:2488-2503).
         "aux_hidden_stream": FeatureSupport(
             supported=False,
-            source=at_main("146-177", CAUSAL_LM),
-            when_unsupported="the GQA target captures the prefix stream only",
+            source=at_main("227-248 (wire_target: no stream); models/base/causal_lm.py:146-177; "
+                           "models/kimi_k3.py:2488-2503", DFLASH_DRAFTER),
+            when_unsupported="the drafter hands the target no stream and every target captures the prefix "
+            "stream only",
         ),
     },
     # The drafter int()s the taps and the mask token it reads
@@ -217,6 +225,43 @@ LOADER = FamilyLoader(
 )
 
 
+def _drafter_resolves_stream(stream: StreamResolution, feature: Source, stream_vs_target: Source) -> FamilyLoader:
+    """Main's GQA loader with the stream its drafter resolves and hands the
+    target: the models are main's and never read aux_hidden_stream, so the
+    drafter's resolution is the whole difference."""
+    return dataclasses.replace(
+        LOADER,
+        features={**LOADER.features, "aux_hidden_stream": FeatureSupport(supported=True, source=feature)},
+        stream=stream,
+        sources={**LOADER.sources, "stream vs target": stream_vs_target},
+    )
+
+
+def loader_pr1031() -> FamilyLoader:
+    """PR 1031's GQA DFlash/DSpark loader: main's (`git diff f4d8ec6e
+    4b9766f6` changes neither models/dflash.py nor models/dspark.py; neither
+    reads aux_hidden_stream), with the drafter choosing the stream. Its DFlash
+    drafter, which the DSpark drafter subclasses (execution/drafter/dspark.py@
+    4b9766f6:35; drafter/__init__.py@4b9766f6:55-60), ends `wire_target` for
+    every draft by resolving the stream (execution/drafter/dflash.py@4b9766f6:
+    258-271): `dflash_config.aux_hidden_stream or aux_hidden_stream`,
+    lower-cased, "prefix" when neither (52-58); no environment variable is
+    read. It hands that to the target's `set_dflash_aux_hidden_stream`, which
+    only Kimi-K3 targets define and which refuses any value but prefix and
+    attn_res, and attn_res without attn_res_block_size (models/kimi_k3.py@
+    4b9766f6:2660-2680, 3069-3074); on any other target a stream but "prefix"
+    stops the engine (dflash.py@4b9766f6:263-271). So a GQA draft is served
+    the stream it declares, on a Kimi-K3 target with AttnRes, as a K3 draft
+    is; the GQA config class validates nothing on its own (no top-level
+    check)."""
+    resolution = Source(DFLASH_DRAFTER, "52-58, 258-271", PR1031)
+    return _drafter_resolves_stream(
+        StreamResolution(nested_truthy_wins=True, validates_top_level=False, fixed_stream=None, source=resolution),
+        feature=resolution,
+        stream_vs_target=Source(K3_TARGET, "2660-2680, 3069-3074; execution/drafter/dflash.py:263-271", PR1031),
+    )
+
+
 def loader_pr1016() -> FamilyLoader:
     """PR 1016's GQA DFlash/DSpark loader: main's (`git diff f4d8ec6e
     5f1e48b5` over models/dflash.py changes one KV-cache page-size read and
@@ -235,18 +280,14 @@ def loader_pr1016() -> FamilyLoader:
     5f1e48b5:269-277). So a GQA draft is served the stream it declares or
     the variable names, on a Kimi-K3 target with AttnRes, as a K3 draft is;
     the GQA config class validates nothing on its own (no top-level check)."""
-    return dataclasses.replace(
-        LOADER,
-        features={**LOADER.features, "aux_hidden_stream": FeatureSupport(
-            supported=True, source=Source(DFLASH_DRAFTER, "56-65, 264-277", PR1016))},
-        stream=StreamResolution(
+    return _drafter_resolves_stream(
+        StreamResolution(
             nested_truthy_wins=True,
             validates_top_level=False,
             fixed_stream=None,
             env_override=STREAM_ENV_VAR,
             source=Source(DFLASH_DRAFTER, "53-65, 264-277", PR1016),
         ),
-        sources={**LOADER.sources,
-                 "stream vs target": Source(K3_TARGET, "1986-2005, 2247-2252; execution/drafter/dflash.py:269-277",
-                                            PR1016)},
+        feature=Source(DFLASH_DRAFTER, "56-65, 264-277", PR1016),
+        stream_vs_target=Source(K3_TARGET, "1986-2005, 2247-2252; execution/drafter/dflash.py:269-277", PR1016),
     )
