@@ -147,6 +147,43 @@ def test_runtime_pr1016_reads_the_stream_variable_for_a_gqa_draft(dspark, tmp_pa
     assert "STR007" in {f["code"] for f in run.json()["findings"]}
 
 
+@pytest.mark.parametrize("target, exit_code, stream_codes", [
+    (None, EXIT_OK, ["STR002", "STR005"]),
+    ("k3", EXIT_OK, ["STR002"]),
+    ("qwen", EXIT_CHECK_FAILED, ["STR002", "STR006"]),
+], ids=["no-target", "kimi-k3-attn-res", "qwen35"])
+def test_runtime_pr1031_hands_a_gqa_drafts_declared_stream_to_the_target(dspark, tmp_path, fabricated_engine, target,
+                                                                          exit_code, stream_codes):
+    """The installed 1031 drafter resolves a GQA DFlash/DSpark draft's
+    declared stream and hands it to the target (execution/drafter/dflash.py@
+    4b9766f6:52-58, 258-271): --runtime judges it as --engine
+    tokenspeed@pr1031 does, not as prefix served without a word."""
+    from dspark.examples.fabricate import fabricate, target_config
+
+    draft = fabricate(tmp_path / "gqa", family="dflash_gqa")
+    config = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps(config | {"aux_hidden_stream": "attn_res"}))
+    text = target_config("dflash_gqa")["text_config"]
+    targets = {
+        "qwen": target_config("dflash_gqa"),
+        "k3": {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+               "text_config": {key: text[key] for key in ("hidden_size", "num_hidden_layers", "vocab_size")}
+               | {"attn_res_block_size": 12}},
+    }
+    flags = []
+    if target is not None:
+        (tmp_path / f"{target}.json").write_text(json.dumps(targets[target]))
+        flags = ["--target", str(tmp_path / f"{target}.json")]
+    site = fabricated_engine("pr1031")
+    run = dspark("check", draft, *flags, "--runtime", "--format", "json", env={"DSPARK_ENGINE_PATH": str(site)})
+    named = dspark("check", draft, *flags, "--engine", "tokenspeed@pr1031", "--format", "json")
+    assert run.exit_code == named.exit_code == exit_code
+    assert run.json()["engine"] == "tokenspeed@pr1031"
+    assert [f for f in run.json()["findings"] if not f["code"].startswith("RUN")] == named.json()["findings"]
+    codes = [f["code"] for f in run.json()["findings"]]
+    assert [code for code in codes if code.startswith("STR")] == stream_codes and "ENG001" not in codes
+
+
 def test_runtime_and_an_engine_flag_that_disagree_is_a_usage_error(dspark, tiny_draft, fabricated_engine):
     site = fabricated_engine("main")
     run = dspark("check", tiny_draft(), "--runtime", "--engine-path", site, "--engine", "tokenspeed@pr1031")

@@ -74,8 +74,10 @@ def test_the_lazy_loaders_are_the_loaders_of_every_family():
         assert list(profile.loaders) == ["k3_dspark", "dflash_gqa", "eagle3_llama", "eagle3_mla"]
         assert len(profile.loaders) == 4 and "k3_dspark" in profile.loaders
         assert profile.loader_for("medusa") is None
-        if profile is not tokenspeed.PR_1016:  # its drafter picks a GQA draft's stream (loader_pr1016)
+        if profile is tokenspeed.MAIN_PROFILE:  # the others' drafters pick a GQA draft's stream
             assert profile.loaders["dflash_gqa"] is dflash_gqa.LOADER
+        else:
+            assert profile.loader_for("dflash_gqa") is profile.loaders["dflash_gqa"]  # built once
         assert profile.loaders["eagle3_llama"] is eagle3_llama.LOADER
         assert profile.loaders["eagle3_mla"] is eagle3_mla.LOADER
         assert profile.loader_for("k3_dspark") is profile.loaders["k3_dspark"]  # built once
@@ -83,7 +85,7 @@ def test_the_lazy_loaders_are_the_loaders_of_every_family():
     assert tokenspeed.MAIN_PROFILE.loaders["k3_dspark"] == k3_dspark.loader(serving_change=False)
     assert tokenspeed.PR_1016.loaders["k3_dspark"] == k3_dspark.loader_pr1016()
     assert tokenspeed.PR_1016.loaders["dflash_gqa"] == dflash_gqa.loader_pr1016()
-    assert tokenspeed.PR_1016.loader_for("dflash_gqa") is tokenspeed.PR_1016.loaders["dflash_gqa"]  # built once
+    assert tokenspeed.PR_1031.loaders["dflash_gqa"] == dflash_gqa.loader_pr1031()
     assert dict(tokenspeed.CURRENT.loaders) == dict(tokenspeed.PR_1031.loaders)
 
 

@@ -1,0 +1,130 @@
+"""TokenSpeed pull request 1031 (`tokenspeed@pr1031`, and `tokenspeed`, the
+build a deploy assumes) on GQA DFlash/DSpark drafts: the DFlash drafter,
+which the DSpark drafter subclasses, resolves the stream of every draft it
+serves from the declaration alone, `dflash_config.aux_hidden_stream or
+aux_hidden_stream`, lower-cased (execution/drafter/dflash.py@4b9766f6:52-58),
+and hands it to the target, which must take it or stop the engine (258-271;
+models/kimi_k3.py@4b9766f6:2660-2680). Main's drafter hands the target no
+stream (execution/drafter/dflash.py@f4d8ec6e:227-248). Drafts and targets
+are real fabricated folders."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from test_tokenspeed_pr1016 import counted, gqa_draft, k3_attn_res_target, qwen35_target
+
+from dspark.converters.check import check_checkpoint
+from dspark.examples.fabricate import fabricate
+from dspark.schema.engines import engine_by_spec
+from dspark.schema.explanations import rule_sources
+from dspark.schema.rules import STREAM_ENV_VAR
+
+SERVING_CHANGE = ("tokenspeed@pr1031", "tokenspeed")
+DRAFTER_1031 = "python/tokenspeed/runtime/execution/drafter/dflash.py@4b9766f6:"
+
+
+def k3_draft(folder, stream: str):
+    """A fabricated K3 DSpark draft declaring `stream`."""
+    fabricate(folder, family="k3_dspark")
+    config = json.loads((folder / "config.json").read_text())
+    config["aux_hidden_stream"] = stream
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def stream_findings(report) -> list[tuple[str, str, dict]]:
+    return [(f.code, f.severity.name, f.detail) for f in report.findings if f.code.startswith("STR")]
+
+
+@pytest.mark.parametrize("engine", SERVING_CHANGE)
+@pytest.mark.parametrize("variant", ["dflash", "dspark"])
+def test_a_declared_attn_res_without_a_target_reads_as_a_k3_drafts(tmp_path, engine, variant):
+    """Not ENG001 (prefix served without a word): the engine hands the
+    declaration to the target; without --target dspark says what it says
+    for a K3 draft declaring the same, under the same profile."""
+    gqa = check_checkpoint(gqa_draft(tmp_path / "gqa", variant=variant, aux_hidden_stream="attn_res"),
+                           engine=engine, environ={})
+    k3 = check_checkpoint(k3_draft(tmp_path / "k3", "attn_res"), engine=engine, environ={})
+    assert counted(gqa) == Counter({"STR005": 1})
+    assert gqa.resolved.stream == k3.resolved.stream == "attn_res"
+    assert stream_findings(gqa) == stream_findings(k3)
+    assert [f.code for f in gqa.findings if f.code.startswith("STR")] == ["STR002", "STR005"]
+
+
+@pytest.mark.parametrize("engine", SERVING_CHANGE)
+def test_a_declared_attn_res_on_a_qwen35_target_stops_the_engine(tmp_path, engine):
+    """Qwen3.5 has no set_dflash_aux_hidden_stream: a stream but prefix
+    raises in wire_target (execution/drafter/dflash.py@4b9766f6:263-271)."""
+    qwen = qwen35_target(tmp_path / "qwen")
+    refused = check_checkpoint(gqa_draft(tmp_path / "d", aux_hidden_stream="attn_res"), target=qwen, engine=engine,
+                               environ={})
+    assert counted(refused) == Counter({"STR006": 1}) and refused.resolved.stream == "attn_res"
+    (stop,) = [f for f in refused.findings if f.code == "STR006"]
+    assert "refuses to start" in stop.message and stop.file == str(qwen / "config.json")
+    # The prefix stream needs no setter: the same target serves a prefix draft.
+    prefix = check_checkpoint(gqa_draft(tmp_path / "p", aux_hidden_stream="prefix"), target=qwen, engine=engine,
+                              environ={})
+    assert counted(prefix) == Counter() and prefix.resolved.stream == "prefix"
+
+
+@pytest.mark.parametrize("engine", SERVING_CHANGE)
+def test_a_declared_attn_res_on_a_kimi_k3_attn_res_target_is_served(tmp_path, engine):
+    draft = gqa_draft(tmp_path / "d", aux_hidden_stream="attn_res")
+    served = check_checkpoint(draft, target=k3_attn_res_target(tmp_path / "k3"), engine=engine, environ={})
+    assert counted(served) == Counter() and served.passed()
+    assert served.resolved.stream == "attn_res"
+    assert served.resolved.stream_source == "config.json: aux_hidden_stream"
+
+
+@pytest.mark.parametrize("nested, top, stream, source", [
+    ("ATTN_RES", "prefix", "attn_res", "dflash_config.aux_hidden_stream"),
+    ("", "Attn_Res", "attn_res", "aux_hidden_stream"),
+    (None, "attn_res", "attn_res", "aux_hidden_stream"),
+], ids=["nested-wins", "empty-nested-falls-through", "null-nested-falls-through"])
+def test_the_declaration_is_read_as_the_drafter_reads_it(tmp_path, nested, top, stream, source):
+    """`dflash_config.aux_hidden_stream or aux_hidden_stream`, lower-cased
+    (execution/drafter/dflash.py@4b9766f6:52-58)."""
+    draft = gqa_draft(tmp_path / "d", nested={"aux_hidden_stream": nested}, aux_hidden_stream=top)
+    report = check_checkpoint(draft, engine="tokenspeed@pr1031", environ={})
+    assert (report.resolved.stream, report.resolved.stream_source) == (stream, f"config.json: {source}")
+    assert counted(report) == Counter({"STR005": 1})
+
+
+@pytest.mark.parametrize("engine", SERVING_CHANGE)
+def test_the_variable_is_not_read(tmp_path, engine):
+    """1031's drafter reads no environment variable: the declared stream is
+    served, and the variable only earns the STR004 note."""
+    draft = gqa_draft(tmp_path / "d", aux_hidden_stream="attn_res")
+    report = check_checkpoint(draft, target=k3_attn_res_target(tmp_path / "k3"), engine=engine,
+                              environ={STREAM_ENV_VAR: "prefix"})
+    assert counted(report) == Counter({"STR004": 1}) and report.resolved.stream == "attn_res"
+    assert engine_by_spec(engine).loader_for("dflash_gqa").stream.env_override is None
+
+
+def test_every_stream_rule_cites_the_1031_drafter():
+    loader = engine_by_spec("tokenspeed@pr1031").loader_for("dflash_gqa")
+    assert loader.stream.source.cite() == DRAFTER_1031 + "52-58, 258-271"
+    assert loader.features["aux_hidden_stream"].supported
+    assert loader.features["aux_hidden_stream"].source.cite() == DRAFTER_1031 + "52-58, 258-271"
+    assert loader.sources["stream vs target"].cite().startswith(
+        "python/tokenspeed/runtime/models/kimi_k3.py@4b9766f6:2660-2680")
+    assert engine_by_spec("tokenspeed").loader_for("dflash_gqa") == loader
+    cited = {(s.family, s.source) for s in rule_sources("STR006", [engine_by_spec("tokenspeed@pr1031")])}
+    assert ("dflash_gqa", loader.sources["stream vs target"].cite()) in cited
+
+
+def test_main_still_serves_a_declared_attn_res_as_prefix_without_a_word(tmp_path):
+    """Main's drafter hands the target no stream and every target captures
+    the prefix stream (execution/drafter/dflash.py@f4d8ec6e:227-248;
+    models/kimi_k3.py@f4d8ec6e:2488-2503): ENG001 whatever the target."""
+    draft = gqa_draft(tmp_path / "d", aux_hidden_stream="attn_res")
+    for target in (None, qwen35_target(tmp_path / "qwen"), k3_attn_res_target(tmp_path / "k3")):
+        report = check_checkpoint(draft, target=target, engine="tokenspeed@main", environ={})
+        assert counted(report) == Counter({"ENG001": 1}) and report.resolved.stream == "prefix"
+    feature = engine_by_spec("tokenspeed@main").loader_for("dflash_gqa").features["aux_hidden_stream"]
+    assert not feature.supported
+    assert feature.source.cite().startswith("python/tokenspeed/runtime/execution/drafter/dflash.py@f4d8ec6e:227-248")
