@@ -198,7 +198,9 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "without it the draft proposes the wrong tokens.",
                  "Ship the d2t table the training wrote.", "d2t"),
     "VOC002": _x("The engine adds d2t to the draft token ids; a table of the wrong length or dtype maps tokens "
-                 "wrongly or fails.",
+                 "wrongly or fails. vLLM copies a float table into its int64 one, truncating each entry toward "
+                 "zero: a fractional entry the head can produce, or a dtype too narrow for the vocabulary's "
+                 "offsets, serves other tokens.",
                  "Ship d2t as an integer table of draft_vocab_size entries.", "d2t"),
     "VOC003": _x("A d2t entry that maps outside the target vocabulary makes the draft propose ids the target "
                  "does not have.",

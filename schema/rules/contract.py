@@ -18,7 +18,7 @@ from dspark.schema.rules.resolve import ResolvedDraft, resolve_family
 from dspark.schema.rules.stream import stream_findings
 from dspark.schema.rules.target import TargetFacts, declared_width_on_target, target_findings
 from dspark.schema.rules.values import engine_view
-from dspark.schema.rules.vocab import TokenMapValues
+from dspark.schema.rules.vocab import TokenMapValues, served_token_map
 
 
 @record(frozen=False)
@@ -82,7 +82,8 @@ def check_contract(
     (a DCP run, a .pt), so training-only entries convert leaves behind are
     notes, not tensors without a destination. `token_map(count)` gives the
     first values of the shipped d2t (the caller reads them; rules call it
-    only where their verdict depends on them: TGT004 always, VOC003 when
+    only where their verdict depends on them: TGT004 always, a float table
+    an engine copies into an integer buffer always (VOC002), VOC003 when
     `payloads_read`)."""
     environ = {} if environ is None else environ
     engine = engine if engine is not None else default_engine()
@@ -125,12 +126,13 @@ def check_contract(
     findings += stream_findings(view, resolved, config_file, environ, target, engine=engine, loader=loader)
     if target is not None:
         findings += target_findings(view, target, family, loader, frozenset(e.served_name for e in entries),
-                                    token_map=token_map)
+                                    token_map=served_token_map(token_map, family, loader, view, entries))
         findings = [declared_width_on_target(unread_taps_on(target, finding, config_file), target, view)
                     for finding in findings]
     inventory, expected = inventory_findings(
         family, loader, engine, view, entries, resolved, features, config_file,
         training_output=training_output, token_map=token_map if payloads_read else None,
+        stored_token_map=token_map,
     )
     findings += inventory
     return ContractResult(findings, resolved, family, expected, loader, view)

@@ -47,9 +47,11 @@ def inventory_findings(
     *,
     training_output: bool = False,
     token_map: TokenMapValues | None = None,
+    stored_token_map: TokenMapValues | None = None,
 ) -> tuple[list[Finding], dict[str, ExpectedTensor]]:
     """Compare what is shipped with what the config implies. `token_map`
-    hands over d2t's values where the caller reads payloads (rules/vocab.py)."""
+    hands over d2t's values where the caller reads payloads,
+    `stored_token_map` where a rule needs them header-only (rules/vocab.py)."""
     findings: list[Finding] = []
     dims = family.resolve_dims(config, loader.dims if loader is not None else None)
     expected_all, unresolved = family.expected_tensors(dims, None)
@@ -84,7 +86,8 @@ def inventory_findings(
     feature_names = feature_tensor_names(family, shipped, expected_all)
     # The draft's own head and its token map: whether they are served at
     # all depends on the vocabulary fields (rules/vocab.py).
-    findings += vocab_findings(family, loader, config, shipped, expected_all, config_file, token_map)
+    findings += vocab_findings(family, loader, config, shipped, expected_all, config_file, token_map,
+                               stored_token_map)
     vocab_names = {n for n, e in expected_all.items() if e.role in VOCAB_ROLES}
     resolved.fc_norm_shipped = sum(1 for n in feature_names if n.startswith("fc_norm."))
     for feature in family.declared_features:

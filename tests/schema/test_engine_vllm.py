@@ -7,6 +7,8 @@ case asserts both, so the two profiles cannot drift into each other."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -132,11 +134,90 @@ def test_a_float32_d2t_is_cast_by_vllm_and_fails_tokenspeed_and_sglang(tmp_path)
     assert errors(check_checkpoint(draft, engine="tokenspeed"))["VOC002"] == 1
     assert errors(check_checkpoint(draft, engine="sglang"))["VOC002"] == 1
 
-    def half_map(tensors):  # F16 holds integers exactly only to 2048: not cast exactly
-        tensors["d2t"] = tensors["d2t"].to(torch.float16)
 
-    half = write_eagle3_draft(tmp_path / "h", tensor_edit=half_map)
-    assert errors(check_checkpoint(half, engine=VLLM))["VOC002"] == 1
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_float_d2t_with_a_fraction_is_truncated_by_vllm_and_fails(tmp_path, dtype):
+    # The default loader's `param.data.copy_` into the int64 parameter (model_loader/weight_utils.py:1529-1543;
+    # llama_eagle3.py:338-345, 424-429) truncates toward zero: 3.7 is served as 3, another target token.
+    def fractional(tensors):
+        table = tensors["d2t"].to(getattr(torch, dtype))
+        table[7] += 0.7
+        table[30] -= 0.5
+        tensors["d2t"] = table
+
+    draft = write_eagle3_draft(tmp_path / "d", tensor_edit=fractional)
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"VOC002": 1})
+    [finding] = [f for f in report.findings if f.code == "VOC002"]
+    assert finding.detail["entry"] == 7 and finding.detail["non_integer_entries"] == 2
+    assert finding.detail["served_as"] == int(finding.detail["value"])
+    assert "entry 7 is" in finding.message and "truncating each entry toward zero" in finding.message
+    assert "1 more of the 40 entries" in finding.message
+
+
+def test_a_float_d2t_is_judged_only_on_the_entries_the_head_can_produce(tmp_path):
+    # The head has 40 rows: an entry past them is never looked up, whatever it holds (a longer table warns).
+    def longer(tensors):
+        tensors["d2t"] = torch.cat([tensors["d2t"].to(torch.float32), torch.tensor([0.5, float("nan")])])
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", tensor_edit=longer), engine=VLLM)
+    assert report.passed() and warnings(report) == Counter({"VOC002": 1})
+
+    def not_a_number(tensors):
+        table = tensors["d2t"].to(torch.float32)
+        table[0] = float("nan")
+        tensors["d2t"] = table
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "n", tensor_edit=not_a_number), engine=VLLM)
+    assert errors(report) == Counter({"VOC002": 1})
+    assert "not a number" in message(report, "VOC002")
+
+
+@pytest.mark.parametrize("dtype, vocab_past_exact", [("float16", 2049), ("bfloat16", 257)])
+def test_a_half_precision_d2t_is_exact_only_for_a_vocabulary_it_holds(tmp_path, dtype, vocab_past_exact):
+    # F16 holds every integer only to 2048, BF16 to 256: vLLM copies a table of
+    # them exactly at the tiny 96-token vocabulary, but the offsets of a larger
+    # one may have been rounded when it was stored, which no reader can undo.
+    def half_map(tensors):
+        tensors["d2t"] = tensors["d2t"].to(getattr(torch, dtype))
+
+    small = write_eagle3_draft(tmp_path / "s", tensor_edit=half_map)
+    assert check_checkpoint(small, engine=VLLM).passed()
+    assert errors(check_checkpoint(small, engine="tokenspeed"))["VOC002"] == 1
+    large = write_eagle3_draft(tmp_path / "l", config_edit=lambda c: c.update(vocab_size=vocab_past_exact),
+                               tensor_edit=half_map)
+    report = check_checkpoint(large, engine=VLLM)
+    assert errors(report)["VOC002"] == 1
+    assert "holds every integer only up to" in message(report, "VOC002")
+
+
+def test_a_float_d2t_past_the_vocabulary_is_voc003_under_deep(tmp_path):
+    # The values as the engine uses them (the int64 copy) are judged by VOC003 too.
+    def past(tensors):
+        table = tensors["d2t"].to(torch.float32)
+        table[39] += 10
+        tensors["d2t"] = table
+
+    report = check_checkpoint(write_eagle3_draft(tmp_path / "d", tensor_edit=past), engine=VLLM, deep=True)
+    assert errors(report) == Counter({"VOC003": 1})
+
+
+def test_reading_a_float_d2t_header_only_never_imports_torch(tmp_path):
+    def fractional(tensors):
+        table = tensors["d2t"].to(torch.float32)
+        table[3] += 0.25
+        tensors["d2t"] = table
+
+    draft = write_eagle3_draft(tmp_path / "d", tensor_edit=fractional)
+    probe = (
+        "import sys\n"
+        "from dspark.converters.check import check_checkpoint\n"
+        f"report = check_checkpoint({str(draft)!r}, engine='vllm')\n"
+        "assert [f.detail.get('entry') for f in report.findings if f.code == 'VOC002'] == [3], report.findings\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
 
 
 def test_a_float32_d2t_is_cast_by_vllms_mla_loader(tmp_path):

@@ -183,8 +183,10 @@ LOADER = FamilyLoader(
     # differ from the target's), else the target's (process_eagle_weight,
     # model_executor/models/utils.py:1178-1198; v1/worker/gpu/spec_decode/eagle/utils.py:18-34, 45-119).
     # A shipped d2t is copied into that int64 parameter by the default
-    # loader (`param.data.copy_`, model_loader/weight_utils.py:1529-1543), so a
-    # float table of integers loads exactly (llama_eagle3.py:340-343, 428-429).
+    # loader (`param.data.copy_`, model_loader/weight_utils.py:1529-1543;
+    # llama_eagle3.py:340-343, 428-429): a float table of integers loads
+    # exactly, a fractional entry is truncated toward zero (its values are
+    # read: rules/vocab.py).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
                         source=at("314-316, 338-345, 420-470", _LE3), d2t_buffer="I64"),
     head_from_target="not_shipped",
