@@ -508,6 +508,9 @@ class EngineProfile:
     # config.json fails the engine's config loader, and where.
     text_config_model_types: tuple[str, ...] = ()
     text_config_source: Source | None = None
+    # Whether the loader takes a null `text_config` as none at all (the
+    # draft's config is its own text config) rather than refusing it.
+    text_config_null_is_absent: bool = False
     # Keys the engine then reads from the text_config it adopts as the
     # draft's text config (a missing one stops it at startup), and where.
     text_config_requires: tuple[str, ...] = ()

@@ -272,7 +272,7 @@ def text_config_findings(engine: EngineProfile, config: Mapping[str, Any], confi
     config class builds the key into a config (EngineProfile.
     text_config_model_types). A key copied from a multimodal target's
     config is the usual way it gets there."""
-    if "text_config" not in config:
+    if "text_config" not in config or (config["text_config"] is None and engine.text_config_null_is_absent):
         return []
     if config.get("model_type") in engine.text_config_model_types or ANY_MODEL_TYPE in engine.text_config_model_types:
         return _adopted_text_config_findings(engine, config, config_file)
@@ -281,9 +281,9 @@ def text_config_findings(engine: EngineProfile, config: Mapping[str, Any], confi
         "CFG011",
         f"{config_file}: has a text_config, which the config class of model_type {config.get('model_type')!r} "
         f"keeps as a plain value; {engine.spec}'s config loader requires text_config to be a config with "
-        "num_attention_heads and refuses the draft at startup ('text_config must define "
-        "num_attention_heads'). Remove text_config from the draft's config.json, moving any field the draft "
-        "needs (eagle_config, its tap ids) to the top level.",
+        f"num_attention_heads and refuses the draft at startup{f' ({source})' if source else ''}. Remove "
+        "text_config from the draft's config.json, moving any field the draft needs (eagle_config, its tap ids) "
+        "to the top level.",
         file=config_file,
         detail={"field": "text_config", "model_type": config.get("model_type"), "engine": engine.spec,
                 "source": source},

@@ -752,3 +752,30 @@ def test_a_chunked_attention_layer_is_served_as_full_attention_by_vllm(tmp_path)
     assert "full attention" in message(report, "ENG001")
     for other in ("tokenspeed", "sglang"):
         assert errors(check_checkpoint(draft, engine=other)) == Counter({"CFG003": 1})
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+def test_a_null_text_config_is_no_text_config_to_vllm(tmp_path, scale):
+    # The draft's ModelConfig runs get_hf_text_config (config/model.py:680-693); transformers 5.20's
+    # get_text_config passes over a None attribute and returns the config itself, so the check at
+    # transformers_utils/config.py:1258-1272 is not made and the draft loads. TokenSpeed and SGLang test
+    # hasattr(config, "text_config") and refuse None (utils/hf_transformers_utils.py@f4d8ec6e:138-143;
+    # sglang/srt/utils/hf_transformers/common.py:600-604@sglang==0.5.23).
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=lambda c: c.update(text_config=None))
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+    for other in ("tokenspeed", "sglang"):
+        assert "CFG011" in errors(check_checkpoint(draft, engine=other))
+
+
+@pytest.mark.parametrize("scale", ["tiny-llama", "tiny-mla"])
+@pytest.mark.parametrize("text_config", [{"num_attention_heads": 4}, {}, "text"])
+def test_a_text_config_kept_as_a_plain_value_is_refused_by_vllms_config_loader(tmp_path, scale, text_config):
+    # A llama / deepseek_v3 / kimi_k2 config class keeps the key as given; get_text_config returns it
+    # and get_hf_text_config raises ValueError for want of num_attention_heads on it (a dict has no
+    # attributes), at the draft's ModelConfig, before any EAGLEConfig wrapping (config/speculative.py:
+    # 1406-1430, 1514-1533). A differential run that built the model from the parsed config without
+    # ModelConfig saw these load; vLLM itself stops at startup.
+    draft = write_eagle3_draft(tmp_path / "d", scale=scale, config_edit=lambda c: c.update(text_config=text_config))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"CFG011": 1})
+    assert "vllm/config/model.py:680-693" in message(report, "CFG011")

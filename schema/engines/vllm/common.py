@@ -433,12 +433,26 @@ PROFILE_FACTS = dict(
     # from the draft's config (transformers_utils/model_arch_config_convertor.py:241-291).
     quantization_keys=("quantization_config", "compression_config"),
     quantization_source=at("241-291", ARCH_CONVERTOR),
-    # get_hf_text_config requires num_attention_heads on whatever
-    # get_text_config returns when it is not the config itself
-    # (transformers_utils/config.py:1258-1272): the same test TokenSpeed
-    # runs; the multimodal config classes vLLM registers build text_config.
+    # The draft's ModelConfig runs get_hf_text_config on the config as
+    # parsed (config/model.py:680-693, built at config/speculative.py:1406-1430,
+    # before the EAGLEConfig wrapping at 1514-1533), which requires
+    # num_attention_heads on whatever get_text_config returns when it is not
+    # the config itself (transformers_utils/config.py:1258-1272).
+    # transformers 5.20's get_text_config returns a `text_config` attribute
+    # that is not None, and a plain config class (llama, qwen2/3,
+    # deepseek_v3, kimi_k2) keeps the key as given: a dict, {} or any other
+    # value has no such attribute and the draft is refused at startup; a
+    # null one is passed over and the config itself returned, so the draft
+    # loads (checked by running get_config and get_hf_text_config on each).
+    # The multimodal config classes vLLM registers build text_config into a
+    # config. The EAGLE-3 models read every field from the EAGLEConfig the
+    # draft's top level is copied into, never from text_config
+    # (model_executor/models/llama_eagle3.py:173, deepseek_eagle3.py:162;
+    # transformers_utils/configs/eagle.py:85-88).
     text_config_model_types=("kimi_k25", "kimi_k3", "qwen3_5", "qwen3_5_moe", "minimax_m3_vl", "qwen3_asr"),
-    text_config_source=at("1258-1272", HF_CONFIG),
+    text_config_source=at("1258-1272 (get_hf_text_config); vllm/config/model.py:680-693 (the draft's ModelConfig)",
+                          HF_CONFIG),
+    text_config_null_is_absent=True,
     architectures=ARCHITECTURES,
     # config.json with speculators_config parses as SpeculatorsConfig
     # (transformers_utils/config.py:360-366; configs/speculators/base.py:32-63).
