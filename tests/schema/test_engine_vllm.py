@@ -779,3 +779,36 @@ def test_a_text_config_kept_as_a_plain_value_is_refused_by_vllms_config_loader(t
     report = check_checkpoint(draft, engine=VLLM)
     assert errors(report) == Counter({"CFG011": 1})
     assert "vllm/config/model.py:680-693" in message(report, "CFG011")
+
+
+def _llama_typed_mla(tmp_path: Path, name: str, *drop: str) -> Path:
+    def edit(config):
+        config["model_type"] = "llama"
+        for field in drop:
+            config.pop(field)
+
+    return write_eagle3_draft(tmp_path / name, scale="tiny-mla", config_edit=edit)
+
+
+def test_an_mla_draft_typed_llama_is_built_from_its_mla_fields_by_vllm(tmp_path):
+    # The registry picks Eagle3DeepseekV2ForCausalLM from `architectures` (registry.py:1420-1470); LlamaConfig
+    # keeps kv_lora_rank & co. as attributes (transformers 5.20) and the MLA layer reads them off it
+    # (deepseek_eagle3.py:57-83): served as trained. TokenSpeed keeps its own verdict (SRV001).
+    draft = _llama_typed_mla(tmp_path, "d")
+    assert check_checkpoint(draft, engine=VLLM).passed(strict=True)
+    assert "SRV001" in errors(check_checkpoint(draft, engine="tokenspeed"))
+
+
+def test_an_mla_draft_typed_llama_without_an_mla_field_is_refused_by_vllm(tmp_path):
+    # No LlamaConfig default: getattr(config, "kv_lora_rank", 0) builds zero-width projections
+    # (deepseek_eagle3.py:63-66), and q_lora_rank is None without the attribute (74), where
+    # DeepseekV3Config would have filled 512 and 1536.
+    report = check_checkpoint(_llama_typed_mla(tmp_path, "kv", "kv_lora_rank"), engine=VLLM)
+    assert errors(report) == Counter({"CFG003": 1})
+    assert "kv_lora_rank is absent" in message(report, "CFG003")
+    report = check_checkpoint(_llama_typed_mla(tmp_path, "q", "q_lora_rank"), engine=VLLM)
+    assert errors(report) == Counter({"CFG003": 1})
+    assert "q_lora_rank is absent" in message(report, "CFG003") and "fused_qkv_a_proj" in message(report, "CFG003")
+    report = check_checkpoint(_llama_typed_mla(tmp_path, "n", "num_hidden_layers"), engine=VLLM)
+    assert set(errors(report)) == {"INV001"}  # LlamaConfig's 32 layers, 31 of them never written
+    assert "num_hidden_layers = 32" in message(report, "ENG003")

@@ -73,6 +73,40 @@ DEEPSEEK_V3_DEFAULTS = {
 }
 
 
+# model_type llama parses into transformers' LlamaConfig, which keeps the MLA
+# fields it does not know as attributes (transformers 5.20; no defaults for
+# them); the registry picks the model class from `architectures` alone
+# (model_executor/models/registry.py:1420-1470), and the MLA layer reads
+# those attributes off whatever config class holds them
+# (deepseek_eagle3.py:57-83). Absent, the dimensions read 0 and q_lora_rank
+# None (`mla_fields_without_defaults`); the rest take LlamaConfig's defaults.
+LLAMA_DEFAULTS = {
+    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "rms_norm_eps": 1e-6,
+}
+# The config classes without defaults for the MLA fields.
+_PLAIN_MODEL_TYPES = ("llama",)
+_MLA_DIMENSIONS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def mla_fields_without_defaults(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """Under a config class with no MLA defaults, an MLA dimension left out
+    is `getattr(config, name, 0)`: zero-width projections the shipped
+    weights do not fit (refused at load, or a weight never written)."""
+    if config.get("model_type") not in _PLAIN_MODEL_TYPES:
+        return []
+    missing = [name for name in _MLA_DIMENSIONS if name not in config]
+    if not missing:
+        return []
+    return [engine_refusal(
+        config_file, f"model_type {config.get('model_type')!r} parses into a config class with no MLA fields, and "
+        f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} absent: the MLA layer reads "
+        f"getattr(config, name, 0) = 0 and builds zero-width projections: the shipped weights are refused at "
+        "load or never written",
+        at("57-83", _DE3), missing[0],
+        f"Write {', '.join(missing)} in the config, or set model_type to deepseek_v3.")]
+
+
 def _fc_width(config: Mapping[str, Any]) -> Any:
     # getattr(config, "target_hidden_size", hidden_size) (deepseek_eagle3.py:196-199)
     return width_value(config, "target_hidden_size", "hidden_size")
@@ -83,22 +117,32 @@ def q_lora_rank_required(config: Mapping[str, Any], config_file: str) -> list[Fi
     kv_a_proj_with_mqa (deepseek_v2.py:1051-1097), but the draft's mapper
     still stacks kv_a_proj_with_mqa into fused_qkv_a_proj, which then has no
     destination: the load fails."""
-    if config.get("q_lora_rank") is not None or "q_lora_rank" not in config:
+    if config.get("q_lora_rank") is not None:
         return []
-    return [engine_refusal(config_file, "q_lora_rank is null; the EAGLE-3 MLA mapper renames kv_a_proj_with_mqa "
+    if "q_lora_rank" in config:
+        why = "q_lora_rank is null"
+    elif config.get("model_type") in _PLAIN_MODEL_TYPES:
+        # `config.q_lora_rank if hasattr(config, "q_lora_rank") else None` (deepseek_eagle3.py:74)
+        why = (f"q_lora_rank is absent and model_type {config.get('model_type')!r} parses into a config class "
+               "without it, so the layer reads None")
+    else:
+        return []  # DeepseekV2/V3Config default it (config_defaults)
+    return [engine_refusal(config_file, f"{why}; the EAGLE-3 MLA mapper renames kv_a_proj_with_mqa "
                            "to fused_qkv_a_proj, which a layer without q_lora_rank does not build, and the load "
-                           "fails", at("259-266", _DE3), "q_lora_rank", "Train and serve with q_lora_rank set.")]
+                           "fails", at("74, 259-266", _DE3), "q_lora_rank", "Train and serve with q_lora_rank set.")]
 
 
 LIMITS = (launch_method("eagle3"), silu_only(SILU_ONLY_SOURCES["deepseek"]),
           target_hidden_size_not_null(at("196-199", _DE3)),
-          q_lora_rank_required, tap_order(TARGET_TAPS),
+          q_lora_rank_required, mla_fields_without_defaults, tap_order(TARGET_TAPS),
           tap_agreement(TAPS, "num_aux_hidden_states, else eagle_config's list, else 3", at("189-194", _DE3)))
 
 LOADER = FamilyLoader(
     family="eagle3_mla",
     model_class="Eagle3DeepseekV2ForCausalLM",
-    model_types=("deepseek_v3", "kimi_k2", "deepseek_v2"),
+    # llama too: LlamaConfig keeps the MLA fields as attributes and the
+    # class comes from `architectures` (LLAMA_DEFAULTS says what it fills).
+    model_types=("deepseek_v3", "kimi_k2", "deepseek_v2", "llama"),
     # Same load_weights as the Llama draft (deepseek_eagle3.py:370-398):
     # "t2d" skipped, "d2t" renamed, "model." prepended to everything but
     # lm_head, then "midlayer." -> "layers.0." (259-266).
@@ -165,7 +209,7 @@ LOADER = FamilyLoader(
         "unknown names": at("425-448", MODEL_UTILS),
         "never loaded": at("503-523", DEFAULT_LOADER),
     },
-    config_defaults={"deepseek_v3": DEEPSEEK_V3_DEFAULTS, "kimi_k2": DEEPSEEK_V3_DEFAULTS},
+    config_defaults={"deepseek_v3": DEEPSEEK_V3_DEFAULTS, "kimi_k2": DEEPSEEK_V3_DEFAULTS, "llama": LLAMA_DEFAULTS},
     # MLA attention uses num_attention_heads only.
     ignored_fields=("num_key_value_heads",),
 )
