@@ -445,10 +445,14 @@ PROFILE_FACTS = dict(
     # null one is passed over and the config itself returned, so the draft
     # loads (checked by running get_config and get_hf_text_config on each).
     # The multimodal config classes vLLM registers build text_config into a
-    # config. The EAGLE-3 models read every field from the EAGLEConfig the
-    # draft's top level is copied into, never from text_config
-    # (model_executor/models/llama_eagle3.py:173, deepseek_eagle3.py:162;
-    # transformers_utils/configs/eagle.py:85-88).
+    # config; but an EAGLE-3 or DFlash draft is then wrapped in EAGLEConfig,
+    # which copies the draft's to_dict() (text_config as a plain dict) onto
+    # itself (transformers_utils/configs/eagle.py:85-88), and update_arch_
+    # runs get_hf_text_config again on it (config/speculative.py:1514-1533,
+    # 1872-1878): refused there too (a kimi_k25-typed EAGLE-3 draft with its
+    # target's text_config; no loader below parses those types anyway, SRV001).
+    # The EAGLE-3 models read every field from that EAGLEConfig, never from
+    # text_config (model_executor/models/llama_eagle3.py:173, deepseek_eagle3.py:162).
     text_config_model_types=("kimi_k25", "kimi_k3", "qwen3_5", "qwen3_5_moe", "minimax_m3_vl", "qwen3_asr"),
     text_config_source=at("1258-1272 (get_hf_text_config); vllm/config/model.py:680-693 (the draft's ModelConfig)",
                           HF_CONFIG),
