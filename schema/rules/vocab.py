@@ -42,6 +42,8 @@ _INTEGER_DTYPES = ("I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64")
 # tell from the trained ones: F16/BF16 with any real vocabulary (32,000 and
 # up) stay VOC002 on every engine.
 _EXACT_FLOATS = {"F32": 2 ** 24, "F64": 2 ** 53, "F16": 2 ** 11, "BF16": 2 ** 8}
+# How a finding names the loader's integer buffer.
+_BUFFER_NAMES = {"I64": "int64", "I32": "int32"}
 
 # The token map's values, handed over by the caller (this floor opens no
 # file): `values(count)` gives the first `count` entries of the shipped
@@ -76,6 +78,19 @@ def head_rows(family: DraftFamily, config: Mapping[str, Any]) -> int | None:
     expected, _ = family.expected_tensors(family.resolve_dims(config))
     table = next((e for e in expected.values() if e.role == "token_map"), None)
     return table.shape[0] if table is not None else None
+
+
+def _shown(value: float, dtype: str) -> str:
+    """`value` as briefly as it reads back to the same `dtype` number (a
+    float32 10.7 is 10.7, not 10.699999809265137)."""
+    fmt = {"F32": "<f", "F16": "<e"}.get(dtype)
+    if fmt is None or not _finite(value):
+        return repr(value) if dtype != "BF16" else f"{value:.4g}"
+    import struct
+
+    stored = struct.pack(fmt, value)
+    return next((text for text in (f"{value:.{digits}g}" for digits in range(1, 10))
+                 if struct.pack(fmt, float(text)) == stored), repr(value))
 
 
 def _finite(value: float) -> bool:
@@ -426,11 +441,12 @@ def _fractional_entries(entry: TensorEntry, rows: int, loader: FamilyLoader,
     a table that cannot be read here is a warning saying so."""
     values = stored_token_map(rows) if stored_token_map is not None else None
     buffer = loader.vocab.d2t_buffer if loader.vocab is not None else ""
+    table = _BUFFER_NAMES.get(buffer, buffer)
     detail = {"dtype": entry.dtype, "buffer": buffer, "entries_read": rows, "source": INT_BUFFER_COPY_SOURCE}
     if values is None or len(values) < rows:
         return [Finding(
             "VOC002",
-            f"{entry.file}: d2t is {entry.dtype}, which the engine copies into its {buffer} table truncating "
+            f"{entry.file}: d2t is {entry.dtype}, which the engine copies into its {table} table truncating "
             f"each entry toward zero ({INT_BUFFER_COPY_SOURCE}), and its values could not be read here to "
             "tell whether they are all integers. Run with --deep, or export d2t as int64.",
             file=entry.file, tensor="d2t", detail={**detail, "d2t_read": False}, severity=Severity.WARNING,
@@ -439,19 +455,18 @@ def _fractional_entries(entry: TensorEntry, rows: int, loader: FamilyLoader,
     if not bad:
         return []
     first, value = bad[0], values[bad[0]]
-    served = (f"served as {int(value)}, target token {first + int(value)} instead of {first} + {value!r}"
-              if _finite(value) else
-              "not a number, which the copy turns into no defined integer")
-    more = f", and {len(bad) - 1} more of the {rows} entries the head can produce are not integers" \
-        if len(bad) > 1 else ""
+    shown = _shown(value, entry.dtype)
+    served = (f"served as {int(value)}, target token {first + int(value)} instead of {first} + {shown}"
+              if _finite(value) else "not a finite number, which the copy turns into no defined integer")
     return [Finding(
         "VOC002",
-        f"{entry.file}: d2t is {entry.dtype} and entry {first} is {value!r} ({served}){more}. The engine copies "
-        f"the table into its {buffer} table, truncating each entry toward zero ({INT_BUFFER_COPY_SOURCE}), so "
+        f"{entry.file}: d2t is {entry.dtype} and entry {first} is {shown} ({served}); {len(bad)} of the {rows} "
+        "entries the head can produce are not integers. The engine copies "
+        f"the table into its {table} table, truncating each entry toward zero ({INT_BUFFER_COPY_SOURCE}), so "
         "those draft tokens are proposed as other target tokens, without a word. Export d2t as int64 "
         f"[{rows}] with the integer offsets the draft was trained with (target id = i + d2t[i]).",
         file=entry.file, tensor="d2t",
-        detail={**detail, "d2t_read": True, "entry": first, "value": value,
+        detail={**detail, "d2t_read": True, "entry": first, "value": value if _finite(value) else shown,
                 "served_as": int(value) if _finite(value) else None, "non_integer_entries": len(bad)},
     )]
 
@@ -479,7 +494,7 @@ def _table_findings(table, loader, config, shipped, config_file,
         problems.append(
             f"dtype {entry.dtype}, which holds every integer only up to {_EXACT_FLOATS[entry.dtype]}: the "
             f"offsets of a {vocab}-token vocabulary may have been rounded when the table was stored, and the "
-            f"engine copies it into its {buffer} table as it is")
+            f"engine copies it into its {_BUFFER_NAMES.get(buffer, buffer)} table as it is")
     elif entry.dtype not in _INTEGER_DTYPES and not _cast_exactly(loader, entry.dtype, vocab):
         problems.append(f"dtype {entry.dtype}, not an integer type (the engine adds it to token ids as is)")
     # hot_token_id = d2t + arange(len(d2t)) is indexed only by the head's

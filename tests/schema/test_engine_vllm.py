@@ -153,7 +153,7 @@ def test_a_float_d2t_with_a_fraction_is_truncated_by_vllm_and_fails(tmp_path, dt
     assert finding.detail["entry"] == 7 and finding.detail["non_integer_entries"] == 2
     assert finding.detail["served_as"] == int(finding.detail["value"])
     assert "entry 7 is" in finding.message and "truncating each entry toward zero" in finding.message
-    assert "1 more of the 40 entries" in finding.message
+    assert "2 of the 40 entries the head can produce are not integers" in finding.message
 
 
 def test_a_float_d2t_is_judged_only_on_the_entries_the_head_can_produce(tmp_path):
@@ -171,7 +171,8 @@ def test_a_float_d2t_is_judged_only_on_the_entries_the_head_can_produce(tmp_path
 
     report = check_checkpoint(write_eagle3_draft(tmp_path / "n", tensor_edit=not_a_number), engine=VLLM)
     assert errors(report) == Counter({"VOC002": 1})
-    assert "not a number" in message(report, "VOC002")
+    assert "not a finite number" in message(report, "VOC002")
+    assert report.findings and json.dumps([f.detail for f in report.findings], allow_nan=False)
 
 
 @pytest.mark.parametrize("dtype, vocab_past_exact", [("float16", 2049), ("bfloat16", 257)])
@@ -190,6 +191,20 @@ def test_a_half_precision_d2t_is_exact_only_for_a_vocabulary_it_holds(tmp_path, 
     report = check_checkpoint(large, engine=VLLM)
     assert errors(report)["VOC002"] == 1
     assert "holds every integer only up to" in message(report, "VOC002")
+
+
+def test_a_float_d2t_that_cannot_be_read_is_a_warning_saying_so(tmp_path, monkeypatch):
+    import dspark.converters.token_map as token_map_module
+
+    def float_map(tensors):
+        tensors["d2t"] = tensors["d2t"].to(torch.float32)
+
+    draft = write_eagle3_draft(tmp_path / "d", tensor_edit=float_map)
+    monkeypatch.setattr(token_map_module, "READ_CAP_BYTES", 40 * 4 - 1)
+    report = check_checkpoint(draft, engine=VLLM)
+    assert report.passed() and not report.passed(strict=True)
+    assert warnings(report) == Counter({"VOC002": 1})
+    assert "could not be read" in message(report, "VOC002")
 
 
 def test_a_float_d2t_past_the_vocabulary_is_voc003_under_deep(tmp_path):
