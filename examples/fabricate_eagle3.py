@@ -319,11 +319,6 @@ EAGLE3_DEFECTS: dict[str, Defect] = {
     "fused-qkv-a": Defect("INV002", _fuse_qkv_a, description="pre-fused q/kv-a projection (MLA)"),
     "text-config": Defect("CFG011", set_field("text_config", {"num_attention_heads": 4}),
                           description="a text_config, as copied from a multimodal target's config"),
-    # Qwen3 layers (judged under --engine vllm, the one engine that serves them).
-    "no-qk-norm": Defect("INV001", _drop_qk_norm,
-                         description="q_norm and k_norm not shipped (Qwen3 layer)"),
-    "qk-norm-shape": Defect("INV003", mutate("midlayer.self_attn.q_norm.weight", narrow),
-                            description="q_norm one entry short of head_dim (Qwen3 layer)"),
 }
 
 _FC_NORM = (("fc_norm", True),)
@@ -382,6 +377,20 @@ EAGLE3_MLA_DEFECTS: dict[str, Defect] = {
 }
 
 
+# The Qwen3 layer, judged by the one engine that serves it (`--engine vllm`):
+# the codes are vLLM 0.33.0's.
+EAGLE3_QWEN3_DEFECTS: dict[str, Defect] = {
+    "no-qk-norm": Defect("INV001", _drop_qk_norm, description="q_norm and k_norm not shipped"),
+    "qk-norm-shape": Defect("INV003", mutate("midlayer.self_attn.q_norm.weight", narrow),
+                            description="q_norm one entry short of head_dim"),
+    **{name: _SHARED_DEFECTS[name] for name in (
+        "fc-width", "fc-norm-declared-not-shipped", "fc-norm-shipped-not-declared", "fc-norm-count",
+        "fc-norm-shape", "d2t-short", "d2t-past-vocab", "missing-mlp", "wrong-shape", "nan")},
+    "input-norm-undeclared": EAGLE3_DEFECTS["input-norm-undeclared"],
+    "norm-before-fc-no-weight": EAGLE3_DEFECTS["norm-before-fc-no-weight"],
+}
+
+
 def write_eagle3_draft(
     out: Path,
     *,
@@ -398,15 +407,16 @@ def write_eagle3_draft(
 ) -> Path:
     """Write an EAGLE-3 draft folder. `layout` "midlayer" writes TorchSpec's
     native names, "layers.0" its `--vllm` export's. `defect` names one of
-    `EAGLE3_DEFECTS`. `engine`: the tap list is written where that engine
-    reads it too."""
+    `EAGLE3_DEFECTS` (`EAGLE3_QWEN3_DEFECTS` for a Qwen3-layer scale).
+    `engine`: the tap list is written where that engine reads it too."""
     config = eagle3_config(EAGLE3_SCALES[scale], fc_norm=fc_norm, norm_before_fc=norm_before_fc, tap_ids=tap_ids,
                            engine=engine)
     if config_edit:
         config_edit(config)
     tensors = eagle3_tensors(config, seed=seed)
     if defect is not None:
-        EAGLE3_DEFECTS[defect].apply(config, tensors)
+        defects = EAGLE3_QWEN3_DEFECTS if EAGLE3_SCALES[scale].family == "eagle3_qwen3" else EAGLE3_DEFECTS
+        defects[defect].apply(config, tensors)
     if tensor_edit:
         tensor_edit(tensors)
     if layout == "layers.0":
