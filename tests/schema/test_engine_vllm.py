@@ -729,6 +729,19 @@ def test_a_qwen3_layer_draft_is_refused_where_no_class_is_registered(tmp_path, e
     assert "does not serve eagle3_qwen3" in message(report, "ENG006")
 
 
+@pytest.mark.parametrize("engine", ["tokenspeed", "sglang"])
+def test_convert_for_an_engine_without_the_qwen3_class_says_so_and_writes_nothing(tmp_path, engine):
+    # No model_type to pin for a family the engine does not serve: the re-check's ENG006 is the answer.
+    from dspark.converters.convert import convert_checkpoint
+    from dspark.converters.convert_plan import ConvertOptions
+    from dspark.schema.errors import CheckpointError
+
+    out = tmp_path / "out"
+    with pytest.raises(CheckpointError, match="does not serve eagle3_qwen3"):
+        convert_checkpoint(write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3"), out, ConvertOptions(engine=engine))
+    assert not out.exists()
+
+
 def test_a_speculators_folder_with_a_qwen3_layer_is_served_as_eagle3_qwen3(tmp_path):
     # transformers_utils/configs/speculators/algos.py:38-46: a qwen3 layer becomes Eagle3Qwen3ForCausalLM.
     draft = write_speculators_eagle3(tmp_path / "d", scale="tiny-qwen3")
