@@ -67,6 +67,11 @@ EAGLE3_SCALES: dict[str, Eagle3Spec] = {
     # the Qwen3 config's default (128), so a q_norm sized either way fails.
     "tiny-qwen3": Eagle3Spec("eagle3_qwen3", hidden_size=32, intermediate_size=48, num_attention_heads=4,
                              num_key_value_heads=2, head_dim=10, vocab_size=96, draft_vocab_size=40),
+    # Qwen3-8B target (36 layers, vocab 151936 pruned to a 32k draft
+    # vocabulary): one Qwen3 layer, 32 query and 8 key/value heads of 128.
+    "qwen3-8b": Eagle3Spec("eagle3_qwen3", hidden_size=4096, intermediate_size=12288, num_attention_heads=32,
+                           num_key_value_heads=8, head_dim=128, vocab_size=151936, draft_vocab_size=32000,
+                           target_num_hidden_layers=36),
     # Llama-3.1-8B target: fc 4096 x (3 x 4096), vocab 128256 pruned to a
     # 32k draft vocabulary (head and d2t); no tap ids, so the engine's
     # default taps, as the published Llama-3.1-8B EAGLE-3 drafts ship.
@@ -192,10 +197,12 @@ def eagle3_tensors(config: dict[str, Any], *, seed: int = 0, dtype: str = "bfloa
 
 def eagle3_target_config(spec: Eagle3Spec, model: str = "llama") -> dict[str, Any]:
     """The target's config.json, as far as a check reads it, named as the
-    real models name themselves: a Llama target, or a Kimi-K2.5 one (the
-    MLA draft's), whose sizes sit under text_config."""
+    real models name themselves: a Llama or Qwen3 target, or a Kimi-K2.5 one
+    (the MLA draft's), whose sizes sit under text_config."""
     sizes = {"hidden_size": spec.hidden_size, "num_hidden_layers": spec.target_num_hidden_layers,
              "vocab_size": spec.vocab_size}
+    if model == "qwen3":
+        return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", **sizes}
     if model == "kimi_k25":
         return {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
                 "text_config": {"model_type": "deepseek_v3", **sizes}}
