@@ -12,7 +12,8 @@ listings, no bytes written) for header-only checks at full size.
         [--sparse] [--target-config FILE]
     python -m dspark.examples.fabricate --list-defects [--family FAMILY]
 
-Families: k3_dspark (the default), dflash_gqa, eagle3_llama, eagle3_mla.
+Families: k3_dspark (the default), dflash_gqa, eagle3_llama, eagle3_mla,
+eagle3_qwen3 (served by vLLM only: check it with `--engine vllm`).
 This module holds the K3 DSpark draft, the family registry and the command;
 the other families are in `fabricate_gqa` and `fabricate_eagle3`, the parts
 they share in `fabricate_parts`.
@@ -32,6 +33,7 @@ from dspark.examples.fabricate_eagle3 import (  # noqa: F401 - re-exported: the 
     EAGLE3_DEFECTS,
     EAGLE3_LLAMA_DEFECTS,
     EAGLE3_MLA_DEFECTS,
+    EAGLE3_QWEN3_DEFECTS,
     EAGLE3_SCALES,
     Eagle3Spec,
     eagle3_config,
@@ -295,6 +297,9 @@ class FamilyFabricator:
     prefix: str = ""
     # Defects written as something other than a config object.
     config_as_list: frozenset[str] = field(default=frozenset())
+    # The engine whose verdicts the defects' codes are (None: the default
+    # engine); a family the default engine does not serve names one that does.
+    engine: str | None = None
 
 
 def _k3_target(scale: str) -> dict:
@@ -363,6 +368,19 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         specs=lambda scale, config, o: eagle3_tensor_specs(config),
         tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
         target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="kimi_k25"),
+    ),
+    "eagle3_qwen3": FamilyFabricator(
+        name="eagle3_qwen3",
+        description="EAGLE-3 with a Qwen3 layer (Eagle3Qwen3ForCausalLM; vLLM only); full size: on Qwen3-8B",
+        scales={"tiny": "tiny-qwen3", "full": "qwen3-8b"},
+        defects=EAGLE3_QWEN3_DEFECTS,
+        options={"fc_norm": False, "norm_before_fc": False, "engine": None},
+        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
+                                              norm_before_fc=o["norm_before_fc"], engine=o["engine"]),
+        specs=lambda scale, config, o: eagle3_tensor_specs(config),
+        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
+        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="qwen3"),
+        engine="vllm",
     ),
 }
 
@@ -584,7 +602,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fc-norm", dest="fc_norm", action=argparse.BooleanOptionalAction, default=None,
                         help="ship fc_norm (k3_dspark: on by default; eagle3_*: off)")
     parser.add_argument("--norm-before-fc", action="store_const", const=True, default=None,
-                        help="eagle3_llama: declare norm_before_fc and ship input_norm")
+                        help="eagle3_llama, eagle3_qwen3: declare norm_before_fc and ship input_norm")
     parser.add_argument("--stream", help="k3_dspark: aux_hidden_stream (default prefix)")
     parser.add_argument("--engine", metavar="NAME[@REV]",
                         help="write the layout this engine loads as it is: its names (vllm: no model. prefix) and, "

@@ -1,8 +1,10 @@
-"""EAGLE-3 drafts (`LlamaForCausalLMEagle3`, `Eagle3DeepseekV2ForCausalLM`):
-one decoder layer named `midlayer`, `fc` over the taps, the draft's own head
-and its `d2t` hot-token map; good ones, and ones with the defects that trap
-them in TokenSpeed (models/llama_eagle3.py and models/deepseek_v3.py at
-f4d8ec6e, read into `dspark.schema.families.eagle3_*`).
+"""EAGLE-3 drafts (`LlamaForCausalLMEagle3`, `Eagle3DeepseekV2ForCausalLM`,
+`Eagle3Qwen3ForCausalLM`): one decoder layer named `midlayer`, `fc` over the
+taps, the draft's own head and its `d2t` hot-token map; good ones, and ones
+with the defects that trap them in TokenSpeed (models/llama_eagle3.py and
+models/deepseek_v3.py at f4d8ec6e, read into `dspark.schema.families.eagle3_*`)
+or, for the Qwen3 layer only vLLM serves, in vLLM 0.33.0
+(`dspark.schema.engines.vllm.eagle3_qwen3`).
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ from dspark.examples.fabricate_parts import (
 
 @dataclass(frozen=True)
 class Eagle3Spec:
-    family: str  # "eagle3_llama" | "eagle3_mla"
+    family: str  # "eagle3_llama" | "eagle3_mla" | "eagle3_qwen3"
     hidden_size: int
     intermediate_size: int
     num_attention_heads: int
     vocab_size: int
     draft_vocab_size: int
-    num_key_value_heads: int = 0  # Llama
-    head_dim: int = 0  # Llama
+    num_key_value_heads: int = 0  # Llama, Qwen3
+    head_dim: int = 0  # Llama, Qwen3
     q_lora_rank: int = 0  # MLA
     kv_lora_rank: int = 0
     qk_nope_head_dim: int = 0
@@ -61,6 +63,15 @@ EAGLE3_SCALES: dict[str, Eagle3Spec] = {
     "tiny-mla": Eagle3Spec("eagle3_mla", hidden_size=32, intermediate_size=48, num_attention_heads=2,
                            q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4,
                            v_head_dim=6, vocab_size=96, draft_vocab_size=40),
+    # A Qwen3 layer: head_dim (10) is neither hidden_size // heads (8) nor
+    # the Qwen3 config's default (128), so a q_norm sized either way fails.
+    "tiny-qwen3": Eagle3Spec("eagle3_qwen3", hidden_size=32, intermediate_size=48, num_attention_heads=4,
+                             num_key_value_heads=2, head_dim=10, vocab_size=96, draft_vocab_size=40),
+    # Qwen3-8B target (36 layers, vocab 151936 pruned to a 32k draft
+    # vocabulary): one Qwen3 layer, 32 query and 8 key/value heads of 128.
+    "qwen3-8b": Eagle3Spec("eagle3_qwen3", hidden_size=4096, intermediate_size=12288, num_attention_heads=32,
+                           num_key_value_heads=8, head_dim=128, vocab_size=151936, draft_vocab_size=32000,
+                           target_num_hidden_layers=36),
     # Llama-3.1-8B target: fc 4096 x (3 x 4096), vocab 128256 pruned to a
     # 32k draft vocabulary (head and d2t); no tap ids, so the engine's
     # default taps, as the published Llama-3.1-8B EAGLE-3 drafts ship.
@@ -111,6 +122,14 @@ def eagle3_config(
                       rope_theta=500000.0, max_position_embeddings=8192)
         if tap_ids is not None:
             config["eagle_aux_hidden_state_layer_ids"] = list(tap_ids)
+    elif spec.family == "eagle3_qwen3":
+        # What vLLM reads from speculators' Qwen3-layer draft: a qwen3 config
+        # whose top-level tap list both fc and the target read.
+        config.update(architectures=["Eagle3Qwen3ForCausalLM"], model_type="qwen3",
+                      num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
+                      rope_theta=1000000.0, max_position_embeddings=40960)
+        if tap_ids is not None:
+            config["eagle_aux_hidden_state_layer_ids"] = list(tap_ids)
     else:
         config.update(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="kimi_k2",
                       num_key_value_heads=spec.num_attention_heads, q_lora_rank=spec.q_lora_rank,
@@ -137,12 +156,15 @@ def eagle3_tensor_specs(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ..
     """Served name -> (shape, safetensors dtype) of every tensor a good draft
     of `config` ships, read off the family (bf16 weights, int64 d2t). A
     tensor whose dimensions the config does not give is left out."""
-    from dspark.schema.engines import default_engine
+    from dspark.schema.engines import all_profiles, default_engine
     from dspark.schema.families import family_for_config
 
     family = family_for_config(config)
-    # the layout TokenSpeed loads: its loader sizes fc (FamilyLoader.dims)
-    engine_dims = default_engine().loader_for(family.name).dims
+    # the layout TokenSpeed loads: its loader sizes fc (FamilyLoader.dims);
+    # a family TokenSpeed does not serve, as the first engine that does
+    loader = default_engine().loader_for(family.name) or next(
+        p.loader_for(family.name) for p in all_profiles() if p.loader_for(family.name) is not None)
+    engine_dims = loader.dims
     features = {name: bool(config.get(name)) for name in family.declared_features}
     features.update(family.derived_features(config, None))
     expected, _ = family.expected_tensors(family.resolve_dims(config, engine_dims), features)
@@ -175,10 +197,12 @@ def eagle3_tensors(config: dict[str, Any], *, seed: int = 0, dtype: str = "bfloa
 
 def eagle3_target_config(spec: Eagle3Spec, model: str = "llama") -> dict[str, Any]:
     """The target's config.json, as far as a check reads it, named as the
-    real models name themselves: a Llama target, or a Kimi-K2.5 one (the
-    MLA draft's), whose sizes sit under text_config."""
+    real models name themselves: a Llama or Qwen3 target, or a Kimi-K2.5 one
+    (the MLA draft's), whose sizes sit under text_config."""
     sizes = {"hidden_size": spec.hidden_size, "num_hidden_layers": spec.target_num_hidden_layers,
              "vocab_size": spec.vocab_size}
+    if model == "qwen3":
+        return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", **sizes}
     if model == "kimi_k25":
         return {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
                 "text_config": {"model_type": "deepseek_v3", **sizes}}
@@ -231,6 +255,13 @@ def _four_taps_in_eagle_config(config: dict, tensors: dict) -> None:
     # The Llama draft counts the top level (absent: 3); the target captures 4.
     config.pop("eagle_aux_hidden_state_layer_ids", None)
     config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 7]}
+
+
+def _drop_qk_norm(config: dict, tensors: dict) -> None:
+    # A Qwen3-layer config over Llama-layer weights: what a trainer that
+    # relabels a Llama draft, or drops the norms on export, writes.
+    drop("midlayer.self_attn.q_norm.")(config, tensors)
+    drop("midlayer.self_attn.k_norm.")(config, tensors)
 
 
 def _fuse_qkv_a(config: dict, tensors: dict) -> None:
@@ -353,6 +384,20 @@ EAGLE3_MLA_DEFECTS: dict[str, Defect] = {
 }
 
 
+# The Qwen3 layer, judged by the one engine that serves it (`--engine vllm`):
+# the codes are vLLM 0.33.0's.
+EAGLE3_QWEN3_DEFECTS: dict[str, Defect] = {
+    "no-qk-norm": Defect("INV001", _drop_qk_norm, description="q_norm and k_norm not shipped"),
+    "qk-norm-shape": Defect("INV003", mutate("midlayer.self_attn.q_norm.weight", narrow),
+                            description="q_norm one entry short of head_dim"),
+    **{name: _SHARED_DEFECTS[name] for name in (
+        "fc-width", "fc-norm-declared-not-shipped", "fc-norm-shipped-not-declared", "fc-norm-count",
+        "fc-norm-shape", "d2t-short", "d2t-past-vocab", "missing-mlp", "wrong-shape", "nan")},
+    "input-norm-undeclared": EAGLE3_DEFECTS["input-norm-undeclared"],
+    "norm-before-fc-no-weight": EAGLE3_DEFECTS["norm-before-fc-no-weight"],
+}
+
+
 def write_eagle3_draft(
     out: Path,
     *,
@@ -369,15 +414,16 @@ def write_eagle3_draft(
 ) -> Path:
     """Write an EAGLE-3 draft folder. `layout` "midlayer" writes TorchSpec's
     native names, "layers.0" its `--vllm` export's. `defect` names one of
-    `EAGLE3_DEFECTS`. `engine`: the tap list is written where that engine
-    reads it too."""
+    `EAGLE3_DEFECTS` (`EAGLE3_QWEN3_DEFECTS` for a Qwen3-layer scale).
+    `engine`: the tap list is written where that engine reads it too."""
     config = eagle3_config(EAGLE3_SCALES[scale], fc_norm=fc_norm, norm_before_fc=norm_before_fc, tap_ids=tap_ids,
                            engine=engine)
     if config_edit:
         config_edit(config)
     tensors = eagle3_tensors(config, seed=seed)
     if defect is not None:
-        EAGLE3_DEFECTS[defect].apply(config, tensors)
+        defects = EAGLE3_QWEN3_DEFECTS if EAGLE3_SCALES[scale].family == "eagle3_qwen3" else EAGLE3_DEFECTS
+        defects[defect].apply(config, tensors)
     if tensor_edit:
         tensor_edit(tensors)
     if layout == "layers.0":

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dspark.converters.layouts.markers import SPECULATORS_TYPE_FIELD
-from dspark.schema.families import EAGLE3_LLAMA, EAGLE3_MLA
+from dspark.schema.families import EAGLE3_LLAMA, EAGLE3_MLA, EAGLE3_QWEN3
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import printable_name
 
@@ -77,10 +77,14 @@ DROPPED_FIELDS = (
     TYPE_FIELD, LAYER_CONFIG_FIELD, "speculators_config", "speculators_version", "embed_requires_grad",
     "architectures", "transformers_version",
 )
-# Layer configs whose attention is MLA go to the MLA EAGLE-3 model; the
-# rest (speculators builds llama and qwen3 layers,
-# models/eagle3/model_definitions.py@c05b95b:135-142) to the Llama one.
+# Layer configs whose attention is MLA go to the MLA EAGLE-3 model; a qwen3
+# layer (speculators builds llama and qwen3 layers,
+# models/eagle3/model_definitions.py@c05b95b:135-142) to the Qwen3-layer one,
+# as vLLM's own reader picks Eagle3Qwen3ForCausalLM for it
+# (vllm/transformers_utils/configs/speculators/algos.py:38-46@vllm==0.33.0);
+# the rest to the Llama one.
 MLA_MODEL_TYPES = ("deepseek_v3", "deepseek_v2", "kimi_k2")
+QWEN3_MODEL_TYPES = ("qwen3",)
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,9 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
     for key in CARRIED_FIELDS:
         if config.get(key) is not None:
             out[key] = copy.deepcopy(config[key])
-    family = EAGLE3_MLA if layer.get("model_type") in MLA_MODEL_TYPES else EAGLE3_LLAMA
+    layer_type = layer.get("model_type")
+    family = (EAGLE3_MLA if layer_type in MLA_MODEL_TYPES else EAGLE3_QWEN3 if layer_type in QWEN3_MODEL_TYPES
+              else EAGLE3_LLAMA)
     out["architectures"] = [family.architectures[0]]
     shape = (f"speculators' Eagle3SpeculatorConfig ({TYPE_FIELD} {EAGLE3_TYPE!r}, architectures "
              f"{config.get('architectures')!r}, the layer under {LAYER_CONFIG_FIELD})")
@@ -220,8 +226,4 @@ def as_vllm_reads_it(config: Mapping[str, Any], finding: Finding) -> dict[str, A
         out[TAP_IDS_FIELD] = copy.deepcopy(ids)
     if written.get("norm_before_residual") is not None:
         out["norm_before_residual"] = written["norm_before_residual"]
-    # vLLM picks the class by the layer's model_type (algos.py:38-46): a
-    # Qwen3 layer is built as Eagle3Qwen3ForCausalLM, not the Llama class.
-    if (finding.detail or {}).get("layer_model_type") == "qwen3":
-        out["architectures"] = ["Eagle3Qwen3ForCausalLM"]
     return out

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     DFLASH_GQA: DraftFamily
     EAGLE3_LLAMA: DraftFamily
     EAGLE3_MLA: DraftFamily
+    EAGLE3_QWEN3: DraftFamily
 
 
 class FamilyEntry(NamedTuple):
@@ -58,6 +59,8 @@ REGISTRY: tuple[FamilyEntry, ...] = (
     FamilyEntry("eagle3_mla", "dspark.schema.families.eagle3_mla", "EAGLE3_MLA",
                 ("Eagle3DeepseekV2ForCausalLM",),
                 legacy_architectures=("DeepSeekForCausalLMEagle3", "Eagle3DeepseekV3ForCausalLM")),
+    FamilyEntry("eagle3_qwen3", "dspark.schema.families.eagle3_qwen3", "EAGLE3_QWEN3",
+                ("Eagle3Qwen3ForCausalLM",)),
 )
 _BY_ATTRIBUTE = {entry.attribute: entry for entry in REGISTRY}
 
@@ -121,6 +124,7 @@ __all__ = [
     "DFLASH_GQA",
     "EAGLE3_LLAMA",
     "EAGLE3_MLA",
+    "EAGLE3_QWEN3",
     "FAMILIES",
     "K3_DSPARK",
     "MAX_DIMENSION",

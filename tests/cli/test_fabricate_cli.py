@@ -46,14 +46,20 @@ def test_the_default_family_is_still_k3(capsys, tmp_path, dspark):
     assert dspark("check", tmp_path / "draft", "--deep", "--strict").exit_code == EXIT_OK
 
 
+def engine_args(family: str) -> list[str]:
+    """`--engine` for a family the default engine does not serve (the Qwen3-layer EAGLE-3: vLLM)."""
+    engine = FABRICATORS[family].engine
+    return ["--engine", engine] if engine else []
+
+
 @pytest.mark.parametrize("family", list(FABRICATORS))
 def test_every_family_from_the_command_line_good_and_broken(capsys, tmp_path, dspark, family):
     good, bad = tmp_path / "good", tmp_path / "bad"
     assert fabricate(capsys, good, "--family", family)[0] == EXIT_OK
-    assert dspark("check", good, "--deep", "--strict").exit_code == EXIT_OK
+    assert dspark("check", good, "--deep", "--strict", *engine_args(family)).exit_code == EXIT_OK
     defect = next(name for name, d in FABRICATORS[family].defects.items() if not d.target and not d.deep)
     assert fabricate(capsys, bad, "--family", family, "--defect", defect)[0] == EXIT_OK
-    run = dspark("check", bad, "--format", "json")
+    run = dspark("check", bad, "--format", "json", *engine_args(family))
     assert run.exit_code == EXIT_CHECK_FAILED
     assert FABRICATORS[family].defects[defect].code in {f["code"] for f in run.json()["findings"]}
 
@@ -72,7 +78,7 @@ def test_a_gqa_dspark_defect_checked_against_its_target(capsys, tmp_path, dspark
 @pytest.mark.parametrize("family", list(FABRICATORS))
 def test_full_size_sparse_from_the_command_line(capsys, tmp_path, dspark, family):
     assert fabricate(capsys, tmp_path / "draft", "--family", family, "--scale", "full", "--sparse")[0] == EXIT_OK
-    run = dspark("check", tmp_path / "draft", "--format", "json")
+    run = dspark("check", tmp_path / "draft", "--format", "json", *engine_args(family))
     assert run.exit_code == EXIT_OK
     assert {f["code"] for f in run.json()["findings"] if f["severity"] != "info"} <= {"PAY006"}
 

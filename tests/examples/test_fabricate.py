@@ -42,6 +42,8 @@ GOOD_DRAFTS = [
     pytest.param("eagle3_llama", {"fc_norm": True, "norm_before_fc": True}, id="eagle3_llama-fc_norm-norm_before_fc"),
     pytest.param("eagle3_mla", {}, id="eagle3_mla"),
     pytest.param("eagle3_mla", {"fc_norm": True}, id="eagle3_mla-fc_norm"),
+    pytest.param("eagle3_qwen3", {}, id="eagle3_qwen3"),
+    pytest.param("eagle3_qwen3", {"fc_norm": True, "norm_before_fc": True}, id="eagle3_qwen3-fc_norm-norm_before_fc"),
 ]
 
 
@@ -51,6 +53,12 @@ def judged(report) -> dict[str, set[Severity]]:
         if finding.severity is not Severity.INFO:
             found.setdefault(finding.code, set()).add(finding.severity)
     return found
+
+
+def engine(family: str) -> str | None:
+    """The engine whose verdicts a family's defects name (vLLM for the Qwen3
+    layer, which TokenSpeed does not serve)."""
+    return FABRICATORS[family].engine
 
 
 def write_target(folder: Path, family: str, scale: str) -> Path:
@@ -66,11 +74,11 @@ def test_every_defect_of_every_family_gets_its_code(tmp_path, family, name):
     target = write_target(tmp_path, family, "tiny") if defect.target else None
     want = FINDING_CODES[defect.code].severity
 
-    header_only = check_checkpoint(draft, target=target)
+    header_only = check_checkpoint(draft, target=target, engine=engine(family))
     if defect.deep:
         # A payload defect is invisible to a header-only check...
         assert defect.code not in judged(header_only), judged(header_only)
-    report = check_checkpoint(draft, target=target, deep=True) if defect.deep else header_only
+    report = check_checkpoint(draft, target=target, deep=True, engine=engine(family)) if defect.deep else header_only
     # ...and reported, at the code's own severity, by the check that reads it.
     assert judged(report).get(defect.code) == {want}, f"{family} {name}: expected {defect.code}, got {judged(report)}"
     assert not report.passed(strict=True)
@@ -81,14 +89,15 @@ def test_every_defect_of_every_family_gets_its_code(tmp_path, family, name):
 @pytest.mark.parametrize(("family", "name"), [p for p in ALL_DEFECTS if FABRICATORS[p.values[0]].defects[p.values[1]].target])
 def test_a_target_defect_needs_the_target(tmp_path, family, name):
     defect = FABRICATORS[family].defects[name]
-    report = check_checkpoint(fabricate(tmp_path / "draft", family=family, defect=name), deep=True)
+    report = check_checkpoint(fabricate(tmp_path / "draft", family=family, defect=name), deep=True,
+                              engine=engine(family))
     assert defect.code not in judged(report)
 
 
 @pytest.mark.parametrize(("family", "options"), GOOD_DRAFTS)
 def test_every_good_tiny_draft_passes_deep_and_strict(tmp_path, family, options):
     draft = fabricate(tmp_path / "draft", family=family, **options)
-    report = check_checkpoint(draft, target=write_target(tmp_path, family, "tiny"), deep=True)
+    report = check_checkpoint(draft, target=write_target(tmp_path, family, "tiny"), deep=True, engine=engine(family))
     assert report.family == family
     assert judged(report) == {} and report.passed(strict=True)
     assert report.scanned_bytes == report.total_bytes > 0
@@ -97,7 +106,7 @@ def test_every_good_tiny_draft_passes_deep_and_strict(tmp_path, family, options)
 @pytest.mark.parametrize(("family", "options"), GOOD_DRAFTS)
 def test_every_full_size_sparse_draft_passes_header_only(tmp_path, family, options):
     draft = fabricate(tmp_path / "draft", family=family, scale="full", sparse=True, **options)
-    report = check_checkpoint(draft, target=write_target(tmp_path, family, "full"))
+    report = check_checkpoint(draft, target=write_target(tmp_path, family, "full"), engine=engine(family))
     assert report.family == family and report.passed()
     # The one thing a header-only check says of a payload hole.
     assert set(judged(report)) <= {"PAY006"}
@@ -119,6 +128,9 @@ def test_full_sizes_are_the_real_ones(tmp_path):
     assert (mla["hidden_size"], mla["vocab_size"], mla["draft_vocab_size"], mla["q_lora_rank"]) == (
         7168, 163840, 163840, 1536)
     assert mla["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 29, 57]
+    qwen3 = config("eagle3_qwen3")  # Qwen3-8B: 32 heads of 128, 8 key/value heads, 32k draft vocabulary
+    assert (qwen3["hidden_size"], qwen3["head_dim"], qwen3["num_key_value_heads"], qwen3["vocab_size"],
+            qwen3["draft_vocab_size"]) == (4096, 128, 8, 151936, 32000)
     k3 = config("k3_dspark")
     assert (k3["hidden_size"], k3["target_num_hidden_layers"], k3["num_target_layers"]) == (7168, 93, 5)
 
@@ -134,7 +146,8 @@ def test_header_defects_at_full_size_over_a_payload_hole(tmp_path, family, name)
         assert "no d2t" in str(error) or "already the 128" in str(error), error
         assert not (tmp_path / "draft").exists()
         return
-    report = check_checkpoint(draft, target=write_target(tmp_path, family, "full") if defect.target else None)
+    report = check_checkpoint(draft, target=write_target(tmp_path, family, "full") if defect.target else None,
+                              engine=engine(family))
     assert defect.code in judged(report), judged(report)
     assert not report.passed(strict=True)
 

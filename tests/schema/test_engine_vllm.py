@@ -16,7 +16,7 @@ import pytest
 
 from dspark.converters.check import check_checkpoint
 from dspark.examples.fabricate import SCALES, draft_config, fabricate, make_tensors, tensor_shapes, write_safetensors
-from dspark.examples.fabricate_eagle3 import write_eagle3_draft
+from dspark.examples.fabricate_eagle3 import EAGLE3_QWEN3_DEFECTS, write_eagle3_draft
 from dspark.schema.engines import engine_by_spec, engine_specs
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Severity
@@ -70,7 +70,7 @@ def test_vllm_alone_is_the_released_0_33_0_and_other_revisions_are_refused():
     profile = engine_by_spec("vllm")
     assert profile.spec == "vllm@0.33.0"
     assert engine_by_spec("vllm@0.33.0") is profile
-    assert set(profile.loaders) == {"k3_dspark", "dflash_gqa", "eagle3_llama", "eagle3_mla"}
+    assert set(profile.loaders) == {"k3_dspark", "dflash_gqa", "eagle3_llama", "eagle3_mla", "eagle3_qwen3"}
     with pytest.raises(UsageError):
         engine_by_spec("vllm@0.34.0")
     assert [p.name for p in engine_specs("tokenspeed,vllm")] == ["tokenspeed", "vllm"]
@@ -581,10 +581,12 @@ def test_a_deepseek_target_cannot_capture_id_0(tmp_path):
 # speculators-format EAGLE-3 folders ----------------------------------------------------------------
 
 
-def write_speculators_eagle3(folder: Path, *, taps=(2, 4, 5), **top_level) -> Path:
+def write_speculators_eagle3(folder: Path, *, taps=(2, 4, 5), scale: str = "tiny-llama", defect: str | None = None,
+                             **top_level) -> Path:
     """speculators' save_pretrained layout: the layer's config under
     transformer_layer_config, layers.0.* names (src/speculators/models/eagle3/config.py@c05b95b:27-81)."""
-    flat = json.loads((write_eagle3_draft(folder, layout="layers.0", tap_ids=list(taps)) / "config.json").read_text())
+    flat = json.loads((write_eagle3_draft(folder, layout="layers.0", tap_ids=list(taps), scale=scale, defect=defect)
+                       / "config.json").read_text())
     layer = {k: flat[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                                   "num_key_value_heads", "head_dim", "vocab_size", "rms_norm_eps", "hidden_act",
                                   "tie_word_embeddings", "rope_theta", "max_position_embeddings", "model_type")}
@@ -714,27 +716,159 @@ def test_a_two_layer_mla_eagle3_draft_without_its_second_layer_is_served_wrong(t
         m for f in report.findings for m in [f.message.split(" ")[0]]}
 
 
-def test_a_speculators_folder_with_qwen3_layers_is_not_judged_as_a_llama_draft(tmp_path):
-    # transformers_utils/configs/speculators/algos.py:38-46: a qwen3 layer becomes Eagle3Qwen3ForCausalLM, whose
-    # attention loads q_norm/k_norm (qwen3.py:153-168, qwen3_eagle3.py:34) and whose fc counts the top-level list
-    # (qwen3_eagle3.py:202-210). Judged as the Llama class it passed, with those norms served unloaded.
+# EAGLE-3 with a Qwen3 layer (qwen3_eagle3.py) ------------------------------------------------
+
+
+def test_a_good_qwen3_layer_draft_loads(tmp_path):
+    # registry.py:705-706 -> Eagle3Qwen3ForCausalLM; load_weights (qwen3_eagle3.py:398-446) maps midlayer. and
+    # stacks q/k/v as the Llama class does, and loads q_norm/k_norm into RMSNorm(head_dim) (qwen3.py:153-154).
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3")
+    report = check_checkpoint(draft, engine=VLLM)
+    assert report.family == "eagle3_qwen3" and report.resolved.architecture == "Eagle3Qwen3ForCausalLM"
+    assert report.passed(strict=True), [(f.code, f.message) for f in report.findings]
+    for options in ({"fc_norm": True}, {"norm_before_fc": True}):
+        assert check_checkpoint(write_eagle3_draft(tmp_path / str(options), scale="tiny-qwen3", **options),
+                                engine=VLLM).passed(strict=True)
+
+
+def test_a_qwen3_layer_draft_without_q_norm_and_k_norm_is_served_with_ones(tmp_path):
+    # load_weights returns None (qwen3_eagle3.py:398-446): the default loader never compares what was loaded
+    # (default_loader.py:503-523), so the norms keep the ones they were built with (layers/layernorm.py:65-67).
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3", defect="no-qk-norm")
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"INV001": 2})
+    missing = {f.tensor for f in report.findings if f.code == "INV001"}
+    assert missing == {"midlayer.self_attn.q_norm.weight", "midlayer.self_attn.k_norm.weight"}
+    assert all("uninitialised" in f.message for f in report.findings if f.code == "INV001")
+
+
+def test_a_q_norm_of_the_wrong_width_is_refused(tmp_path):
+    # default_weight_loader asserts the shapes agree (model_loader/weight_utils.py:1538-1541): q_norm is head_dim
+    # (10 here: neither hidden_size // heads nor the Qwen3 config's default 128) wide.
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3", defect="qk-norm-shape")
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"INV003": 1})
+    assert "midlayer.self_attn.q_norm.weight" in message(report, "INV003")
+
+
+@pytest.mark.parametrize("defect", sorted(EAGLE3_QWEN3_DEFECTS))
+def test_each_qwen3_layer_defect_gets_its_code_under_vllm(tmp_path, defect):
+    spec = EAGLE3_QWEN3_DEFECTS[defect]
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3", defect=defect, **dict(spec.needs))
+    report = check_checkpoint(draft, engine=VLLM, deep=spec.deep)
+    assert spec.code in errors(report), [(f.code, f.message) for f in report.findings]
+
+
+def test_a_qwen3_config_without_head_dim_has_128_wide_heads(tmp_path):
+    # qwen3.py:100, 209: getattr(config, "head_dim", None) or hidden // heads, and transformers' Qwen3Config fills in
+    # 128 (configuration_qwen3.py:68 of 5.20.2): a draft sized by hidden // heads is refused.
+    def split_heads(config):
+        config.pop("head_dim")
+
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3", config_edit=split_heads)
+    report = check_checkpoint(draft, engine=VLLM)
+    assert not report.passed() and "INV003" in errors(report)
+    assert "head_dim = 128" in message(report, "ENG003")
+
+
+def test_the_qwen3_layer_counts_the_top_level_list_the_llama_class_does_not(tmp_path):
+    # qwen3_eagle3.py:201-210 counts the top-level list; llama_eagle3.py:209-216 only eagle_config's (3 without).
+    for scale, family in (("tiny-qwen3", "eagle3_qwen3"), ("tiny-llama", "eagle3_llama")):
+        # layers.0.*: the names vLLM and speculators write, whose ids are in vLLM's numbering
+        draft = write_eagle3_draft(tmp_path / scale, scale=scale, tap_ids=[2, 5, 8, 10], layout="layers.0")
+        report = check_checkpoint(draft, engine=VLLM)
+        assert report.family == family
+        if family == "eagle3_qwen3":
+            # (TAP005, a warning: the names alone do not say which trainer numbered the ids)
+            assert report.passed() and not errors(report), [(f.code, f.message) for f in report.findings]
+        else:
+            # fc built for 3 taps, 4 shipped and 4 captured
+            assert errors(report) == Counter({"TAP001": 1, "CTX001": 1})
+    # num_aux_layers wins over the list (qwen3_eagle3.py:202-204): fc built for 3 taps, the runner captures 4.
+    draft = edit_config(write_eagle3_draft(tmp_path / "n", scale="tiny-qwen3", tap_ids=[2, 5, 8, 10], layout="layers.0"),
+                        lambda c: c.update(num_aux_layers=3))
+    assert errors(check_checkpoint(draft, engine=VLLM))["TAP001"] == 1
+
+
+def test_an_o_proj_bias_is_dropped_and_qkv_biases_follow_attention_bias(tmp_path):
+    # qwen3.py:115-121 builds o_proj without a bias, even with attention_bias; a shipped one ends in ".bias" and
+    # is dropped without a word (utils.py:457-458): served without what it was trained with, as for any dropped
+    # bias. qkv bias = attention_bias (qwen3_eagle3.py:68-80).
+    def o_bias(tensors):
+        tensors["midlayer.self_attn.o_proj.bias"] = torch.zeros(32, dtype=torch.bfloat16)
+
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3", tensor_edit=o_bias,
+                               config_edit=lambda c: c.update(attention_bias=True))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert errors(report) == Counter({"INV002": 1})
+    assert "o_proj.bias" in message(report, "INV002") and "drops it without a word" in message(report, "INV002")
+    biased = edit_config(write_eagle3_draft(tmp_path / "b", scale="tiny-qwen3"),
+                         lambda c: c.update(attention_bias=True))
+    missing = {f.tensor for f in check_checkpoint(biased, engine=VLLM).findings if f.code == "INV001"}
+    assert missing == {f"midlayer.self_attn.{p}_proj.bias" for p in "qkv"}
+
+
+@pytest.mark.parametrize("engine", ["tokenspeed", "sglang"])
+def test_a_qwen3_layer_draft_is_refused_where_no_class_is_registered(tmp_path, engine):
+    # TokenSpeed registers only LlamaForCausalLMEagle3 for GQA layers and raises for an unregistered
+    # architecture (models/registry.py@f4d8ec6e:44-57, 75-86); SGLang's Transformers fallback finds no such class
+    # and raises (model_loader/utils.py:111-168@sglang==0.5.23). Neither builds q_norm/k_norm.
+    from dspark.schema.engines.sglang import eagle3_qwen3 as sglang_qwen3
+    from dspark.schema.engines.tokenspeed import eagle3_qwen3 as tokenspeed_qwen3
+
+    assert engine_by_spec(engine).loader_for("eagle3_qwen3") is None
+    assert sglang_qwen3.NOT_SERVED.cite().startswith("sglang/srt/model_loader/utils.py@sglang==0.5.23")
+    assert tokenspeed_qwen3.NOT_SERVED.cite().startswith("python/tokenspeed/runtime/models/registry.py@f4d8ec6e")
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3")
+    report = check_checkpoint(draft, engine=engine)
+    assert errors(report) == Counter({"ENG006": 1})
+    assert "does not serve eagle3_qwen3" in message(report, "ENG006")
+
+
+@pytest.mark.parametrize("engine", ["tokenspeed", "sglang"])
+def test_convert_for_an_engine_without_the_qwen3_class_says_so_and_writes_nothing(tmp_path, engine):
+    # No model_type to pin for a family the engine does not serve: the re-check's ENG006 is the answer.
+    from dspark.converters.convert import convert_checkpoint
+    from dspark.converters.convert_plan import ConvertOptions
+    from dspark.schema.errors import CheckpointError
+
+    out = tmp_path / "out"
+    with pytest.raises(CheckpointError, match="does not serve eagle3_qwen3"):
+        convert_checkpoint(write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3"), out, ConvertOptions(engine=engine))
+    assert not out.exists()
+
+
+def test_a_speculators_folder_with_a_qwen3_layer_is_served_as_eagle3_qwen3(tmp_path):
+    # transformers_utils/configs/speculators/algos.py:38-46: a qwen3 layer becomes Eagle3Qwen3ForCausalLM.
+    draft = write_speculators_eagle3(tmp_path / "d", scale="tiny-qwen3")
+    report = check_checkpoint(draft, engine=VLLM)
+    assert report.family == "eagle3_qwen3" and report.passed(strict=True), [(f.code, f.message) for f in report.findings]
+    assert report.resolved.to_dict()["target_layer_ids"] == [2, 4, 5]
+    for engine in ("tokenspeed", "sglang"):
+        assert errors(check_checkpoint(draft, engine=engine)) == Counter({"SRV001": 1, "ENG006": 1})
+
+
+def test_a_speculators_qwen3_layer_over_llama_weights_is_served_wrong(tmp_path):
+    # The layer says qwen3, the weights have no q_norm/k_norm: vLLM builds them and serves them as ones.
+    # Judged as the Llama class it passed before.
     draft = write_speculators_eagle3(tmp_path / "d")
     config = json.loads((draft / "config.json").read_text())
     config["transformer_layer_config"]["model_type"] = "qwen3"
     (draft / "config.json").write_text(json.dumps(config))
     report = check_checkpoint(draft, engine=VLLM)
-    assert not report.passed() and errors(report) == Counter({"ENG002": 1})
-    (finding,) = [f for f in report.findings if f.code == "ENG002"]
-    assert "Eagle3Qwen3ForCausalLM" in finding.message and "qwen3_eagle3.py" in finding.message
+    assert report.family == "eagle3_qwen3" and errors(report) == Counter({"INV001": 2})
 
 
-def test_a_folder_naming_eagle3_qwen3_says_what_dspark_cannot_judge(tmp_path):
-    # model_executor/models/registry.py:705-706: vLLM serves the class; dspark does not model its Qwen3 layers.
-    draft = write_eagle3_draft(tmp_path / "d")
-    config = json.loads((draft / "config.json").read_text())
-    config["architectures"] = ["Eagle3Qwen3ForCausalLM"]
-    (draft / "config.json").write_text(json.dumps(config))
-    assert "ENG002" in errors(check_checkpoint(draft, engine=VLLM))
+def test_convert_for_vllm_keeps_a_speculators_qwen3_layer_a_qwen3_draft(tmp_path):
+    from dspark.converters.convert import convert_checkpoint
+    from dspark.converters.convert_plan import ConvertOptions
+
+    out = tmp_path / "out"
+    convert_checkpoint(write_speculators_eagle3(tmp_path / "d", scale="tiny-qwen3"), out, ConvertOptions(engine=VLLM))
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["Eagle3Qwen3ForCausalLM"] and config["model_type"] == "qwen3"
+    assert config["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    assert check_checkpoint(out, engine=VLLM).passed(strict=True)
 
 
 def test_a_dflash_tap_minus_one_is_the_embeddings_in_vllm_and_refused_elsewhere(tmp_path):

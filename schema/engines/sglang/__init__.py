@@ -5,7 +5,8 @@ for what they share.
 Served: EAGLE-3 Llama (`LlamaForCausalLMEagle3`), EAGLE-3 MLA
 (`Eagle3DeepseekV2ForCausalLM`), GQA DFlash and dense DSpark
 (`DFlashDraftModel`, `DSparkDraftModel` and its Qwen3/Ling/LFM2 names).
-Not served: K3 DSpark (`k3_dspark.py` says why): such a draft gets ENG006.
+Not served: K3 DSpark (`k3_dspark.py` says why) and EAGLE-3 with a Qwen3
+layer (`eagle3_qwen3.py`): such a draft gets ENG006.
 """
 
 from __future__ import annotations

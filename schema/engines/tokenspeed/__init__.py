@@ -23,6 +23,9 @@ Three revisions are modelled:
 `revisions.py` holds the commits and the fingerprints an installed engine is
 recognised by.
 
+No revision serves EAGLE-3 with a Qwen3 layer (`eagle3_qwen3.py` says why):
+such a draft gets ENG006.
+
 `current` is what a deploy gate should assume today: the engine with the
 K3 DSpark serving change (1031), whose drafter also picks a GQA
 DFlash/DSpark draft's stream; main's code for everything that change leaves

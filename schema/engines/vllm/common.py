@@ -8,7 +8,7 @@ Every rule was read in the released wheel (`pip download vllm==0.33.0
 --no-deps`); citations are `vllm/<path>:<lines>@vllm==0.33.0`. The family
 modules beside this one hold each family's loader.
 
-Why this module is long: it holds what vLLM does the same way for all four
+Why this module is long: it holds what vLLM does the same way for all five
 families (the runner's tap reading, the capturing targets, the loader's
 treatment of unknown and missing names, the config rules several loaders
 share); split, the family modules would import it from several places.
@@ -47,6 +47,7 @@ QWEN3_DFLASH = _M + "qwen3_dflash.py"
 QWEN3_DSPARK = _M + "qwen3_dspark.py"
 LLAMA = _M + "llama.py"
 QWEN2 = _M + "qwen2.py"
+QWEN3 = _M + "qwen3.py"
 DEEPSEEK_V2 = _M + "deepseek_v2.py"
 INTERFACES = _M + "interfaces.py"
 MODEL_UTILS = _M + "utils.py"
@@ -86,10 +87,8 @@ ALIASES = {
     "Eagle3MiniMaxM2ForCausalLM": "LlamaForCausalLMEagle3",
     "Eagle3Qwen2_5vlForCausalLM": "LlamaForCausalLMEagle3",
     "Eagle3Qwen3vlForCausalLM": "LlamaForCausalLMEagle3",
-    # Qwen3 layers (qwen3_eagle3.py): recognised so that the Llama EAGLE-3
-    # loader's qwen3_layers_not_modelled rule says what dspark cannot judge.
-    "Eagle3Qwen3ForCausalLM": "LlamaForCausalLMEagle3",
-    "PeagleQwen3ForCausalLM": "LlamaForCausalLMEagle3",
+    # Qwen3 layers (qwen3_eagle3.py, registry.py:705-706).
+    "PeagleQwen3ForCausalLM": "Eagle3Qwen3ForCausalLM",
     "Eagle3DeepseekV3ForCausalLM": "Eagle3DeepseekV2ForCausalLM",
     "MuseGlimmerAssistantModel": "DFlashDraftModel",
     "DFlashMuseGlimmerAssistantModel": "DFlashDraftModel",
@@ -98,8 +97,8 @@ ALIASES = {
 }
 
 ARCHITECTURES = ArchitectureResolution(
-    registered=frozenset({"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM", "DFlashDraftModel",
-                          "DSparkDraftModel", "K3DSparkModel"}),
+    registered=frozenset({"LlamaForCausalLMEagle3", "Eagle3Qwen3ForCausalLM", "Eagle3DeepseekV2ForCausalLM",
+                          "DFlashDraftModel", "DSparkDraftModel", "K3DSparkModel"}),
     # The registry takes every entry as written: no first-entry rewrite
     # (the eagle3/dflash rename of EAGLEConfig keeps names that already
     # start or end with Eagle3/DFlash, transformers_utils/configs/eagle.py:55-76).

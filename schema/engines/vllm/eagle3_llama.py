@@ -37,7 +37,6 @@ from dspark.schema.engines.vllm.common import (
     LLAMA,
     LLAMA_EAGLE3,
     MODEL_UTILS,
-    QWEN3_EAGLE3,
     ROTARY_CACHES,
     SILU_ONLY_SOURCES,
     T2D,
@@ -53,7 +52,6 @@ from dspark.schema.engines.vllm.common import (
     width_value,
 )
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD
-from dspark.schema.findings import Finding
 
 _LE3 = LLAMA_EAGLE3
 
@@ -86,39 +84,7 @@ def _fc_width(config: Mapping[str, Any]) -> Any:
     return width_value(config, "target_hidden_size", "hidden_size")
 
 
-# vLLM builds an EAGLE-3 draft whose layer is Qwen3's as Eagle3Qwen3ForCausalLM,
-# not the Llama class: a speculators folder with transformer_layer_config
-# model_type qwen3 (transformers_utils/configs/speculators/algos.py:38-46) or
-# a folder naming the class (model_executor/models/registry.py:705-706). Its
-# attention normalises q and k per head (q_norm, k_norm: qwen3.py:153-168,
-# inherited at qwen3_eagle3.py:34) and its fc counts the top-level tap list
-# too (qwen3_eagle3.py:202-210). dspark models neither, so it says so rather
-# than judge the folder as a Llama draft: with no q_norm/k_norm shipped the
-# draft is served with those norms unloaded.
-_QWEN3_CLASSES = ("Eagle3Qwen3ForCausalLM", "PeagleQwen3ForCausalLM")
-_QWEN3_SOURCE = at("34, 202-210 (Qwen3 layers: q_norm, k_norm); registry.py:705-706; "
-                   "transformers_utils/configs/speculators/algos.py:38-46", QWEN3_EAGLE3)
-
-
-def qwen3_layers_not_modelled(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    layer = config.get("transformer_layer_config")
-    layer_type = layer.get("model_type") if isinstance(layer, Mapping) else None
-    architectures = config.get("architectures") if isinstance(config.get("architectures"), list) else []
-    if not (layer_type == "qwen3" or any(a in _QWEN3_CLASSES for a in architectures)):
-        return []
-    return [Finding(
-        "ENG002",
-        f"{config_file}: vLLM builds this EAGLE-3 draft as Eagle3Qwen3ForCausalLM (its layer is Qwen3's), not "
-        "the Llama EAGLE-3 class dspark judges it as: that class also loads per-head q_norm and k_norm weights "
-        "(served unloaded when not shipped) and sizes fc from the top-level tap list too "
-        f"({_QWEN3_SOURCE.cite()}). dspark does not model it, so it cannot say this draft is served right: "
-        "verify it with vLLM itself before deploying, or train it with Llama layers.",
-        file=config_file,
-        detail={"model_class": "Eagle3Qwen3ForCausalLM", "source": _QWEN3_SOURCE.cite()},
-    )]
-
-
-LIMITS = (launch_method("eagle3"), silu_only(SILU_ONLY_SOURCES["llama"]), qwen3_layers_not_modelled,
+LIMITS = (launch_method("eagle3"), silu_only(SILU_ONLY_SOURCES["llama"]),
           target_hidden_size_not_null(at("218-221", _LE3)),
           tap_order(TARGET_TAPS),
           tap_agreement(TAPS, "num_aux_hidden_states, else eagle_config's list, else 3", at("209-216", _LE3)))
