@@ -14,7 +14,7 @@ so a draft that does not need them reads nothing.
 
 A float table is read too (F16, BF16, F32, F64, as Python floats): vLLM
 copies d2t into an int64 parameter, truncating each entry toward zero
-(rules/vocab.py), so whether it serves the table as trained is in its
+(rules/token_map.py), so whether it serves the table as trained is in its
 values. An integer table's values are Python ints.
 """
 

@@ -294,7 +294,7 @@ class VocabHandling:
     # The integer dtype of the buffer the loader copies d2t into ("I64":
     # vLLM's int64 parameter, `copy_` casting a float table and truncating
     # each entry toward zero, so a float table is served as trained only
-    # when its entries are integers its dtype holds: rules/vocab.py reads
+    # when its entries are integers its dtype holds: rules/token_map.py reads
     # them); "" where the table is used as stored, its dtype and all
     # (TokenSpeed and SGLang add it to token ids as is).
     d2t_buffer: str = ""

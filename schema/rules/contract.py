@@ -18,7 +18,7 @@ from dspark.schema.rules.resolve import ResolvedDraft, resolve_family
 from dspark.schema.rules.stream import stream_findings
 from dspark.schema.rules.target import TargetFacts, declared_width_on_target, target_findings
 from dspark.schema.rules.values import engine_view
-from dspark.schema.rules.vocab import TokenMapValues, served_token_map
+from dspark.schema.rules.token_map import TokenMapValues, served_token_map
 
 
 @record(frozen=False)

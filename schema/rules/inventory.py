@@ -19,7 +19,8 @@ from dspark.schema.inventory import TensorEntry, printable_name
 from dspark.schema.rules.common import shape_text
 from dspark.schema.rules.features import feature_findings, feature_tensor_names
 from dspark.schema.rules.resolve import ResolvedDraft
-from dspark.schema.rules.vocab import VOCAB_ROLES, TokenMapValues, vocab_findings
+from dspark.schema.rules.token_map import TokenMapValues
+from dspark.schema.rules.vocab import VOCAB_ROLES, vocab_findings
 
 _UNEXPECTED = {
     "rejects": "has no destination in a {family} draft; the serving loader rejects the draft",
@@ -51,7 +52,7 @@ def inventory_findings(
 ) -> tuple[list[Finding], dict[str, ExpectedTensor]]:
     """Compare what is shipped with what the config implies. `token_map`
     hands over d2t's values where the caller reads payloads,
-    `stored_token_map` where a rule needs them header-only (rules/vocab.py)."""
+    `stored_token_map` where a rule needs them header-only (rules/token_map.py)."""
     findings: list[Finding] = []
     dims = family.resolve_dims(config, loader.dims if loader is not None else None)
     expected_all, unresolved = family.expected_tensors(dims, None)

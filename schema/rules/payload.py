@@ -24,7 +24,7 @@ def payload_findings(
     """Findings from payload statistics. The caller streams the payloads and
     hands over (entry, stats) pairs; roles come from the expected inventory.
     `values_judged`: served names of token maps whose values the contract
-    rules judged on the entries the engine reads (rules/vocab.py); the
+    rules judged on the entries the engine reads (rules/token_map.py); the
     whole-table range here is their fallback."""
     findings: list[Finding] = []
     for entry, stats in scanned:

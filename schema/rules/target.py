@@ -11,7 +11,8 @@ from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, default_taps
 from dspark.schema.findings import Finding, Severity
 from dspark.schema.records import record
 from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids, tap_width_fields
-from dspark.schema.rules.vocab import TokenMapValues, larger_vocab_through_d2t
+from dspark.schema.rules.token_map import TokenMapValues
+from dspark.schema.rules.vocab import larger_vocab_through_d2t
 
 # The Kimi-K3 target's config classes: their `attn_res_block_size` defaults
 # to 12 when absent, and only the K3 model implements the AttnRes capture

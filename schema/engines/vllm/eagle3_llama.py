@@ -152,7 +152,7 @@ LOADER = FamilyLoader(
     # loader (`param.data.copy_`, model_loader/weight_utils.py:1529-1543;
     # llama_eagle3.py:340-343, 428-429): a float table of integers loads
     # exactly, a fractional entry is truncated toward zero (its values are
-    # read: rules/vocab.py).
+    # read: rules/token_map.py).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
                         source=at("314-316, 338-345, 420-470", _LE3), d2t_buffer="I64"),
     head_from_target="not_shipped",

@@ -189,7 +189,7 @@ LOADER = FamilyLoader(
     taps=TAPS,
     # d2t is copied into an int64 parameter (deepseek_eagle3.py:309-312, 378-379;
     # model_loader/weight_utils.py:1529-1543): a float table of integers loads exactly,
-    # a fractional entry is truncated toward zero (its values are read: rules/vocab.py).
+    # a fractional entry is truncated toward zero (its values are read: rules/token_map.py).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
                         source=at("282-314, 370-398", _DE3), d2t_buffer="I64"),
     head_from_target="not_shipped",
