@@ -47,6 +47,7 @@ def stream_findings(
 
     served = stream
     support = loader.stream if loader is not None else None
+    findings += _declared_twice(config, nested, config_file, support, engine)
     if support is not None and support.target_decides:
         resolved.stream = _target_decided(stream, source, target)
         return findings + _target_decided_findings(stream, source, target, config_file, engine, resolved, support)
@@ -103,6 +104,38 @@ def stream_findings(
                 detail={"stream": served, "attn_res_block_size": target.attn_res_block_size},
             ))
     return findings
+
+
+def _declared_twice(config: Mapping[str, Any], nested: Mapping[str, Any], config_file: str, support,
+                    engine: EngineProfile) -> list[Finding]:
+    """A config that declares the stream in `dflash_config` and at the top
+    level, differently, on a drafter that serves the nested one when truthy,
+    lower-cased, and validates neither (a GQA draft on pull requests 1031 and
+    1016: execution/drafter/dflash.py@4b9766f6:52-58; @5f1e48b5:53-65, after
+    the variable). As for the GQA taps and mask token (OVR001 in
+    rules/config.py): the engine agrees with itself, but which stream the
+    draft was trained on cannot be told, an error. A drafter that validates
+    the top level (K3) is judged there with its taps; one that never reads
+    the declaration (fixed or target-decided capture) serves neither."""
+    if (support is None or not support.nested_truthy_wins or support.validates_top_level
+            or support.fixed_stream is not None or support.target_decides):
+        return []
+    inner, outer = nested.get("aux_hidden_stream"), config.get("aux_hidden_stream")
+    same = inner.lower() == outer.lower() if isinstance(inner, str) and isinstance(outer, str) else inner == outer
+    if not inner or outer is None or same:
+        return []
+    served, cite = str(inner).lower(), support.source.cite()
+    first = f"; {support.env_override}, when set, is read before both" if support.env_override else ""
+    return [Finding(
+        "OVR001",
+        f"{config_file}: dflash_config.aux_hidden_stream = {inner!r} but aux_hidden_stream = {outer!r}. "
+        f"{engine.spec} serves the nested value, {served}, and validates neither ({cite}){first}. Which stream "
+        "the draft was trained on cannot be told here, and whoever reads the top-level one (the trainer, another "
+        "engine) was given another draft. Make them equal.",
+        file=config_file,
+        detail={"field": "aux_hidden_stream", "nested": inner, "top_level": outer, "validated": False,
+                "served": served, "source": cite},
+    )]
 
 
 def _env_override(findings, support, environ, declared, served, source, engine):

@@ -172,15 +172,16 @@ def test_pr1016_gqa_variable_naming_prefix_over_an_attn_res_draft(tmp_path, monk
 def test_pr1016_gqa_declared_stream_is_handed_to_the_target(tmp_path):
     """Without the variable the drafter serves the declaration, nested
     first when truthy, lower-cased (dflash.py@5f1e48b5:61-65): not the
-    prefix-only capture of main, which would serve it without a word."""
+    prefix-only capture of main, which would serve it without a word. The
+    two declarations differ: OVR001 besides, wherever it is served."""
     draft = gqa_draft(tmp_path / "d", aux_hidden_stream="prefix", nested={"aux_hidden_stream": "ATTN_RES"})
     qwen, k3 = qwen35_target(tmp_path / "qwen"), k3_attn_res_target(tmp_path / "k3")
     no_target = check_checkpoint(draft, engine="tokenspeed@pr1016", environ={})
-    assert counted(no_target) == Counter({"STR005": 1}) and no_target.resolved.stream == "attn_res"
+    assert counted(no_target) == Counter({"STR005": 1, "OVR001": 1}) and no_target.resolved.stream == "attn_res"
     assert no_target.resolved.stream_source == "config.json: dflash_config.aux_hidden_stream"
     assert counted(check_checkpoint(draft, target=qwen, engine="tokenspeed@pr1016", environ={})) == Counter(
-        {"STR006": 1})
+        {"STR006": 1, "OVR001": 1})
     served = check_checkpoint(draft, target=k3, engine="tokenspeed@pr1016", environ={})
-    assert counted(served) == Counter() and served.resolved.stream == "attn_res"
+    assert counted(served) == Counter({"OVR001": 1}) and served.resolved.stream == "attn_res"
     assert counted(check_checkpoint(draft, target=k3, engine="tokenspeed@main", environ={})) == Counter(
         {"ENG001": 1})

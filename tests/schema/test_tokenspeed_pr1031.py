@@ -21,6 +21,7 @@ from dspark.converters.check import check_checkpoint
 from dspark.examples.fabricate import fabricate
 from dspark.schema.engines import engine_by_spec
 from dspark.schema.explanations import rule_sources
+from dspark.schema.findings import Severity
 from dspark.schema.rules import STREAM_ENV_VAR
 
 SERVING_CHANGE = ("tokenspeed@pr1031", "tokenspeed")
@@ -80,18 +81,61 @@ def test_a_declared_attn_res_on_a_kimi_k3_attn_res_target_is_served(tmp_path, en
     assert served.resolved.stream_source == "config.json: aux_hidden_stream"
 
 
-@pytest.mark.parametrize("nested, top, stream, source", [
-    ("ATTN_RES", "prefix", "attn_res", "dflash_config.aux_hidden_stream"),
-    ("", "Attn_Res", "attn_res", "aux_hidden_stream"),
-    (None, "attn_res", "attn_res", "aux_hidden_stream"),
+@pytest.mark.parametrize("nested, top, stream, source, declared_twice", [
+    ("ATTN_RES", "prefix", "attn_res", "dflash_config.aux_hidden_stream", 1),
+    ("", "Attn_Res", "attn_res", "aux_hidden_stream", 0),
+    (None, "attn_res", "attn_res", "aux_hidden_stream", 0),
 ], ids=["nested-wins", "empty-nested-falls-through", "null-nested-falls-through"])
-def test_the_declaration_is_read_as_the_drafter_reads_it(tmp_path, nested, top, stream, source):
+def test_the_declaration_is_read_as_the_drafter_reads_it(tmp_path, nested, top, stream, source, declared_twice):
     """`dflash_config.aux_hidden_stream or aux_hidden_stream`, lower-cased
-    (execution/drafter/dflash.py@4b9766f6:52-58)."""
+    (execution/drafter/dflash.py@4b9766f6:52-58); two different declarations
+    are OVR001 besides."""
     draft = gqa_draft(tmp_path / "d", nested={"aux_hidden_stream": nested}, aux_hidden_stream=top)
     report = check_checkpoint(draft, engine="tokenspeed@pr1031", environ={})
     assert (report.resolved.stream, report.resolved.stream_source) == (stream, f"config.json: {source}")
-    assert counted(report) == Counter({"STR005": 1})
+    assert counted(report) == Counter({"STR005": 1, "OVR001": declared_twice}) - Counter()
+
+
+RESOLVING = ("tokenspeed@pr1031", "tokenspeed", "tokenspeed@pr1016")
+
+
+@pytest.mark.parametrize("engine", RESOLVING)
+@pytest.mark.parametrize("variant", ["dflash", "dspark"])
+@pytest.mark.parametrize("nested, top, served", [("Attn_Res", "prefix", "attn_res"), ("prefix", "ATTN_RES", "prefix")])
+def test_a_stream_declared_twice_differently_is_ovr001(tmp_path, engine, variant, nested, top, served):
+    """The drafter serves the nested stream and validates neither
+    (execution/drafter/dflash.py@4b9766f6:52-58; @5f1e48b5:53-65): which one
+    the draft was trained on cannot be told, an error as for the GQA taps."""
+    draft = gqa_draft(tmp_path / "d", variant=variant, aux_hidden_stream=top, nested={"aux_hidden_stream": nested})
+    report = check_checkpoint(draft, target=k3_attn_res_target(tmp_path / "k3"), engine=engine, environ={})
+    assert counted(report) == Counter({"OVR001": 1}) and report.resolved.stream == served
+    (finding,) = [f for f in report.findings if f.code == "OVR001"]
+    cite = engine_by_spec(engine).loader_for("dflash_gqa").stream.source.cite()
+    assert finding.severity is Severity.ERROR
+    assert finding.detail == {"field": "aux_hidden_stream", "nested": nested, "top_level": top,
+                              "validated": False, "served": served, "source": cite}
+    assert f"dflash_config.aux_hidden_stream = {nested!r} but aux_hidden_stream = {top!r}" in finding.message
+    assert f"serves the nested value, {served}," in finding.message and cite in finding.message
+
+
+@pytest.mark.parametrize("engine", RESOLVING)
+@pytest.mark.parametrize("nested, top", [("prefix", "PREFIX"), ("ATTN_RES", "attn_res")])
+def test_a_stream_declared_twice_alike_is_nothing(tmp_path, engine, nested, top):
+    """The drafter lower-cases what it serves: one stream, however spelt."""
+    draft = gqa_draft(tmp_path / "d", aux_hidden_stream=top, nested={"aux_hidden_stream": nested})
+    report = check_checkpoint(draft, target=k3_attn_res_target(tmp_path / "k3"), engine=engine, environ={})
+    assert counted(report) == Counter() and report.resolved.stream == nested.lower()
+
+
+@pytest.mark.parametrize("engine", ["tokenspeed@main", "vllm", "sglang"])
+def test_engines_that_never_read_the_stream_say_nothing_of_two(tmp_path, engine):
+    """Main's drafter hands the target no stream (execution/drafter/dflash.py@
+    f4d8ec6e:227-248); no vLLM or SGLang model reads aux_hidden_stream (the
+    target or a server variable decides): the declarations are not served."""
+    twice = gqa_draft(tmp_path / "t", aux_hidden_stream="prefix", nested={"aux_hidden_stream": "attn_res"})
+    once = gqa_draft(tmp_path / "o", nested={"aux_hidden_stream": "attn_res"})
+    reports = [check_checkpoint(draft, engine=engine, environ={}) for draft in (twice, once)]
+    assert "OVR001" not in counted(reports[0]) and counted(reports[0]) == counted(reports[1])
 
 
 @pytest.mark.parametrize("engine", SERVING_CHANGE)
