@@ -273,8 +273,10 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "Remove quantization_config from a floating-point draft's config.", "quantization"),
     "ENG006": _x("The engine has no model for this draft family: it refuses the draft, whatever the folder holds.",
                  "Serve the draft on an engine that serves the family (dspark families --family NAME)."),
-    "OVR001": _x("The drafter reads dflash_config first; a value there that differs from the validated top-level "
-                 "one is the one served.",
+    "OVR001": _x("A value declared in dflash_config and at the top level, differently (taps, mask token, "
+                 "aux_hidden_stream, sliding window): the engine serves one of them (the message says which, "
+                 "mostly the nested one, validated or not), and which one the draft was trained with cannot "
+                 "be told.",
                  "Make dflash_config agree with the top level, or remove the duplicate."),
     "ROP001": _x("YaRN scaling needs its factor; the engine's rotary embedding fails without it.",
                  "Complete rope_scaling / rope_parameters as the draft was trained."),
