@@ -399,11 +399,55 @@ def test_the_old_mla_architecture_name_is_not_registered(tmp_path):
     assert "Eagle3DeepseekV2ForCausalLM" in report.errors[0].message
 
 
-def test_an_mla_draft_needs_a_deepseek_config_class(tmp_path):
-    # configs/model_config.py@f4d8ec6e:206-217 reads the MLA dims as attributes.
-    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=lambda c: c.update(model_type="llama"))
+TOKENSPEED_PROFILES = ["tokenspeed", "tokenspeed@main", "tokenspeed@pr1031", "tokenspeed@pr1016"]
+
+
+def _llama_typed_mla(folder: Path, *drop: str, **fields) -> Path:
+    def edit(config):
+        config.update(model_type="llama", **fields)
+        for name in drop:
+            config.pop(name)
+
+    return write_eagle3_draft(folder, scale="tiny-mla", config_edit=edit)
+
+
+@pytest.mark.parametrize("engine", TOKENSPEED_PROFILES)
+def test_an_mla_draft_typed_llama_parses_but_fails_to_load_without_n_routed_experts(tmp_path, engine):
+    # llama is no registered class: AutoConfig builds LlamaConfig
+    # (utils/hf_transformers_utils.py@f4d8ec6e:340-347, @5f1e48b5:244-253), which keeps the MLA fields
+    # (transformers 5.12.0), so ModelConfig reads them (configs/model_config.py@f4d8ec6e:206-217). But
+    # DS3:1763-1773 (@5f1e48b5:1723-1733) reads self.config.n_routed_experts, which LlamaConfig lacks.
+    report = check_checkpoint(_llama_typed_mla(tmp_path / "d"), engine=engine)
+    assert errors(report) == Counter({"CFG003": 1})
+    assert report.errors[0].detail["field"] == "n_routed_experts" and "AttributeError" in report.errors[0].message
+
+
+@pytest.mark.parametrize("engine", TOKENSPEED_PROFILES)
+def test_an_mla_draft_typed_llama_with_n_routed_experts_is_served(tmp_path, engine):
+    # Every field the draft reads is then an attribute of LlamaConfig, as written.
+    assert check_checkpoint(_llama_typed_mla(tmp_path / "d", n_routed_experts=8), engine=engine).passed(strict=True)
+
+
+def test_an_mla_draft_typed_llama_without_an_mla_field_is_refused(tmp_path):
+    # configure_mla_attention reads the four dims as attributes (configs/model_config.py@f4d8ec6e:214-217);
+    # q_lora_rank is getattr(config, "q_lora_rank", None) (DS3:2003, 2014-2027), as if null.
+    report = check_checkpoint(_llama_typed_mla(tmp_path / "kv", "kv_lora_rank", "v_head_dim", n_routed_experts=8))
+    assert errors(report) == Counter({"CFG003": 1})
+    assert "kv_lora_rank, v_head_dim are absent" in report.errors[0].message
+    report = check_checkpoint(_llama_typed_mla(tmp_path / "q", "q_lora_rank", n_routed_experts=8))
+    assert errors(report) == Counter({"CFG003": 1}) and "q_lora_rank is absent" in report.errors[0].message
+    # LlamaConfig's 32 layers: DS3:2282-2283 refuses them (and 31 would never be written).
+    report = check_checkpoint(_llama_typed_mla(tmp_path / "n", "num_hidden_layers", n_routed_experts=8))
+    assert set(errors(report)) == {"CFG003", "INV001"}
+    assert "num_hidden_layers = 32" in next(f.message for f in report.errors if f.code == "CFG003")
+
+
+@pytest.mark.parametrize("experts", [0, None])
+def test_n_routed_experts_that_is_not_a_positive_count_fails_the_load(tmp_path, experts):
+    # The expert loader built at DS3:1763-1773 raises for None or 0 (layers/moe/loader.py@f4d8ec6e:62-70, 464-467).
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", config_edit=lambda c: c.update(n_routed_experts=experts))
     report = check_checkpoint(draft)
-    assert errors(report) == Counter({"SRV001": 1}) and "model_type 'llama'" in report.errors[0].message
+    assert errors(report) == Counter({"CFG003": 1}) and report.errors[0].detail["field"] == "n_routed_experts"
 
 
 def test_an_mla_draft_without_q_lora_rank_is_refused(tmp_path):

@@ -496,13 +496,40 @@ def test_an_mla_draft_under_a_llama_config_loads_on_sglang(tmp_path):
     # class it names, which keeps the MLA keys (utils/hf_transformers/
     # config.py:336-380), and ModelConfig picks MLA by the architecture
     # (configs/model_config.py:1384-1398@sglang==0.5.23); SGLang's own loader
-    # fills every parameter of this draft. TokenSpeed's DeepseekV3 loader
-    # needs a DeepseekV3Config.
+    # fills every parameter of this draft: the five MLA fields are read as
+    # attributes (configs/model_config.py:1398-1401, models/kimi_k25_eagle3.py:
+    # 95-99), the rope from rope_parameters (80-88), n_routed_experts never.
+    # TokenSpeed's DeepseekV3 loader reads n_routed_experts, which LlamaConfig lacks.
     draft = mla(tmp_path / "d", config_edit=lambda c: c.update(model_type="llama"))
     assert sglang(draft).passed(strict=True)
-    assert "SRV001" in errors(check_checkpoint(draft, engine="tokenspeed"))
+    assert "n_routed_experts" in " ".join(f.message for f in check_checkpoint(draft, engine="tokenspeed").errors)
     unknown = mla(tmp_path / "u", config_edit=lambda c: c.update(model_type="dflash"))
     assert "SRV001" in errors(sglang(unknown))
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen3", "gemma"])
+@pytest.mark.parametrize("field", ["q_lora_rank", "kv_lora_rank", "qk_rope_head_dim"])
+def test_an_mla_draft_under_a_config_class_without_mla_fields_needs_them_written(tmp_path, model_type, field):
+    # LlamaConfig, Qwen3Config, GemmaConfig (transformers 5.19.0) neither define nor default them:
+    # ModelConfig reads the dims as attributes (configs/model_config.py:1392, 1398-1401) and the layer
+    # all five (models/kimi_k25_eagle3.py:95-99): AttributeError at startup.
+    def edit(config):
+        config["model_type"] = model_type
+        config.pop(field)
+
+    report = sglang(mla(tmp_path / "d", config_edit=edit))
+    assert errors(report) == Counter({"CFG003": 1}) and report.errors[0].detail["field"] == field
+    assert f"{field} is absent" in report.errors[0].message
+    # DeepseekV3Config (kimi_k2 too) fills each.
+    assert sglang(mla(tmp_path / "k", config_edit=lambda c: c.pop(field))).errors[0].detail.get("field") != field
+
+
+def test_an_mla_draft_under_a_llama_config_takes_llamas_layer_count(tmp_path):
+    # LlamaConfig's num_hidden_layers = 32 (transformers 5.19.0); the draft raises for it (kimi_k25_eagle3.py:243-244).
+    draft = mla(tmp_path / "d", config_edit=lambda c: (c.update(model_type="llama"), c.pop("num_hidden_layers")))
+    report = sglang(draft)
+    assert set(errors(report)) == {"CFG003", "INV001"}  # and 31 of the 32 layers never written
+    assert "num_hidden_layers = 32" in next(f.message for f in report.errors if f.code == "CFG003")
 
 
 @pytest.mark.parametrize("model_type", ["qwen3_moe", "deepseek_v3", "gemma"])

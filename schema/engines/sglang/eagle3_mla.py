@@ -31,7 +31,9 @@ from dspark.schema.engines.sglang.common import (
     EAGLE3_TARGET_SOURCE,
     EAGLE3_TARGET_TAPS,
     EAGLE_WORKER,
+    LLAMA_DEFAULTS,
     MLA_EAGLE3,
+    MODEL_CONFIG,
     NORM_BEFORE_RESIDUAL,
     SPEC_AUX,
     at,
@@ -80,9 +82,37 @@ def q_lora_rank_set(config: Mapping[str, Any], config_file: str) -> list[Finding
                     "Set q_lora_rank (TorchSpec's MLA drafts use 1536).")]
 
 
+# The config classes (transformers 5.19.0) with no MLA fields and no
+# defaults for them: they keep the ones config.json writes as attributes.
+# DeepseekV2Config and DeepseekV3Config (kimi_k2 too) default all five.
+_PLAIN_MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "mistral", "gemma")
+_MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def mla_fields_present(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """Under a config class without MLA fields an absent one is an
+    AttributeError at startup: ModelConfig reads `hf_text_config.kv_lora_rank`
+    and the other three dimensions for this architecture
+    (configs/model_config.py:1392, 1398-1401), and the EAGLE-3 MLA layer
+    reads all five as plain attributes (models/kimi_k25_eagle3.py:95-99)."""
+    model_type = config.get("model_type")
+    if model_type not in _PLAIN_MODEL_TYPES:
+        return []
+    missing = [name for name in _MLA_FIELDS if name not in config]
+    if not missing:
+        return []
+    return [refused(config_file, missing[0],
+                    f"model_type {model_type!r} parses into a config class with no MLA fields, and "
+                    f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} absent: SGLang reads "
+                    f"{'it' if len(missing) == 1 else 'them'} as attributes (AttributeError)",
+                    at("1392, 1398-1401; models/kimi_k25_eagle3.py:95-99", MODEL_CONFIG),
+                    f"Write {', '.join(missing)} in the config, or set model_type to deepseek_v3.")]
+
+
 LIMITS = (
     one_layer("Eagle3DeepseekV2ForCausalLM", at("243-244", _MLA).cite()),
     q_lora_rank_set,
+    mla_fields_present,
     silu_only("Eagle3DeepseekV2ForCausalLM", at("330-334 (DeepseekV2MLP)", DEEPSEEK_V2)),
     *eagle3_tap_rules(TAPS, "Eagle3DeepseekV2ForCausalLM", at("48-59, 211-219", _MLA), at("285-294", _MLA)),
 )
@@ -96,7 +126,9 @@ LOADER = FamilyLoader(
     # it names (utils/hf_transformers/config.py:336-380), which keeps the MLA
     # keys as attributes, and ModelConfig picks MLA by the architecture
     # (configs/model_config.py:1384-1398); SGLang's own code loads this
-    # draft under each of these config classes, filling every parameter.
+    # draft under each of these config classes, filling every parameter,
+    # as long as config.json writes the five MLA fields the non-DeepSeek
+    # classes do not default (`mla_fields_present`).
     model_types=("deepseek_v3", "kimi_k2", "deepseek_v2", "llama", "qwen2", "qwen3", "qwen3_moe", "mistral",
                  "gemma"),
     # load_weights (models/kimi_k25_eagle3.py:428-501): `d2t`/`t2d` only as a
@@ -167,7 +199,8 @@ LOADER = FamilyLoader(
         "embedding": at("336-369", EAGLE_WORKER),
         "unknown names": at("494-496", _MLA),
     },
-    config_defaults={"deepseek_v3": DEEPSEEK_V3_DEFAULTS, "kimi_k2": DEEPSEEK_V3_DEFAULTS},
+    # LlamaConfig fills the usual fields but none of the MLA ones (`mla_fields_present`).
+    config_defaults={"deepseek_v3": DEEPSEEK_V3_DEFAULTS, "kimi_k2": DEEPSEEK_V3_DEFAULTS, "llama": LLAMA_DEFAULTS},
     # MLA attention uses num_attention_heads only.
     ignored_fields=("num_key_value_heads",),
 )

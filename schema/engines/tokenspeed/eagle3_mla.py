@@ -29,7 +29,9 @@ from dspark.schema.engines.tokenspeed.common import (
     EAGLE3_TARGET_SOURCE,
     EAGLE3_TARGET_TAPS,
     FACTORY,
+    HF_UTILS,
     MAIN,
+    MODEL_CONFIG,
     NORM_BEFORE_RESIDUAL,
     NUMBERING,
     YARN_OR_NONE,
@@ -59,6 +61,22 @@ _DEEPSEEK_V3_DEFAULTS = {
     "num_attention_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
     "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-6,
 }
+
+# model_type llama is no class of the engine's registry: get_config parses it
+# with AutoConfig into transformers' LlamaConfig
+# (utils/hf_transformers_utils.py@f4d8ec6e:340-347; @5f1e48b5:244-253), which
+# keeps the MLA fields config.json writes as attributes and defaults none of
+# them, nor n_routed_experts (transformers 5.12.0,
+# models/llama/configuration_llama.py:64-73). The architecture alone picks
+# the MLA attention family and the model class
+# (configs/model_config.py@f4d8ec6e:58-71, 537-543), which read them off it:
+# `mla_config_fields` says what an absent one does.
+_LLAMA_DEFAULTS = {
+    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "rms_norm_eps": 1e-6,
+}
+_MLA_DIMENSIONS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_MOE_LOADER = "python/tokenspeed/runtime/layers/moe/loader.py"
 
 # The MLA draft reads `eagle_config`'s list whenever eagle_config is present
 # (the top level is then ignored), else the top level; 3 when the list is
@@ -105,12 +123,20 @@ def q_lora_rank_set(config: Mapping[str, Any], config_file: str) -> list[Finding
     """Only the fused q_a/kv_a projection is rebuilt for the 2 x hidden_size
     input: without q_lora_rank the q and kv_a projections keep a
     hidden_size input and the draft cannot load
-    (models/deepseek_v3.py@f4d8ec6e:2003, 2014-2027)."""
-    if "q_lora_rank" not in config or config["q_lora_rank"] is not None:
+    (models/deepseek_v3.py@f4d8ec6e:2003, 2014-2027). Absent, the
+    DeepSeek config classes fill 1536; LlamaConfig has no such attribute,
+    so `getattr(config, "q_lora_rank", None)` reads None."""
+    if config.get("q_lora_rank") is not None:
+        return []
+    if "q_lora_rank" in config:
+        why = "q_lora_rank is null"
+    elif config.get("model_type") == "llama":
+        why = "q_lora_rank is absent and model_type 'llama' parses into LlamaConfig, which has no such field"
+    else:
         return []
     return [Finding(
         "CFG003",
-        f"{config_file}: q_lora_rank is null; Eagle3DeepseekV2ForCausalLM widens only the fused q_a/kv_a "
+        f"{config_file}: {why}; Eagle3DeepseekV2ForCausalLM widens only the fused q_a/kv_a "
         "projection to [embedding, hidden], so a draft without q_lora_rank fails to load. Set q_lora_rank "
         "(TorchSpec's MLA drafts use 1536).",
         file=config_file,
@@ -119,9 +145,60 @@ def q_lora_rank_set(config: Mapping[str, Any], config_file: str) -> list[Finding
     )]
 
 
+def mla_config_fields(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+    """What the engine reads off a config class that does not default the
+    MLA fields (model_type llama, LlamaConfig): configure_mla_attention
+    takes the four MLA dimensions as plain attributes
+    (configs/model_config.py@f4d8ec6e:206-217), and the draft's load_weights
+    sizes its expert loader from `self.config.n_routed_experts`
+    (models/deepseek_v3.py@f4d8ec6e:1763-1773), which no EAGLE-3 MLA config
+    writes: an AttributeError at startup for each one absent. Under any
+    config class the expert loader then raises unless n_routed_experts is a
+    positive integer (layers/moe/loader.py@f4d8ec6e:62-70, 464-467)."""
+    findings: list[Finding] = []
+    llama = config.get("model_type") == "llama"
+    missing = [name for name in _MLA_DIMENSIONS if name not in config] if llama else []
+    if missing:
+        findings.append(Finding(
+            "CFG003",
+            f"{config_file}: model_type 'llama' parses into LlamaConfig, which has no MLA fields, and "
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} absent: the engine reads "
+            f"{'it' if len(missing) == 1 else 'them'} as attributes for this MLA architecture and stops at "
+            f"startup (AttributeError). Write {', '.join(missing)} in the config, or set model_type to "
+            "kimi_k2 or deepseek_v3.",
+            file=config_file,
+            detail={"field": missing[0], "validator": "engine",
+                    "source": at_main("206-217", MODEL_CONFIG).cite()},
+        ))
+    experts = config.get("n_routed_experts")
+    if llama and "n_routed_experts" not in config:
+        findings.append(Finding(
+            "CFG003",
+            f"{config_file}: model_type 'llama' parses into LlamaConfig, which has no n_routed_experts, and "
+            "the config does not write it: the draft's load_weights reads self.config.n_routed_experts to "
+            "build its expert loader and the load fails (AttributeError). Set model_type to kimi_k2 or "
+            "deepseek_v3 (their config class defaults it to 256), or write n_routed_experts.",
+            file=config_file,
+            detail={"field": "n_routed_experts", "validator": "engine",
+                    "source": at_main("1763-1773", _DS3).cite()},
+        ))
+    elif "n_routed_experts" in config and not (is_int(experts) and experts > 0):
+        findings.append(Finding(
+            "CFG003",
+            f"{config_file}: n_routed_experts = {experts!r}: the draft's load_weights builds its expert loader "
+            "with it, which raises unless it is a positive integer, and the load fails. Write a positive "
+            "n_routed_experts, or leave it out under model_type kimi_k2 or deepseek_v3 (256).",
+            file=config_file,
+            detail={"field": "n_routed_experts", "validator": "engine",
+                    "source": f"{at_main('1763-1773', _DS3).cite()}; "
+                              f"{at_main('62-70, 464-467', _MOE_LOADER).cite()}"},
+        ))
+    return findings
+
+
 LIMITS = (one_layer("Eagle3DeepseekV2ForCausalLM", "models/deepseek_v3.py@f4d8ec6e:2282-2283"),
           tap_agreement_rule(lambda c: (*TAPS.draft_ids(c), TAPS.draft_count(c)), "the MLA draft reads eagle_config first"),
-          q_lora_rank_set,
+          q_lora_rank_set, mla_config_fields,
           mla_rope_only_yarn, mla_fc_norm_width, eagle3_fc_skipped_when_widths_meet(_DS3, "2205", EAGLE3_TARGET_TAPS),
           eagle3_flags_only_in_eagle_config(_DS3, "2166-2186"))
 
@@ -132,8 +209,9 @@ LOADER = FamilyLoader(
     # Eagle3DeepseekV2ForCausalLM is an MLA architecture, so the config class
     # must carry the MLA attributes: transformers' DeepseekV3Config, or
     # TokenSpeed's KimiK2Config subclass of it (configs/model_config.py@f4d8ec6e:58-71, 206-217;
-    # configs/kimi_k2_config.py@f4d8ec6e:23-34).
-    model_types=("deepseek_v3", "kimi_k2"),
+    # configs/kimi_k2_config.py@f4d8ec6e:23-34); or LlamaConfig, which keeps
+    # them as written (`mla_config_fields` for what it lacks).
+    model_types=("deepseek_v3", "kimi_k2", "llama"),
     # The Eagle3 wrapper takes any name containing `d2t` for the hot-token
     # map and skips any containing `t2d` (so `model.d2t` is d2t), maps a
     # leading `layers.0.`, and prefixes `model.` to every name without
@@ -210,8 +288,9 @@ LOADER = FamilyLoader(
         "d2t": at_main("2358-2362", _DS3),
         "embedding": at_main("2408-2434", _DS3),
         "unknown names": at_main("1724-1737", _DS3),
+        "model_type llama": at_main("340-347", HF_UTILS),
     },
-    config_defaults={"deepseek_v3": _DEEPSEEK_V3_DEFAULTS, "kimi_k2": _DEEPSEEK_V3_DEFAULTS},
+    config_defaults={"deepseek_v3": _DEEPSEEK_V3_DEFAULTS, "kimi_k2": _DEEPSEEK_V3_DEFAULTS, "llama": _LLAMA_DEFAULTS},
     # MLA attention uses num_attention_heads only.
     ignored_fields=("num_key_value_heads",),
     # `not hasattr(config, "draft_vocab_size")`, and a shipped lm_head
