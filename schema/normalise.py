@@ -120,7 +120,8 @@ def normalise_config(
     loader = engine.loader_for(family.name)
     parseable = loader.model_types if loader is not None else family.model_types
     # (none: the engine serves no such family, and the check says so, ENG006)
-    if parseable and out.get("model_type") not in parseable:
+    generic = loader.generic_model_types if loader is not None else ()
+    if parseable and (out.get("model_type") not in parseable or out.get("model_type") in generic):
         # Pin what the new config class would otherwise default (TokenSpeed's
         # Qwen3Config assumes head_dim 128, configs/qwen3_config.py@f4d8ec6e:173-197).
         if family.dims.get("hd") is not None and "head_dim" not in out:

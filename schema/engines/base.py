@@ -329,6 +329,11 @@ class FamilyLoader:
     sources: Mapping[str, Source] = field(default_factory=dict)
     # model_type -> {field: default} the engine's config class fills in.
     config_defaults: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    # Of `model_types`, those the engine parses into a generic config class
+    # that defaults none of the family's own fields (LlamaConfig for an MLA
+    # draft): a check judges them as the engine reads them; `convert` writes
+    # model_types[0], the family's own config class, in their place.
+    generic_model_types: tuple[str, ...] = ()
     # The config class runs int()/str().lower() over its fields.
     coerces_values: bool = False
     lowercased_fields: tuple[str, ...] = ()

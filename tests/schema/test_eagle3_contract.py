@@ -17,6 +17,7 @@ import pytest
 
 from dspark.converters.check import check_checkpoint
 from dspark.converters.convert import convert_checkpoint
+from dspark.converters.convert_plan import ConvertOptions
 from dspark.examples.fabricate import (
     EAGLE3_DEFECTS,
     EAGLE3_SCALES,
@@ -426,6 +427,18 @@ def test_an_mla_draft_typed_llama_parses_but_fails_to_load_without_n_routed_expe
 def test_an_mla_draft_typed_llama_with_n_routed_experts_is_served(tmp_path, engine):
     # Every field the draft reads is then an attribute of LlamaConfig, as written.
     assert check_checkpoint(_llama_typed_mla(tmp_path / "d", n_routed_experts=8), engine=engine).passed(strict=True)
+
+
+@pytest.mark.parametrize("engine", ["tokenspeed", "vllm"])
+def test_convert_writes_an_mla_config_class_for_a_draft_typed_llama(tmp_path, engine):
+    """LlamaConfig defaults none of the MLA fields (nor TokenSpeed's
+    n_routed_experts): convert writes deepseek_v3, whose config class
+    does, so the converted draft loads where the original fails."""
+    source = _llama_typed_mla(tmp_path / "d")
+    convert_checkpoint(source, tmp_path / "out", ConvertOptions(engine=engine))
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["model_type"] == "deepseek_v3"
+    assert check_checkpoint(tmp_path / "out", engine=engine).passed(strict=True)
 
 
 def test_an_mla_draft_typed_llama_without_an_mla_field_is_refused(tmp_path):

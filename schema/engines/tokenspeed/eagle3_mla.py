@@ -291,6 +291,9 @@ LOADER = FamilyLoader(
         "model_type llama": at_main("340-347", HF_UTILS),
     },
     config_defaults={"deepseek_v3": _DEEPSEEK_V3_DEFAULTS, "kimi_k2": _DEEPSEEK_V3_DEFAULTS, "llama": _LLAMA_DEFAULTS},
+    # convert writes deepseek_v3 for llama: DeepseekV3Config defaults
+    # n_routed_experts (256), which LlamaConfig lacks (`mla_config_fields`).
+    generic_model_types=("llama",),
     # MLA attention uses num_attention_heads only.
     ignored_fields=("num_key_value_heads",),
     # `not hasattr(config, "draft_vocab_size")`, and a shipped lm_head

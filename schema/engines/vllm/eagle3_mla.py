@@ -210,6 +210,8 @@ LOADER = FamilyLoader(
         "never loaded": at("503-523", DEFAULT_LOADER),
     },
     config_defaults={"deepseek_v3": DEEPSEEK_V3_DEFAULTS, "kimi_k2": DEEPSEEK_V3_DEFAULTS, "llama": LLAMA_DEFAULTS},
+    # convert writes deepseek_v3 for llama (LlamaConfig defaults no MLA field).
+    generic_model_types=("llama",),
     # MLA attention uses num_attention_heads only.
     ignored_fields=("num_key_value_heads",),
 )
