@@ -378,8 +378,8 @@ EAGLE3_MLA_DEFECTS: dict[str, Defect] = {
     "fused-qkv-a": EAGLE3_DEFECTS["fused-qkv-a"],
     "fused-gate-up": Defect("INV002", _fuse_gate_up, description="pre-fused gate_up_proj, which the loader drops"),
     "model-prefix": Defect("SRV001", _prefix_model, description="names under model., which the loader prefixes again"),
-    "model-type-llama": Defect("SRV001", set_field("model_type", "llama"),
-                               description="a config class without the MLA fields"),
+    "model-type-llama": Defect("CFG003", set_field("model_type", "llama"),
+                               description="LlamaConfig, without the n_routed_experts the loader reads"),
     "no-q-lora-rank": Defect("CFG003", set_field("q_lora_rank", None), description="q_lora_rank null"),
 }
 
