@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import typer
 
 from dspark.cli.check import check_report
@@ -42,12 +44,6 @@ def inspect(
     page = check_report("inspect", report, code)
     # The check that gives this page's findings judges what this run judged.
     check_args = [str(checkpoint), *(("--engine", engine) if engine else ()), *(("--config", str(config)) if config else ())]
-    page.next_command = " ".join(["dspark", "check", *map(_quoted, check_args)])
+    page.next_command = " ".join(["dspark", "check", *map(shlex.quote, check_args)])
     emit(page)
     raise typer.Exit(code)
-
-
-def _quoted(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)
