@@ -218,6 +218,7 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
         files=files,
         config_sha256=sha256_of_file(folder / CONFIG_NAME),
         engine=plan.options.engine,
+        trained_taps=plan.trained_taps,
     )
     write_json(folder / MANIFEST_NAME, manifest)
     fsync_dir(folder)

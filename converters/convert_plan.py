@@ -25,6 +25,7 @@ from dspark.converters.destination import check_paths
 from dspark.converters.engine_verdicts import on_every_engine
 from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits, refuse_fused_beside_parts
 from dspark.converters.layouts.hf import CONFIG_NAME
+from dspark.converters.layouts.tap_origin import taps_record, trained_taps, write_trained_taps
 from dspark.converters.served_layout import config_for_engine
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head, serves_the_same
@@ -186,6 +187,8 @@ class ConvertPlan:
     checkpoint: Checkpoint = field(repr=False, compare=False, default=None)
     # served name -> what the contract expects of it (roles for the value checks)
     expected: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+    # The taps the draft was trained on, as the manifest records them (None: unknown)
+    trained_taps: dict[str, Any] | None = None
 
     @property
     def errors(self) -> list[Finding]:
@@ -321,6 +324,11 @@ def plan_conversion(
     tensors = [dataclasses.replace(t, shard=shard_of[t.name]) for t in unsharded]
     source_config, unshifted = config_for_engine(checkpoint, profile.loader_for(family.name))
     config, changes = normalise_config(source_config, family, [t.planned for t in tensors], engine=profile)
+    # The ids are written for the engine from the layers the draft was
+    # trained on (the source's origin says how its ids were numbered), and
+    # those layers are recorded for a later check of the output.
+    trained = trained_taps(checkpoint, family, source_config)
+    changes += write_trained_taps(trained, config, profile.loader_for(family.name), profile.spec)
     changes = unshifted + changes
     # A trainer's own config shape was rewritten when it was read (SRC005).
     changes = [f"whole config: {f.detail['trainer']}' shape -> the {family.name} config the engine parses"
@@ -359,6 +367,7 @@ def plan_conversion(
         replaces_existing=replaces,
         checkpoint=checkpoint,
         expected=contract.expected,
+        trained_taps=taps_record(trained),
     )
 
 

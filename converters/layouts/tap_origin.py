@@ -116,6 +116,74 @@ def _written_for(manifest: Path, family: DraftFamily, config: Mapping[str, Any],
     return spec
 
 
+# The manifest's record of the taps the draft was trained on (convert_plan).
+MANIFEST_TAPS_KEY = "trained_taps"
+
+
+def taps_record(trained: TrainedTaps | None) -> dict[str, Any] | None:
+    """What convert records in its manifest: the trainer's list, where and
+    how it was numbered, and the layers it means."""
+    if trained is None or trained.layers() is None:
+        return None
+    return {"layers": trained.layers(), "ids": list(trained.ids), "path": trained.path,
+            "numbering": trained.numbering, "why": trained.why}
+
+
+def _recorded(manifest: Path) -> TrainedTaps | None:
+    import json
+
+    try:
+        record = json.loads(manifest.read_text(encoding="utf-8")).get(MANIFEST_TAPS_KEY)
+        layers, ids = record["layers"], record["ids"]
+        if not (_ids(ids) and isinstance(layers, list) and len(layers) == len(ids)
+                and all(is_int(i) for i in layers) and record["numbering"] in (LAYER_OUTPUT, HIDDEN_STATES)):
+            return None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    why = (f"{MANIFEST_NAME}, where dspark convert recorded the trainer's {record['path']} = {ids!r} "
+           f"(inferred from {record['why']})")
+    return TrainedTaps(list(ids), str(record["path"]), record["numbering"], why, list(ids),
+                       recorded_layers=[int(i) for i in layers])
+
+
+def write_trained_taps(trained: TrainedTaps | None, config: dict[str, Any], loader, engine: str) -> list[str]:
+    """Rewrite, in the config convert writes, the tap list the engine's
+    target reads so that it captures the layers the draft was trained on,
+    in that engine's numbering for that path (SpecForge's layer outputs are
+    one lower than vLLM's hidden_states ids); say each change. Nothing when
+    the trained layers are unknown (TAP005 says so) or no exact ids exist."""
+    layers = trained.layers() if trained is not None else None
+    taps = getattr(loader, "taps", None)
+    if layers is None or taps is None:
+        return []
+    ids, path = taps.target_ids(config)
+    if path is None or not _ids(ids):
+        return []
+    numbering = taps.numbering_for(path)
+    if numbering.layer_outputs(ids) == layers:
+        return []
+    wanted = _ids_for(numbering, layers)
+    if wanted is None:
+        return []
+    holder = config
+    *sections, key = path.split(".")
+    for section in sections:
+        holder = holder[section]
+    holder[key] = wanted
+    return [f"{path}: {ids!r} -> {wanted!r} (the draft was trained on the outputs of target layers "
+            f"{', '.join(map(str, layers))}; {engine} reads {path} as {numbering.text})"]
+
+
+def _ids_for(numbering, layers: list[int]) -> list[int] | None:
+    """The ids whose reading by `numbering` is `layers` (a shift that
+    depends on the ids themselves is tried both ways)."""
+    base = [layer - numbering.layer_outputs([0])[0] for layer in layers]
+    for candidate in (base, [i - 1 for i in base], [i + 1 for i in base]):
+        if all(i >= 0 for i in candidate) and numbering.layer_outputs(candidate) == layers:
+            return candidate
+    return None
+
+
 def trained_taps(checkpoint: Checkpoint, family: DraftFamily, judged: Mapping[str, Any]) -> TrainedTaps | None:
     """What the folder says of the tap ids its draft was trained on; None
     when it writes no list (the defaults are TAP003's to describe)."""
@@ -144,8 +212,12 @@ def trained_taps(checkpoint: Checkpoint, family: DraftFamily, judged: Mapping[st
         return TrainedTaps(ids, path, numbering, why, judged_ids, worth_saying)
 
     if not checkpoint.is_remote and checkpoint.root is not None and (Path(checkpoint.root) / MANIFEST_NAME).is_file():
-        # convert rewrote the ids (speculators', the --vllm export's) for
-        # the engine it wrote for: layer outputs, or that engine's numbering
+        recorded = _recorded(Path(checkpoint.root) / MANIFEST_NAME)
+        if recorded is not None:
+            return recorded
+        # a manifest from before convert recorded the trained layers: it
+        # rewrote the ids (speculators', the --vllm export's) for the engine
+        # it wrote for: layer outputs, or that engine's numbering
         written_for = _written_for(Path(checkpoint.root) / MANIFEST_NAME, family, judged, path)
         if written_for is not None:
             return found(HIDDEN_STATES, f"{MANIFEST_NAME}: dspark convert wrote this config for {written_for}, in "

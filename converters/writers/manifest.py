@@ -67,13 +67,17 @@ def build_manifest(
     files: dict[str, int],
     config_sha256: str | None,
     engine: str | None = None,
+    trained_taps: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest document. `tensors` are `WrittenTensor`s (in any order;
     they are listed by file, then offset, so the document is stable)."""
     ordered = sorted(tensors, key=lambda t: (t.file, t.byte_range[0], t.name))
     # The engine the config was written for (`convert --engine`); absent: the default.
     written_for = {"engine": engine} if engine else {}
-    return {**written_for,
+    # The layers the draft was trained on (layouts/tap_origin.py reads them
+    # back): convert rewrites the ids in the engine's numbering.
+    taps = {"trained_taps": trained_taps} if trained_taps else {}
+    return {**written_for, **taps,
         "manifest_version": MANIFEST_VERSION,
         "dspark_version": dspark_version(),
         "source_format": source_format,

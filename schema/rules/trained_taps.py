@@ -37,9 +37,16 @@ class TrainedTaps:
     # Whether to say it (TAP004): not where the family has one numbering
     # whatever the trainer (DFlash-style drafts).
     worth_saying: bool = True
+    # The trained layers as `dspark convert` recorded them in its manifest
+    # (it rewrites the ids for the engine it writes for, so the ids in the
+    # converted config are no longer the trainer's): they hold whichever
+    # list an engine reads.
+    recorded_layers: list[int] | None = None
 
     def layers(self) -> list[int] | None:
         """The 0-based target layer outputs the draft was trained on."""
+        if self.recorded_layers is not None:
+            return list(self.recorded_layers)
         if self.numbering is None:
             return None
         offset = 0 if self.numbering == LAYER_OUTPUT else -1
@@ -85,16 +92,19 @@ def served_layers_finding(trained: TrainedTaps, resolved: ResolvedDraft, engine:
     captured = resolved.tap_layers
     if layers is None or captured is None or resolved.tap_source is None:
         return []
-    if resolved.tap_source.split(".")[-1] != trained.path.split(".")[-1] or len(captured) != len(layers):
+    if len(captured) != len(layers):
         return []
-    if resolved.target_layer_ids not in (trained.ids, trained.judged_ids):
+    if trained.recorded_layers is None and (resolved.tap_source.split(".")[-1] != trained.path.split(".")[-1]
+                                            or resolved.target_layer_ids not in (trained.ids, trained.judged_ids)):
         return []
     if sorted(captured) == sorted(layers):
         return []
+    origin = (f"as {trained.why}" if trained.recorded_layers is not None else
+              f"{trained.path} = {trained.ids!r}, {NUMBERING_TEXT[trained.numbering]}")
     return [Finding(
         "TAP006",
-        f"{config_file}: the draft was trained on the outputs of target layers {_text(layers)} ({trained.path} = "
-        f"{trained.ids!r}, {NUMBERING_TEXT[trained.numbering]}), but {engine} reads {resolved.tap_source} in its own "
+        f"{config_file}: the draft was trained on the outputs of target layers {_text(layers)} ({origin}), "
+        f"but {engine} reads {resolved.tap_source} in its own "
         f"numbering and captures the outputs of layers {_text(captured)}: served wrong, without a word. Write the "
         "ids in that engine's numbering (`dspark convert --engine`), or serve on an engine that numbers them as the "
         "trainer did.",
