@@ -152,7 +152,10 @@ def normalise_config(
     declared, where = nested_field(out, "aux_hidden_stream")
     if "aux_hidden_stream" not in load_config_schema(family.schema_file).get("properties", {}):
         pass  # a family without a stream (EAGLE-3): nothing to make explicit
-    elif declared is None:
+    elif declared is None and where is None:
+        # absent everywhere: the engine's default, written out. A null the
+        # config does write is left for the check to judge (STR001), so
+        # convert never passes a declaration check refuses.
         put("aux_hidden_stream", DEFAULT_STREAM, "the default, made explicit")
     elif isinstance(declared, str) and declared.lower() in STREAMS:
         stream = declared.lower()

@@ -138,6 +138,20 @@ def test_absent_fc_norm_and_stream_are_written_as_their_defaults(tmp_path: Path)
     assert written["fc_norm"] is False and written["aux_hidden_stream"] == "prefix"
 
 
+def test_a_null_stream_is_not_made_the_default(tmp_path: Path) -> None:
+    # check refuses `aux_hidden_stream: null` (STR001); convert must not turn
+    # it into "prefix" and pass: the field dspark exists to guard is not decided here
+    config = draft_config(SPEC, fc_norm=True)
+    config["aux_hidden_stream"] = None
+    source = fabricate(tmp_path / "src", config=config)
+    plan = plan_conversion(source, tmp_path / "out", bf16())
+    assert plan.config["aux_hidden_stream"] is None
+    assert [f.code for f in plan.errors] == ["STR001"]
+    with pytest.raises(CheckpointError):
+        convert_checkpoint(source, tmp_path / "out", bf16())
+    assert not (tmp_path / "out").exists()
+
+
 def test_shipped_fc_norm_weights_without_the_flag_are_not_inferred(tmp_path: Path) -> None:
     config = draft_config(SPEC)
     del config["fc_norm"]
