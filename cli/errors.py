@@ -38,11 +38,26 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
+
+class ReportUnwritableError(UsageError):
+    """The report could not be written where the command line sent it
+    (stdout or `--output`): a full disk, a closed descriptor. The run's
+    verdict never reached its reader, so it must not exit as if it had (0
+    or 1): exit 2, naming the place. A reader that closed its pipe (`|
+    head`) is not this: it chose to stop reading (BrokenPipeError)."""
+
+    def __init__(self, where: str, reason: str, *, path: str | None = None) -> None:
+        # One line, no hint: the place and the system's reason say what to do.
+        super().__init__(f"cannot write the report to {where}: {reason}", path=path)
+        self.where = where
+
 # Ordered: the first matching class wins, so subclasses must come before
 # their bases (CheckpointError's UnsafeInputError is a CheckpointError and
 # fails the checkpoint; a bare DsparkError is still the user's input).
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (CheckpointError, EXIT_CHECK_FAILED),
+    # Before any verdict: a report nobody could read is no verdict.
+    (ReportUnwritableError, EXIT_USAGE),
     (UsageError, EXIT_USAGE),
     (MissingDependencyError, EXIT_USAGE),
     (DeviceUnavailableError, EXIT_USAGE),
@@ -98,6 +113,13 @@ def report_error(error: BaseException) -> int:
     message, hint = _message_and_hint(error)
     settings = output_settings.get()
     _write_stderr(error, message, hint, settings)
+    if isinstance(error, ReportUnwritableError):
+        # The place the report goes is what failed: nothing more is written
+        # there, and what is still buffered for stdout is let go, or
+        # Python's own flush at exit would fail on it again.
+        if error.where == "stdout":
+            _silence_stdout()
+        return code
     if settings.format != "human" or settings.file is not None:
         _write_machine_error(error_report(error, code, message, hint, settings), settings)
     return code
@@ -219,8 +241,10 @@ def _write_stderr(error: BaseException, message: str, hint: str | None, settings
         else:
             sys.stderr.write("".join(f"{label} {text}\n" for _, label, text in lines))
             sys.stderr.flush()
-    except OSError:
-        pass  # stderr itself is closed: the exit code is all there is left to give
+    except (OSError, AttributeError, ValueError):
+        # stderr itself is closed (`2>&-` leaves sys.stderr None): the exit
+        # code is all there is left to give
+        pass
 
 
 def _write_stdout(text: str) -> None:
@@ -228,6 +252,10 @@ def _write_stdout(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
+        _silence_stdout()
+    except (OSError, DsparkError):
+        # stdout cannot take the error document either (a full disk): the
+        # line on stderr has said why, and the exit code stands.
         _silence_stdout()
 
 

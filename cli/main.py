@@ -177,31 +177,38 @@ def run(args: Sequence[str], *, freeze_start_up: bool = False) -> int:
     """
     output_settings.set(requested_output(args, COMMANDS))
     _escape_what_the_streams_cannot_encode()
-    try:
-        with _start_up(freeze_start_up):
-            command = typer.main.get_command(app_for(args))
-        if os.environ.get(COMPLETE_VARIABLE):
-            # A shell asking for completions, through the script that
-            # --install-completion wrote: typer's own main loop, which would
-            # answer it, is not used (see above).
-            from typer.completion import completion_init
+    from dspark.cli.streams import guarded_stdout
 
-            completion_init()
-            command._main_shell_completion({}, "dspark", COMPLETE_VARIABLE)
-        try:
-            with command.make_context("dspark", list(args)) as context:
-                command.invoke(context)
-            code = EXIT_OK
-        except typer.Exit as done:
-            code = done.exit_code
-        # A reader that closed the pipe shows here at the latest, while it
-        # can still be answered (Python's flush at exit would print noise).
-        sys.stdout.flush()
-        return code
+    try:
+        with guarded_stdout():
+            return _run(args, freeze_start_up)
     except SystemExit:
         raise
     except BaseException as error:  # noqa: BLE001 - the one place errors become exit codes
         return report_error(error)
+
+
+def _run(args: Sequence[str], freeze_start_up: bool) -> int:
+    with _start_up(freeze_start_up):
+        command = typer.main.get_command(app_for(args))
+    if os.environ.get(COMPLETE_VARIABLE):
+        # A shell asking for completions, through the script that
+        # --install-completion wrote: typer's own main loop, which would
+        # answer it, is not used (see above).
+        from typer.completion import completion_init
+
+        completion_init()
+        command._main_shell_completion({}, "dspark", COMPLETE_VARIABLE)
+    try:
+        with command.make_context("dspark", list(args)) as context:
+            command.invoke(context)
+        code = EXIT_OK
+    except typer.Exit as done:
+        code = done.exit_code
+    # A reader that closed the pipe shows here at the latest, while it
+    # can still be answered (Python's flush at exit would print noise).
+    sys.stdout.flush()
+    return code
 
 
 def _escape_what_the_streams_cannot_encode() -> None:

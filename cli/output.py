@@ -5,6 +5,7 @@ github annotations instead, with `--format github`)."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import io
 import os
 import stat
@@ -13,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from dspark.cli.errors import ReportUnwritableError
 from dspark.cli.settings import OutputSettings, output_settings
 from dspark.cli.formats import FORMAT_BY_SUFFIX, MACHINE_FORMATS, Report, format_module
 from dspark.converters.writers.overwrite_guard import RunInput, report_overwrites
@@ -78,11 +80,45 @@ def _refuse_unwritable_report_path(path: Path, reads: Sequence[RunInput], writes
                 problem = f"the folder {folder} does not exist"
         if problem is None:
             problem = report_overwrites(path, reads, writes_into=writes_into)
+        if problem is None and folder.is_dir():
+            _prove_room_for_a_report(path, folder)
     except OSError as error:
-        problem = f"cannot be used ({error.strerror or error})"
+        problem = f"cannot be written ({error.strerror or error})"
     if problem is not None:
         output_settings.set(dataclasses.replace(settings, file=None, format=settings.terminal))
         raise UsageError(f"--output {path}: {problem}.", path=str(path))
+
+
+# What a report may take: reports stay small whatever the input (one
+# finding counts 100,000 tensors), well under this.
+REPORT_ROOM = 1 << 20
+
+
+def _prove_room_for_a_report(path: Path, folder: Path) -> None:
+    """Create and size a file where the report will go, then remove it: a
+    folder that is read-only, or a disk that is full, is found before a
+    conversion is written, not after. A device or a pipe named as the
+    report (`--output /dev/stdout`) is written into as it is, and cannot
+    be tried without writing into it."""
+    if path.exists() and not path.is_file():
+        return
+    handle, temporary = tempfile.mkstemp(prefix=".dspark-report.", suffix=".tmp", dir=folder)
+    try:
+        try:
+            os.posix_fallocate(handle, 0, REPORT_ROOM)
+        except (AttributeError, OSError) as error:
+            # No posix_fallocate (macOS, Windows) or a filesystem without it:
+            # write the room instead, which a full disk refuses too.
+            if isinstance(error, OSError) and error.errno not in _NOT_SUPPORTED:
+                raise
+            os.write(handle, bytes(REPORT_ROOM))
+            os.fsync(handle)
+    finally:
+        os.close(handle)
+        os.unlink(temporary)
+
+
+_NOT_SUPPORTED = {getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "EINVAL", "ENOSYS") if hasattr(errno, name)}
 
 
 def emit(report: Report) -> None:
@@ -106,12 +142,26 @@ def emit(report: Report) -> None:
 
 def write_report_file(path: Path, output_format: str, report: Report) -> None:
     """Write the report whole or not at all: a CI step that reads the file
-    never sees half of it."""
+    never sees half of it. What the system refuses (a full disk, a
+    permission) is the report not written (exit 2, naming the file)."""
     text = io.StringIO()
     format_module(output_format).write(report, text)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise UsageError(f"--output {path}: the folder {folder} does not exist.", path=str(path))
+    try:
+        if path.exists() and not path.is_file():
+            # A device or a pipe (/dev/stdout, a FIFO a CI step reads):
+            # written into, never replaced by a file of the same name.
+            with open(path, "w", encoding="utf-8") as stream:
+                stream.write(text.getvalue())
+            return
+        _replace_with(path, folder, text.getvalue())
+    except OSError as error:
+        raise ReportUnwritableError(str(path), error.strerror or str(error), path=str(path)) from error
+
+
+def _replace_with(path: Path, folder: Path, text: str) -> None:
     # A short temporary name beside it: any name the filesystem takes for the report fits.
     handle, temporary = tempfile.mkstemp(prefix=".dspark-report.", suffix=".tmp", dir=folder)
     try:
@@ -120,7 +170,7 @@ def write_report_file(path: Path, output_format: str, report: Report) -> None:
         # old file's on an overwrite, else what the umask leaves of 0666.
         os.fchmod(handle, _mode_open_would_give(path))
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text.getvalue())
+            stream.write(text)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
