@@ -35,8 +35,7 @@ from dspark.converters.sources import is_url
 from dspark.converters.token_map import TokenMapReader
 from dspark.converters.engine_verdicts import apply_engine_severities, engine_verdict, merge_engine_reports
 from dspark.schema.engines import EngineProfile, engine_specs
-from dspark.schema.errors import UnsupportedFamilyError, UsageError
-from dspark.schema.families import known_families_text
+from dspark.schema.errors import UsageError
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, report_findings
 from dspark.schema.records import record
 from dspark.schema.rules import ResolvedDraft, check_contract, layout_findings, payload_findings
@@ -141,6 +140,23 @@ class CheckReport:
 ProgressStart = Callable[[int], Callable[[int], None] | None]
 
 
+def _modelled_family_findings(checkpoint: Checkpoint, contract, layout, profile: EngineProfile,
+                              judged_config: dict, read_payloads: bool) -> list[Finding]:
+    """The findings on a draft of a family dspark models: the layout the
+    engine opens, the contract's (copies and tied heads judged against the
+    files), and which layers it was trained on against what is captured."""
+    findings = layout_findings(layout, contract.family, contract.loader, profile,
+                               checkpoint.config, checkpoint.entries)
+    limit = None if read_payloads else copies.COMPARE_LIMIT_HEADER_ONLY
+    by_stored_name = {entry.stored_name: entry for entry in checkpoint.entries}
+    findings += [judge_tied_head(judge_same_served_name(f, checkpoint, limit=limit), checkpoint.reader,
+                                 by_stored_name, limit=limit) for f in contract.findings]
+    if contract.loader is not None:
+        findings += trained_tap_findings(checkpoint, contract.family, contract.resolved, judged_config,
+                                         profile.spec)
+    return findings
+
+
 def check_checkpoint(
     path: Path | str,
     *,
@@ -227,31 +243,13 @@ def check_checkpoint(
             payloads_read=values_read,
         )
         if contract.family is None:
-            unnamed = not checkpoint.config.get("architectures")
-            raise UnsupportedFamilyError(
-                f"{checkpoint.config_display}: model_type {checkpoint.config.get('model_type')!r} / "
-                f"architectures {checkpoint.config.get('architectures')!r}: family not supported. "
-                f"Known: {known_families_text()}.",
-                path=checkpoint.config_display,
-                # The engine picks the model class from `architectures`; only
-                # the K3 DSpark config class fills it in when it is missing.
-                hint="Name the draft's class in config.json, e.g. \"architectures\": [\"DFlashDraftModel\"]: the "
-                "engine loads the class it names, and only a k3_dspark config gets one when it is missing."
-                if unnamed else None,
-            )
-        findings += layout_findings(
-            layout, contract.family, contract.loader, profile,
-            checkpoint.config, checkpoint.entries,
-        )
-        limit = None if read_payloads else copies.COMPARE_LIMIT_HEADER_ONLY
-        by_stored_name = {entry.stored_name: entry for entry in checkpoint.entries}
-        findings += [judge_tied_head(judge_same_served_name(f, checkpoint, limit=limit), checkpoint.reader,
-                                     by_stored_name, limit=limit) for f in contract.findings]
-        resolved = contract.resolved
-        expected = contract.expected
-        if contract.loader is not None:
-            findings += trained_tap_findings(checkpoint, contract.family, contract.resolved, judged_config,
-                                             profile.spec)
+            # ENG007, the verdict: dspark cannot vouch for a family it has no rules for
+            findings += contract.findings
+        else:
+            findings += _modelled_family_findings(checkpoint, contract, layout, profile, judged_config,
+                                                  read_payloads)
+            resolved = contract.resolved
+            expected = contract.expected
     findings = apply_engine_severities(findings, profile, verdict)
     findings = _traced_to_unreadable_files(
         findings, lambda stored: served_name_for(checkpoint.family, stored))

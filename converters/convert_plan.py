@@ -42,12 +42,13 @@ from dspark.converters.writers.safetensors import (
 )
 from dspark.schema.dtypes import CAST_TARGETS, TORCH_DTYPE_NAMES, nbytes_of
 from dspark.schema.engines import engine_specs
-from dspark.schema.errors import CheckpointError, UnsupportedFamilyError, UsageError
+from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.families import DraftFamily, known_families_text
 from dspark.schema.findings import Finding, Severity, report_findings
 from dspark.schema.inventory import TensorEntry, has_control_characters, printable_name
 from dspark.schema.normalise import normalise_config
 from dspark.schema.rules import check_contract
+from dspark.schema.verdicts import UNMODELLED_FAMILY
 
 
 @dataclass(frozen=True)
@@ -391,14 +392,15 @@ def _refuse_unconvertible(checkpoint: Checkpoint) -> None:
             path=finding.file,
             hint="Pass --config PATH/config.json, or put config.json beside the weights or in the folder above.",
         )
-    if checkpoint.family is None:  # exit 2 as in check: input dspark cannot judge, not a broken draft
+    if checkpoint.family is None:  # a verdict as in check (ENG007, exit 1): no layout is known to serve it
         config = checkpoint.config
-        raise UnsupportedFamilyError(
+        raise CheckpointError(
             f"{checkpoint.config_display}: model_type {config.get('model_type')!r} / architectures "
-            f"{config.get('architectures')!r} is not a known draft family, so the servable layout is unknown. "
-            f"Known: {known_families_text()}.",
+            f"{config.get('architectures')!r}: dspark does not model this draft family, so it knows no layout an "
+            f"engine serves as trained. dspark models: {known_families_text()}.",
+            code=UNMODELLED_FAMILY,
             path=checkpoint.config_display,
-            hint="Fix model_type/architectures in the config (k3_dspark / K3DSparkModel for a K3 draft).",
+            hint="`dspark check` says whether each engine registers the class; convert only families dspark models.",
         )
     # Errors in the input's own files (or a config read from another
     # trainer's shape) refuse the conversion like a broken file.

@@ -273,6 +273,12 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "Remove quantization_config from a floating-point draft's config.", "quantization"),
     "ENG006": _x("The engine has no model for this draft family: it refuses the draft, whatever the folder holds.",
                  "Serve the draft on an engine that serves the family (dspark families --family NAME)."),
+    "ENG007": _x("The config names a draft class (architectures, model_type) that dspark has no rules for. The "
+                 "engine may refuse it (it registers no such class) or load it (it does, and then nothing here "
+                 "says whether it is served as trained): either way a gate cannot pass it on dspark's word. The "
+                 "message says which, from the engine's registry as modelled.",
+                 "Check the draft by other means before deploying it, or name a family dspark models "
+                 "(dspark families); ask for the family to be modelled."),
     "OVR001": _x("A value declared in dflash_config and at the top level, differently (taps, mask token, "
                  "aux_hidden_stream, sliding window): the engine serves one of them (the message says which, "
                  "mostly the nested one, validated or not), and which one the draft was trained with cannot "

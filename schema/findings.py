@@ -101,6 +101,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("ENG004", I, "a launch setting the draft needs"),
     ("ENG005", E, "the config declares quantization the draft's tensors do not carry"),
     ("ENG006", E, "the engine does not serve this draft family at all"),
+    ("ENG007", E, "dspark does not model this draft's family: it cannot vouch for how the engine serves it"),
     ("OVR001", E, "dflash_config overrides a top-level value with a different one"),
     ("ROP001", E, "RoPE scaling lacks a key the engine needs"),
     ("ROP002", W, "RoPE parameters the engine fills in or replaces silently"),

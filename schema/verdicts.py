@@ -13,7 +13,11 @@ from dspark.schema.findings import Finding, Severity
 PASS = "pass"
 REFUSED = "refused"
 SERVED_WRONG = "served_wrong"
-OUTCOME_TEXT = {PASS: "pass", REFUSED: "refused at load", SERVED_WRONG: "served wrong"}
+# dspark has no rules for the draft's family (ENG007): it fails, unjudged.
+NOT_JUDGED = "not_judged"
+OUTCOME_TEXT = {PASS: "pass", REFUSED: "refused at load", SERVED_WRONG: "served wrong",
+                NOT_JUDGED: "not judged: dspark does not model this family"}
+UNMODELLED_FAMILY = "ENG007"
 
 # Errors that mean the draft loads and computes something other than what
 # it was trained to: the engine raises nothing.
@@ -73,5 +77,8 @@ def outcome(findings: Iterable[Finding], *, unexpected: str | None, missing: str
                if f.severity is Severity.ERROR or (strict and f.severity is Severity.WARNING)]
     if not failing:
         return PASS, []
+    unjudged = [f for f in failing if f.code == UNMODELLED_FAMILY]
+    if unjudged:
+        return NOT_JUDGED, unjudged
     refused = [f for f in failing if not is_silent(f, unexpected, missing)]
     return (REFUSED, refused) if refused else (SERVED_WRONG, failing)

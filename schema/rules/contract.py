@@ -14,7 +14,7 @@ from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, 
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
 from dspark.schema.rules.features import quantization_findings, text_config_findings, unread_flag_findings
 from dspark.schema.rules.inventory import inventory_findings
-from dspark.schema.rules.resolve import ResolvedDraft, resolve_family
+from dspark.schema.rules.resolve import ResolvedDraft, resolve_family, unmodelled_family_finding
 from dspark.schema.rules.stream import stream_findings
 from dspark.schema.rules.target import TargetFacts, declared_width_on_target, target_findings
 from dspark.schema.rules.values import engine_view
@@ -77,7 +77,7 @@ def check_contract(
 ) -> ContractResult:
     """Every config and inventory rule of the draft contract, as `engine`
     loads the draft. `family` is None when dspark knows no family the
-    config could describe (the caller says so; no rule ran).
+    config could describe: ENG007 is the one finding (no other rule ran).
     `training_output`: the checkpoint is in a layout the engine cannot open
     (a DCP run, a .pt), so training-only entries convert leaves behind are
     notes, not tensors without a destination. `token_map(count)` gives the
@@ -91,7 +91,8 @@ def check_contract(
     resolution = resolve_family(config, engine, config_file)
     family, loader = resolution.family, resolution.loader
     if family is None:
-        return ContractResult([], resolved, None, {})
+        unmodelled = unmodelled_family_finding(config, engine, config_file, resolution.architecture)
+        return ContractResult([unmodelled], resolved, None, {}, None, config)
     resolved.family = family.name
     resolved.architecture = resolution.architecture
     findings = list(resolution.findings)

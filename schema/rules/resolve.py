@@ -11,9 +11,16 @@ from dataclasses import field
 from typing import Any, Mapping
 
 from dspark.schema.engines import EngineProfile, FamilyLoader
-from dspark.schema.families import DraftFamily, family_for_architecture, family_for_config, family_for_model_type
+from dspark.schema.families import (
+    DraftFamily,
+    family_for_architecture,
+    family_for_config,
+    family_for_model_type,
+    known_families_text,
+)
 from dspark.schema.findings import Finding
 from dspark.schema.records import record
+from dspark.schema.verdicts import UNMODELLED_FAMILY
 
 
 @record(frozen=False)
@@ -72,6 +79,29 @@ def not_served_finding(family: DraftFamily, engine: EngineProfile, config_file: 
         f"--family {family.name}` lists them). {engine.spec} serves: {served}.",
         file=config_file,
         detail={"family": family.name, "engine": engine.spec, "served_families": sorted(engine.loaders)},
+    )
+
+
+def unmodelled_family_finding(config: Mapping[str, Any], engine: EngineProfile, config_file: str,
+                              architecture: str | None) -> Finding:
+    """ENG007: no family dspark models describes this config. Whether the
+    engine serves it at all is its registry's answer (`architecture`, as
+    `ArchitectureResolution.resolve` picks it): a class it registers that
+    dspark has no rules for is loaded unjudged; none is refused at load."""
+    named = f"model_type {config.get('model_type')!r} / architectures {config.get('architectures')!r}"
+    if architecture is not None:
+        what = (f"{engine.spec} registers {architecture} and loads the draft as that class, for which dspark has "
+                "no rules: whether it is served as trained is not judged")
+    else:
+        what = f"{engine.spec} registers no class it names either, so it refuses the draft at load"
+    return Finding(
+        UNMODELLED_FAMILY,
+        f"{config_file}: {named}: dspark does not model this draft family and cannot vouch for it; {what}. "
+        f"dspark models: {known_families_text()}.",
+        file=config_file,
+        detail={"model_type": config.get("model_type"), "architectures": config.get("architectures"),
+                "engine": engine.spec, "engine_loads": architecture,
+                "source": engine.architectures.source.cite()},
     )
 
 

@@ -1,5 +1,6 @@
-"""Codes and exits that had no test of their own: an unknown family is
-exit 2 for check, convert and smoke alike, and TAP003 (an EAGLE-3 draft that names
+"""Codes and exits that had no test of their own: an unknown family is a
+verdict for check and convert (ENG007, exit 1: a gate must not read it as a
+usage error), exit 2 for smoke (nothing to run), and TAP003 (an EAGLE-3 draft that names
 no taps and is served the target's three defaults)."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import json
 
 import pytest
 
-from dspark.cli.errors import EXIT_USAGE
+from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_USAGE
 from dspark.converters.check import check_checkpoint
 from dspark.examples.fabricate import write_draft
 from dspark.examples.fabricate_eagle3 import write_eagle3_draft
@@ -24,14 +25,23 @@ def unknown_family(folder):
 
 
 @pytest.mark.parametrize("command", ["check", "convert"])
-def test_an_unknown_family_is_exit_2_for_check_and_convert(dspark, tmp_path, command):
+def test_an_unknown_family_fails_unjudged_for_check_and_convert(dspark, tmp_path, command):
     draft = unknown_family(tmp_path / "draft")
     args = [draft, tmp_path / "out"] if command == "convert" else [draft]
     run = dspark(command, *args)
-    assert run.exit_code == EXIT_USAGE, run.stdout + run.stderr
-    text = " ".join(run.stderr.split())
+    assert run.exit_code == EXIT_CHECK_FAILED, run.stdout + run.stderr
+    text = " ".join((run.stdout + run.stderr).split())
+    assert "does not model this draft family" in text
+    assert "ENG007" in text or command == "convert"  # convert's human error line carries no code
     assert "'mystery_draft'" in text and "MysteryDraftModel" in text and "k3_dspark (K3DSparkModel)" in text
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_family_is_not_judged_in_every_engine_row(tmp_path):
+    report = check_checkpoint(unknown_family(tmp_path / "draft"), engine="all")
+    rows = report.to_dict()["engine_verdicts"]
+    assert {row["outcome"] for row in rows} == {"not_judged"} and len(rows) == 3
+    assert all(row["why"][0]["code"] == "ENG007" for row in rows)
 
 
 def test_an_eagle3_draft_without_tap_ids_is_told_the_defaults_it_gets(tmp_path):

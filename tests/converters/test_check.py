@@ -137,7 +137,7 @@ def test_a_weight_name_that_is_not_a_file_is_reported(tmp_path, kind):
 _CODE = re.compile(r"\b[A-Z]{3}[0-9]{3}\b")
 _ROOT = Path(__file__).resolve().parents[2]
 # Kept in the table for its meaning, produced by no code today: an unknown
-# family is exit 2 (UnsupportedFamilyError) for check, convert and smoke alike.
+# family is ENG007 (exit 1) for check and convert, exit 2 for smoke.
 PRODUCED_NOWHERE = {"CFG004"}
 
 

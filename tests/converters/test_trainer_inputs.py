@@ -207,10 +207,10 @@ def test_speculators_draft_without_tap_ids_converts_to_the_engines_defaults(tmp_
     assert check_checkpoint(out, deep=True).passed()
 
 
-def test_a_speculators_model_with_no_servable_family_is_exit_2(tmp_path):
+def test_a_speculators_model_of_a_family_dspark_does_not_model_fails_unjudged(tmp_path):
     source = write_speculators_draft(tmp_path / "spec", model_type="dflash")
     result = dspark("check", str(source))
-    assert result.returncode == 2 and "family not supported" in (result.stdout + result.stderr)
+    assert result.returncode == 1 and "ENG007" in result.stdout and "does not model" in result.stdout
 
 
 def specforge_config() -> dict:

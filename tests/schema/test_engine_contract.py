@@ -14,7 +14,7 @@ import pytest
 from dspark.converters.check import check_checkpoint
 from dspark.examples.fabricate import SCALES, draft_config, make_tensors, tensor_shapes, write_safetensors
 from dspark.schema.engines import engine_by_spec
-from dspark.schema.errors import UnsupportedFamilyError, UsageError
+from dspark.schema.errors import UsageError
 from dspark.schema.findings import Severity
 
 TINY = SCALES["tiny"]
@@ -169,10 +169,11 @@ def test_an_unknown_family_is_a_usage_error_not_a_broken_checkpoint(tmp_path):
     def llama(config):
         config.update(model_type="llama", architectures=["LlamaForCausalLM"])
 
-    with pytest.raises(UnsupportedFamilyError) as caught:
-        check_checkpoint(write_k3(tmp_path / "d", config_edit=llama))
-    assert "family not supported" in caught.value.message and "k3_dspark" in caught.value.message
-    assert isinstance(caught.value, UsageError)
+    # a verdict, not a usage error: a gate must fail what dspark cannot vouch for (ENG007, exit 1)
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=llama))
+    assert [f.code for f in report.errors] == ["ENG007"]
+    assert "does not model this draft family" in report.errors[0].message and "k3_dspark" in report.errors[0].message
+    assert not report.passed()
 
 
 # 4. Values the engine coerces or ignores -------------------------------------

@@ -96,9 +96,26 @@ ALIASES = {
     "Qwen3OmniDSparkModel": "DSparkDraftModel",
 }
 
+# The other draft classes the registry maps (model_executor/models/registry.py::
+# _SPECULATIVE_DECODING_MODELS@0.33.0:655-744), which no dspark family models:
+# a draft naming one loads, unjudged (ENG007), where an unregistered name is refused.
+UNMODELLED_DRAFT_CLASSES = frozenset({
+    "ExtractHiddenStatesModel", "MiMoMTPModel", "MiMoV2MTPModel", "MiMoV2OmniMTPModel", "EagleCohereForCausalLM",
+    "EagleLlamaForCausalLM", "EagleLlama4ForCausalLM", "EagleMiniCPMForCausalLM", "LiLiCorrDraftModel",
+    "DFlash2DraftModel", "DFlash2BeamDraftModel", "DSparkV41DraftModel", "Qwen3XPressModel",
+    "DFlashQwen3XPressModel", "MuseSparkDSparkModel", "DFlashLagunaForCausalLM", "Gemma4DSparkModel",
+    "EagleMistralForCausalLM", "EagleMistralLarge3ForCausalLM", "EagleDeepSeekMTPModel", "DeepSeekMTPModel",
+    "DeepseekV32MTPModel", "Dots3NoteMTPModel", "DeepSeekV4MTPModel", "BailingMoeV3MTPModel", "MiniMaxM3MTP",
+    "BailingMoeV25MTPModel", "InklingMTPModel", "Gemma4MTPModel", "ErnieMTPModel", "ExaoneMoeMTP",
+    "Exaone4_5_MTP", "NemotronHMTPModel", "LongCatFlashMTPModel", "Glm4MoeMTPModel", "Glm4MoeLiteMTPModel",
+    "GlmOcrMTPModel", "Glm5NextMTPModel", "OpenPanguMTPModel", "ParseAuxMTPModel", "Qwen3NextMTP", "Step5MTP",
+    "Qwen4ExpMTP", "Step3p5MTP", "Qwen3_5MTP", "Qwen3_5MoeMTP", "InternS2MobiusMTP", "HYV3MTPModel",
+    "HYV4MTPModel", "KimiK3MTPModel",
+})
+
 ARCHITECTURES = ArchitectureResolution(
     registered=frozenset({"LlamaForCausalLMEagle3", "Eagle3Qwen3ForCausalLM", "Eagle3DeepseekV2ForCausalLM",
-                          "DFlashDraftModel", "DSparkDraftModel", "K3DSparkModel"}),
+                          "DFlashDraftModel", "DSparkDraftModel", "K3DSparkModel"}) | UNMODELLED_DRAFT_CLASSES,
     # The registry takes every entry as written: no first-entry rewrite
     # (the eagle3/dflash rename of EAGLEConfig keeps names that already
     # start or end with Eagle3/DFlash, transformers_utils/configs/eagle.py:55-76).
