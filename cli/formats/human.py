@@ -169,7 +169,7 @@ def check_page(report: Report) -> None:
     write_lines(lines)
 
 
-VERDICT_STYLE = {"pass": "bold green", "refused": "bold red", "served_wrong": "bold red"}
+VERDICT_STYLE = {"pass": "bold green", "refused": "bold red", "served_wrong": "bold red", "not_judged": "bold red"}
 
 
 def engine_verdict_lines(check: CheckReport, strict: bool = False) -> list[list[Segment]]:
