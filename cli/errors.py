@@ -13,10 +13,12 @@ shape whatever happened.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -173,7 +175,7 @@ def _message_and_hint(error: BaseException) -> tuple[str, str | None]:
     if isinstance(error, DsparkError):
         return error.message, error.hint
     if is_system_refusal(error):
-        names = [printable_name(os.fsdecode(name)) for name in (error.filename, error.filename2)
+        names = [printable_name(_refused_path(error, os.fsdecode(name))) for name in (error.filename, error.filename2)
                  if isinstance(name, (str, bytes, os.PathLike))]
         where = "".join(f"{name}: " for name in names)
         return (f"{where}{error.strerror or error}",
@@ -189,9 +191,23 @@ def _message_and_hint(error: BaseException) -> tuple[str, str | None]:
     )
 
 
+def _refused_path(error: OSError, name: str) -> str:
+    """The path the system refused, which is not always the one asked for:
+    a file looked for inside a folder that cannot be entered (`stat
+    DRAFT/model.safetensors.index.json` on an unreadable DRAFT) is refused
+    at the folder, and the file may not exist at all."""
+    if error.errno not in (errno.EACCES, errno.EPERM):
+        return name
+    path = Path(name)
+    for folder in reversed(path.parents):
+        if folder.is_dir() and not os.access(folder, os.X_OK):
+            return str(folder)
+    return name
+
+
 def _system_refusal_file(error: BaseException) -> str | None:
     if is_system_refusal(error) and isinstance(error.filename, (str, bytes, os.PathLike)):
-        return os.fsdecode(error.filename)
+        return _refused_path(error, os.fsdecode(error.filename))
     return None
 
 

@@ -6,6 +6,7 @@ problems with a `--target` the user named are usage errors.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,10 @@ MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 def read_draft_config(path: Path | None, shown: str) -> tuple[dict[str, Any] | None, list[Finding]]:
-    """The draft's config, or findings that say why there is none."""
+    """The draft's config, or findings that say why there is none. What
+    the system refuses on the way (a permission, an I/O error) is raised as
+    the OSError naming the file: the config is there but this machine
+    cannot read it (exit 2), which no edit to the draft's config fixes."""
     if path is None or not path.is_file():
         return None, [Finding(
             "CFG001",
@@ -33,6 +37,17 @@ def read_draft_config(path: Path | None, shown: str) -> tuple[dict[str, Any] | N
             file=shown,
         )]
     return _config_or_findings(lambda: parse_json_object(path, max_bytes=MAX_CONFIG_BYTES), shown)
+
+
+def refuse_a_looping_link(path: Path) -> None:
+    """A `config.json` that is a symlink loop is there but unreadable (the
+    OSError naming it), not missing: `is_file()` says False for both."""
+    if path.is_symlink():
+        try:
+            path.stat()
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise
 
 
 def read_draft_config_from(source, shown: str = CONFIG_NAME) -> tuple[dict[str, Any] | None, list[Finding]]:
@@ -60,12 +75,6 @@ def _config_or_findings(load, shown: str) -> tuple[dict[str, Any] | None, list[F
             f"{shown}: {exc}. Fix or regenerate the draft's config.json.",
             file=shown,
             detail={"reason": exc.reason, **({"field": exc.field} if exc.field else {})},
-        )]
-    except OSError as exc:
-        return None, [Finding(
-            "CFG002",
-            f"{shown}: {exc}. Fix or regenerate the draft's config.json.",
-            file=shown,
         )]
 
 

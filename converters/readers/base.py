@@ -13,7 +13,7 @@ from dataclasses import field, replace
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-from dspark.converters.configs import read_draft_config
+from dspark.converters.configs import read_draft_config, refuse_a_looping_link
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.markers import SPECULATORS_TYPE_FIELD, TORCHSPEC_DFLASH_MODEL_TYPE
 from dspark.converters.sources.local import why_not_a_file
@@ -103,9 +103,11 @@ def load_config_for(
         candidate: Path | None = explicit
     else:
         candidate = find_config_upwards(root, search_parents)
+    beside = root / CONFIG_NAME
+    if candidate is None:
+        refuse_a_looping_link(beside)
     shown = display_name(candidate, root) if candidate else display_name(root / CONFIG_NAME, root)
     config, findings = read_draft_config(candidate, shown)
-    beside = root / CONFIG_NAME
     if candidate is None and beside.exists() and not beside.is_file():
         findings = [replace(f, message=f"{shown} is a folder or special file, not a file: the draft's config.json "
                                        "must be a JSON file beside the weights. Replace it with the draft's "
