@@ -78,7 +78,8 @@ def serving_engine_rows(runtime: Runtime) -> list[DoctorRow]:
         return [DoctorRow("serving engine", ABSENT, findings["RUN005"].message, runtime.to_dict()),
                 DoctorRow("serving kernels", ABSENT, describe_kernel(runtime))]
     identity = findings.get("RUN004") or findings["RUN003"]
-    rows = [DoctorRow("serving engine", OK, identity.message, serving.to_dict())]
+    # A package without the files its release is told from would not serve.
+    rows = [DoctorRow("serving engine", PROBLEM if serving.missing else OK, identity.message, serving.to_dict())]
     kernel = runtime.kernel
     if "RUN001" in findings:
         rows.append(DoctorRow("serving kernels", PROBLEM, findings["RUN001"].message, kernel.to_dict()))

@@ -89,6 +89,9 @@ class InstalledEngine:
     kernel: KernelInstall | None = None
     # False when the engine imports no segmented RMSNorm at all.
     has_kernel_import: bool = False
+    # Files the revision is told from that are not there (or do not parse):
+    # an empty or half-installed package, whose revision is unknown.
+    missing: tuple[str, ...] = ()
 
     def describe(self) -> str:
         version = f" {self.version}" if self.version else " (version unknown)"
@@ -100,6 +103,7 @@ class InstalledEngine:
             "profile": self.profile, "revision": self.revision, "exact": self.exact,
             "evidence": [e.to_dict() for e in self.evidence], "differences": list(self.differences),
             "note": self.note or None, "kernel": self.kernel.to_dict() if self.kernel else None,
+            "missing": list(self.missing),
         }
 
 
@@ -237,6 +241,18 @@ def show_value(value: object) -> str:
 
 
 def identify_tokenspeed(package: Path, version: str | None, root: Path | None) -> InstalledEngine:
+    # main's facts are all absences (no kernel import, no fc_norm, no
+    # resolver), so an empty package would match main exactly: a file that
+    # is not there, or does not parse, is no evidence of any revision.
+    missing = tuple(str(package / name) for name in sorted({fp.file for fp in ts.FINGERPRINTS})
+                    if _parse(package / name) is None)
+    if missing:
+        return InstalledEngine(
+            distribution="tokenspeed", version=version, location=str(package), profile=None, exact=False,
+            missing=missing,
+            note=(f"its {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not there or not Python "
+                  "(an empty or partial install), so which release it is cannot be told"),
+        )
     facts = _tokenspeed_facts(package)
     evidence = tuple(
         Evidence(fp.name, fp.what, str(facts[fp.name][2]), facts[fp.name][1], facts[fp.name][0],

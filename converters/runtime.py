@@ -100,6 +100,8 @@ def describe_kernel(runtime: Runtime) -> str:
         return "no serving engine installed here"
     kernel = serving.kernel
     if kernel is None:
+        if serving.missing:
+            return f"{serving.describe()}: unknown, its K3 DSpark model's files are not there to read"
         if serving.distribution == "tokenspeed":
             return (f"{serving.describe()}: its K3 DSpark model imports no {ts.KERNEL_FUNCTION} "
                     f"(it builds no fc_norm)")

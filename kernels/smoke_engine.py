@@ -68,7 +68,9 @@ def load_engine_kernel(runtime: Runtime) -> EngineKernel:
     kernel = serving.kernel
     profile = serving.profile or serving.distribution
     if kernel is None:
-        if serving.distribution == "tokenspeed":
+        if serving.missing:
+            why = f"{serving.describe()} lacks the files its K3 DSpark model would be read from"
+        elif serving.distribution == "tokenspeed":
             why = f"{profile}'s K3 DSpark model builds no fc_norm and runs no segmented RMSNorm"
         else:
             why = f"dspark does not know where {serving.distribution} keeps a segmented RMSNorm"
