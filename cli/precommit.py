@@ -2,11 +2,12 @@
 
 pre-commit passes the changed files that match the hook's `files` pattern;
 their folders are the drafts to check, each once, with the hook's `args`
-(dspark check options) before them: a folder with a `config.json`, and a
-folder where a weight, index or manifest file changed even without one (a
-draft that lost its config fails CFG001 rather than being passed over).
-A changed `config.json` alone, in a folder with no weights, is some other
-project's config and is left alone. The exit code is the worst of the checks.
+(dspark check options) before them: a folder that holds weights or a
+weight index and in which a config, weight, index or manifest file changed
+(a draft that lost its config fails CFG001 rather than being passed over).
+A `config.json` in a folder with no weights is some other project's config
+(`{}` for a linter, a web app's settings), not a checkpoint, and is left
+alone. The exit code is the worst of the checks.
 
     python -m dspark.cli.precommit [CHECK OPTIONS] FILE...
 """
@@ -38,22 +39,28 @@ def split_arguments(args: Sequence[str]) -> tuple[list[str], list[Path]]:
     return options, files
 
 
-# Files that make their folder a checkpoint, config or not.
-WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.pt", "*.bin", ".metadata", "*.distcp",
-                   "dspark-manifest.json")
+# Weights and weight indexes: what makes a folder a checkpoint, config or not.
+WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.pt", "*.bin", ".metadata", "*.distcp")
+# A changed manifest names its folder too: it speaks for the weights beside it.
+CHANGED_PATTERNS = (*WEIGHT_PATTERNS, "dspark-manifest.json")
 
 
 def is_weight_file(path: Path) -> bool:
-    return any(path.match(pattern) for pattern in WEIGHT_PATTERNS)
+    return any(path.match(pattern) for pattern in CHANGED_PATTERNS)
+
+
+def holds_weights(folder: Path) -> bool:
+    return any(next(folder.glob(pattern), None) is not None for pattern in WEIGHT_PATTERNS)
 
 
 def draft_folders(files: Sequence[Path]) -> list[Path]:
-    """The folders of `files` to check, in order, once each: those with a
-    `config.json`, and those of a changed weight, index or manifest file."""
+    """The folders of `files` to check, in order, once each: those of a
+    changed weight, index or manifest file, and those of a changed config
+    that hold weights or a weight index."""
     folders = []
     for file in files:
         folder = file if file.is_dir() else file.parent
-        draft = (folder / "config.json").is_file() or (not file.is_dir() and is_weight_file(file))
+        draft = (not file.is_dir() and is_weight_file(file)) or holds_weights(folder)
         if draft and folder not in folders:
             folders.append(folder)
     return folders
