@@ -233,9 +233,37 @@ def main() -> None:
     # its own process and goes on.
     try:
         code = run(sys.argv[1:], freeze_start_up=True)
+        _say_so_if_interrupted_now(code)
     finally:
         gc.unfreeze()
     sys.exit(code)
+
+
+def _say_so_if_interrupted_now(code: int) -> None:
+    """The run is over and its report written; what is left is Python's
+    own exit (threads joined, buffers flushed, a GPU library torn down),
+    where a Ctrl-C would end the process with no word, after a PASS. From
+    here a terminating signal says that the run had finished and with what,
+    and the process ends with the signal's code (128 + its number)."""
+    import signal
+
+    def finished(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        message = f"interrupted ({name}) after the run had finished (exit {code}); its report stands\n"
+        try:
+            os.write(2, message.encode("utf-8", "replace"))
+        except OSError:
+            pass  # no stderr: the exit code says it
+        os._exit(128 + signum)
+
+    from dspark.converters.writers.atomic import TERMINATING_SIGNALS
+
+    for signum in TERMINATING_SIGNALS:
+        try:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, finished)
+        except (ValueError, OSError):
+            return  # not the main thread: Python installs no handlers there
 
 
 if __name__ == "__main__":

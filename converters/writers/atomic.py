@@ -2,8 +2,8 @@
 
 `write_atomically(destination, fill)` has `fill` write into a temporary
 folder beside the destination, then renames it into place (over an empty
-folder too: rename takes the place of one); an error, SIGINT or SIGTERM
-removes the temporary folder instead. An empty folder that cannot be
+folder too: rename takes the place of one); an error or a terminating
+signal (SIGINT, SIGTERM, SIGHUP, ...) removes the temporary folder instead. An empty folder that cannot be
 renamed over (a mount point, or one whose parent is not writable) is
 written in place: the temporary folder is made inside it and its files are
 moved up, the manifest last. A destination that another run filled while
@@ -275,17 +275,31 @@ class _Interrupted(BaseException):
         self.signum = signum
 
 
-class InterruptGuard:
-    """SIGINT and SIGTERM raise inside the conversion (so the temporary
-    folder is removed) instead of killing it midway; both are held back
-    while the result is being moved into place. On the way out the previous
-    handlers come back and an interrupted run re-delivers its signal to
-    them (SIGINT -> KeyboardInterrupt; SIGTERM -> the default action, which
-    ends the process); one held back during a move that completed says so.
-    Outside the main thread Python cannot install handlers, and the guard
-    does nothing."""
+# Every signal a process can catch whose default is to end it: a closed
+# terminal (SIGHUP), a job scheduler's SIGTERM or SIGUSR1, Ctrl-\ (SIGQUIT)
+# must not leave a staging folder as large as the model behind, any more
+# than Ctrl-C does. SIGPIPE is not among them: Python ignores it and a
+# closed pipe is a BrokenPipeError.
+TERMINATING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM",
+                                       "SIGXCPU", "SIGVTALRM", "SIGPROF")
+    if hasattr(signal, name)
+)
 
-    SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
+
+class InterruptGuard:
+    """Terminating signals (`TERMINATING_SIGNALS`) raise inside the
+    conversion (so the temporary folder is removed) instead of killing it
+    midway; they are held back while the result is being moved into place.
+    A signal the process was told to ignore (`nohup` ignores SIGHUP) stays
+    ignored. On the way out the previous handlers come back and an
+    interrupted run re-delivers its signal to them (SIGINT ->
+    KeyboardInterrupt; the others -> their default action, which ends the
+    process by that signal, so its exit status names it); one held back
+    during a move that completed says so. Outside the main thread Python
+    cannot install handlers, and the guard does nothing."""
+
+    SIGNALS = TERMINATING_SIGNALS
 
     def __init__(self) -> None:
         self._previous: dict[int, Any] = {}
@@ -302,7 +316,8 @@ class InterruptGuard:
     def __enter__(self) -> "InterruptGuard":
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self._previous[signum] = signal.signal(signum, self._handle)
             self._armed = True
         return self
 
@@ -319,7 +334,7 @@ class InterruptGuard:
         self._armed = False
         blocking = hasattr(signal, "pthread_sigmask") and bool(self._previous)
         if blocking:
-            signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
+            signal.pthread_sigmask(signal.SIG_BLOCK, tuple(self._previous))
         try:
             move()
             self._committed = True
@@ -328,7 +343,7 @@ class InterruptGuard:
                 # Unblocked while this guard's handler is still installed: a
                 # signal held back here reaches it and is noted, not lost to
                 # the handler restored below.
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, self.SIGNALS)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, tuple(self._previous))
         self._restore()
 
     def _restore(self) -> None:
@@ -342,7 +357,7 @@ class InterruptGuard:
         signum = exc.signum if isinstance(exc, _Interrupted) else self._pending
         if signum is None:
             return False
-        if signum == getattr(signal, "SIGTERM", None):
+        if signum != signal.SIGINT:
             signal.raise_signal(signum)  # the previous handler decides; by default the process ends here
         if self._committed and exc is None:
             raise KeyboardInterrupt(COMPLETED_BEFORE_INTERRUPT) from None
