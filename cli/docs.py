@@ -60,8 +60,8 @@ Codes are stable: a code keeps its meaning forever. Severity `error` fails a
 check; `warning` fails it under `--strict`; `info` never fails. Each code's
 own severity is listed; an engine profile may lower it where the engine
 itself shrugs the problem off (the entry says which engine, and where in its
-code). `dspark explain CODE` prints an entry; SARIF reports link here
-(`helpUri`). A report lists root causes first: what was read and whether the
+code). `dspark explain CODE` prints an entry, and SARIF reports carry the
+same text as each rule's help. A report lists root causes first: what was read and whether the
 engine can open it, the config and how the engine reads it, the stream and
 the target, files, declared features, the tensor inventory, payload values,
 then smoke and the serving kernels."""

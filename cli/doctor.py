@@ -11,6 +11,7 @@ from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
 from dspark.cli.formats import Report
 from dspark.cli.options import EnginePathOption, FormatOption, OutputFileOption, OutputFormat, QuietOption
 from dspark.cli.output import configure_output, emit
+from dspark.schema.errors import UsageError
 
 
 def doctor(
@@ -20,7 +21,12 @@ def doctor(
     quiet: QuietOption = False,
 ) -> None:
     """Say what is installed here: versions, the GPU, whether the Triton kernel compiles and matches, the serving engine and its kernel."""
-    configure_output("doctor", output.value, output_file, quiet)
+    settings = configure_output("doctor", output.value, output_file, quiet)
+    if "sarif" in (settings.format, settings.terminal):
+        # SARIF holds results about files to scan; doctor's checks are about
+        # this machine, and would be an empty log that says nothing was wrong.
+        raise UsageError("doctor has no SARIF form: its checks are about this machine, not a file in the "
+                         "repository.", hint="Use --format json, junit or github.")
     from dspark.converters.doctor import NOT_RUN, DoctorReport, DoctorRow, environment_rows, serving_engine_rows
     from dspark.converters.runtime import probe_runtime
 

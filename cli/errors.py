@@ -23,7 +23,7 @@ from typing import Any
 
 import typer
 
-from dspark.cli.settings import OutputSettings, output_settings
+from dspark.cli.settings import OutputSettings, ReportUnwritableError, output_settings
 from dspark.schema.errors import (
     CheckpointError,
     DeviceUnavailableError,
@@ -40,18 +40,6 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
-
-class ReportUnwritableError(UsageError):
-    """The report could not be written where the command line sent it
-    (stdout or `--output`): a full disk, a closed descriptor. The run's
-    verdict never reached its reader, so it must not exit as if it had (0
-    or 1): exit 2, naming the place. A reader that closed its pipe (`|
-    head`) is not this: it chose to stop reading (BrokenPipeError)."""
-
-    def __init__(self, where: str, reason: str, *, path: str | None = None) -> None:
-        # One line, no hint: the place and the system's reason say what to do.
-        super().__init__(f"cannot write the report to {where}: {reason}", path=path)
-        self.where = where
 
 # Ordered: the first matching class wins, so subclasses must come before
 # their bases (CheckpointError's UnsafeInputError is a CheckpointError and

@@ -27,7 +27,7 @@ def _known(code: str) -> str:
     )
 
 
-def _page(entry: dict, width: int) -> list[str]:
+def _page(entry: dict, width: int | None) -> list[str]:
     lines = [f"{entry['code']} ({entry['severity']}): {entry['title']}"]
     if entry["severity_by_engine"]:
         lines += wrap("; ".join(f"{spec}: {level}" for spec, level in entry["severity_by_engine"].items()), width,
@@ -45,6 +45,14 @@ def _page(entry: dict, width: int) -> list[str]:
         lines += ["", "the rule's source: dspark's own check (no engine fact)"]
     lines += ["", f"documented in {entry['documentation']}"]
     return lines
+
+
+def explain_page(code: str, width: int | None = None) -> str:
+    """The page `dspark explain CODE` prints (one line per paragraph with
+    `width` None): SARIF's help for the rule is the same text."""
+    from dspark.schema.explanations import explain as explanation
+
+    return "\n".join(_page(explanation(code, all_profiles()), width))
 
 
 def explain(

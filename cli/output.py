@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from dspark.cli.errors import ReportUnwritableError
+from dspark.cli.settings import ReportUnwritableError
 from dspark.cli.settings import OutputSettings, output_settings
 from dspark.cli.formats import FORMAT_BY_SUFFIX, MACHINE_FORMATS, Report, format_module
 from dspark.converters.writers.overwrite_guard import RunInput, report_overwrites

@@ -8,6 +8,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Sequence
 
+from dspark.schema.errors import UsageError
 from dspark.schema.records import record
 
 
@@ -23,6 +24,19 @@ class OutputSettings:
     # With `file`: what the terminal gets, the human page or, for a CI job
     # that wants annotations and a report file from one run, the github format.
     terminal: str = "human"
+
+
+class ReportUnwritableError(UsageError):
+    """The report could not be written where the command line sent it
+    (stdout or `--output`): a full disk, a closed descriptor. The run's
+    verdict never reached its reader, so it must not exit as if it had (0
+    or 1): exit 2, naming the place. A reader that closed its pipe (`|
+    head`) is not this: it chose to stop reading (BrokenPipeError)."""
+
+    def __init__(self, where: str, reason: str, *, path: str | None = None) -> None:
+        # One line, no hint: the place and the system's reason say what to do.
+        super().__init__(f"cannot write the report to {where}: {reason}", path=path)
+        self.where = where
 
 
 # The command sets this once it has parsed its options, so an error is

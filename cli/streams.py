@@ -9,7 +9,7 @@ import contextlib
 import sys
 from typing import Iterator
 
-from dspark.cli.errors import ReportUnwritableError
+from dspark.cli.settings import ReportUnwritableError
 
 
 class _GuardedStdout:

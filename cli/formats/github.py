@@ -52,7 +52,26 @@ def annotation(report: Report, judged: JudgedFinding) -> str | None:
     return command(kind, message, file=artifact_path(report.subject, finding.file), title=f"dspark {finding.code}")
 
 
+def _doctor_lines(report: Report) -> list[str]:
+    """doctor's checks: a problem is an error annotation, what is absent
+    or not run a notice (it may be what this runner lacks on purpose)."""
+    lines = []
+    for row in report.document.get("rows", ()):
+        if row["status"] == "problem":
+            lines.append(command("error", f"{row['name']}: {row['detail']}", title="dspark doctor"))
+        elif row["status"] in ("absent", "not run"):
+            lines.append(command("notice", f"{row['name']}: {row['status']}: {row['detail']}", title="dspark doctor"))
+    problems = [row["name"] for row in report.document.get("rows", ()) if row["status"] == "problem"]
+    verdict = "PASS" if report.passed else "FAIL"
+    lines.append(f"dspark doctor: {verdict} ({len(report.document.get('rows', ()))} check(s)"
+                 + (f"; problem with: {', '.join(problems)}" if problems else "") + f"; exit {report.exit_code})")
+    return lines
+
+
 def write(report: Report, stream) -> None:
+    if report.command == "doctor" and report.error is None:
+        stream.write("".join(line + "\n" for line in _doctor_lines(report)))
+        return
     lines = []
     if report.error is not None:
         error = report.error

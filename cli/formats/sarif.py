@@ -1,11 +1,11 @@
 """The sarif format: SARIF 2.1.0 (OASIS), for code-scanning dashboards.
 
 One run; the tool's rules are the finding codes the results use, each with
-its title from schema/findings.py as description, its explanation from
-schema/explanations.py (why the engine cares, what to do) as help, and a
-`helpUri` to the code's entry in docs/codes.md (`docs/codes.md#CODE`, a
-reference relative to the repository root, defined once as
-`dspark.schema.explanations.CODES_PAGE`). A result's
+its title from schema/findings.py as description and, as help, the page
+`dspark explain CODE` prints (why the engine cares, what to do, where the
+rule was read). No `helpUri`: SARIF wants an absolute URI there, and the
+project publishes its documentation at none (a path inside the repository
+is no URI, and a dashboard's link to it is dead). A result's
 physical location is the file it is about (relative to the working
 directory where it lies below it, else an absolute file URI); its logical
 location is the tensor. A waived finding carries an accepted external
@@ -21,8 +21,9 @@ from typing import Any
 from urllib.parse import quote
 
 from dspark.cli.formats import JudgedFinding, Report, artifact_path, dspark_version
+from dspark.cli.explain import explain_page
 from dspark.cli.terminal import json_text
-from dspark.schema.explanations import EXPLANATIONS, code_page
+from dspark.schema.explanations import EXPLANATIONS
 from dspark.schema.findings import FINDING_CODES, Severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -41,17 +42,14 @@ def artifact_location(path: str | None) -> dict[str, Any] | None:
 def rule(code: str) -> dict[str, Any]:
     spec = FINDING_CODES[code]
     explanation = EXPLANATIONS[code]
-    page = code_page(code)
     return {
         "id": code,
         "shortDescription": {"text": spec.title},
         "fullDescription": {"text": f"{spec.title}. {explanation.why}"},
-        "helpUri": page,
         "help": {
-            "text": f"{code}: {spec.title}. {explanation.why} What to do: {explanation.action} "
-                    f"More: {page} (or `dspark explain {code}`).",
+            "text": explain_page(code),
             "markdown": f"**{code}**: {spec.title}\n\n{explanation.why}\n\n**What to do:** {explanation.action}"
-                        f"\n\n[{code} in docs/codes.md]({page}), or run `dspark explain {code}`.",
+                        f"\n\nRun `dspark explain {code}` for where the rule was read.",
         },
         "defaultConfiguration": {"level": LEVEL[spec.severity]},
         "properties": {"group": code[:3]},
