@@ -20,6 +20,7 @@ from dspark.cli.options import (
     OutputFormat,
     QuietOption,
     TargetOption,
+    chosen_engine,
 )
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
@@ -67,10 +68,8 @@ def check(
     if engine_path is not None and not runtime:
         raise UsageError("--engine-path names where the serving engine is installed; it needs --runtime.",
                          hint=f"Run `dspark check {checkpoint} --runtime --engine-path {engine_path}`.")
-    from dspark.converters.policy import settings_engine
-
     named_by = "--engine" if engine else "the project settings' engine"
-    engine = settings_engine(engine)  # --engine, else the project settings' engine
+    engine, engine_source = chosen_engine(engine)  # --engine, else the project settings' engine
     with progress_bar(deep and settings.format == "human" and not quiet, "scanning") as progress:
         options = dict(target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress,
                        verdict="contents" if contents else "served")
@@ -81,12 +80,15 @@ def check(
                                             **options)
         else:
             report = check_checkpoint(checkpoint, engine=engine, **options)
+    if runtime:
+        engine_source = "the engine installed here (--runtime)"
     code = decide(EXIT_OK if report.passed(strict) else EXIT_CHECK_FAILED)
-    emit(check_report("check", report, code, strict=strict))
+    emit(check_report("check", report, code, strict=strict, engine_source=engine_source))
     raise typer.Exit(code)
 
 
-def check_report(command: str, report: CheckReport, code: int, *, strict: bool = False) -> Report:
+def check_report(command: str, report: CheckReport, code: int, *, strict: bool = False,
+                 engine_source: str | None = None) -> Report:
     return Report(
         command=command,
         exit_code=code,
@@ -94,4 +96,5 @@ def check_report(command: str, report: CheckReport, code: int, *, strict: bool =
         findings=judged(report.findings, strict=strict),
         subject=report.checkpoint,
         data=report,
+        engine_source=engine_source,
     )

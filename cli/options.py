@@ -129,3 +129,17 @@ EnginePathOption = Annotated[
         parser=named_path,
     ),
 ]
+
+
+def chosen_engine(flag: str | None) -> tuple[str | None, str]:
+    """The engine a command judges for (None: dspark's default) and where
+    that choice came from, for the page to say: a settings file found
+    upward changes the verdict without a word on the command line."""
+    from dspark.converters.policy import find_policy_file, settings_engine
+
+    if flag:
+        return flag, "--engine"
+    engine = settings_engine(None)  # a settings file that cannot be read stops here (exit 2)
+    if engine is not None:
+        return engine, f"engine in {find_policy_file()}"
+    return None, "dspark's default"

@@ -70,6 +70,9 @@ class Report:
     next_command: str | None = None
     quiet: bool = False
     error: ErrorInfo | None = None
+    # Where the engine judged for was chosen (--engine, a settings file
+    # found upward, dspark's default), for the page to say.
+    engine_source: str | None = None
 
     @property
     def passed(self) -> bool:

@@ -152,6 +152,11 @@ def _shown(value: str) -> str:
 def check_page(report: Report) -> None:
     check: CheckReport = report.data
     rows = _summary_rows(check)
+    engines = report.document.get("engines") or [report.document.get("engine")]
+    # The verdict is the engine's: say which, and who chose it (a settings
+    # file found upward changes it without a word on the command line).
+    rows.insert(1, ("engine", ", ".join(str(e) for e in engines)
+                    + (f" ({report.engine_source})" if report.engine_source else "")))
     if check.target:
         rows.append(("target", check.target))
     if check.payloads_read:
