@@ -27,8 +27,25 @@ def _known(code: str) -> str:
     )
 
 
+def _wrap_path(text: str, width: int | None, *, first: str, indent: str) -> list[str]:
+    """A source citation (`path@commit:lines; other.py:lines`) in lines of
+    at most `width`: broken at spaces, and a path longer than the line
+    after a `/` or before its `@commit`, where a reader sees it continue."""
+    out: list[str] = []
+    more = indent + "  "
+    for line in wrap(text, width, first=first, indent=more):
+        while width is not None and len(line) > width:
+            cut = max(line.rfind("/", len(more) + 1, width), line.rfind("@", len(more) + 1, width) - 1)
+            if cut <= len(more):
+                break  # nowhere to break it: the line stays whole
+            out.append(line[:cut + 1])
+            line = more + line[cut + 1:]
+        out.append(line)
+    return out
+
+
 def _page(entry: dict, width: int | None) -> list[str]:
-    lines = [f"{entry['code']} ({entry['severity']}): {entry['title']}"]
+    lines = wrap(entry["title"], width, first=f"{entry['code']} ({entry['severity']}): ", indent="  ")
     if entry["severity_by_engine"]:
         lines += wrap("; ".join(f"{spec}: {level}" for spec, level in entry["severity_by_engine"].items()), width,
                       first="severity on ", indent="  ")
@@ -40,10 +57,10 @@ def _page(entry: dict, width: int | None) -> list[str]:
         for source in entry["sources"]:
             where = f"{', '.join(source['engines'])}" + (f", {source['family']}" if source["family"] else "")
             lines += wrap(f"{source['fact']} ({where})", width, first="  ", indent="    ")
-            lines.append(f"    {source['source']}")
+            lines += _wrap_path(source["source"], width, first="    ", indent="    ")
     else:
-        lines += ["", "the rule's source: dspark's own check (no engine fact)"]
-    lines += ["", f"documented in {entry['documentation']}"]
+        lines += [""] + wrap("the rule's source: dspark's own check (no engine fact)", width, indent="  ")
+    lines += [""] + wrap(f"documented in {entry['documentation']}", width)
     return lines
 
 

@@ -179,7 +179,9 @@ VERDICT_STYLE = {"pass": "bold green", "refused": "bold red", "served_wrong": "b
 
 def engine_verdict_lines(check: CheckReport, strict: bool = False) -> list[list[Segment]]:
     """One row per engine when several were judged: its verdict and the
-    first finding that decides it."""
+    codes of the findings that decide it. Codes, not the findings: those
+    are printed in full above, and a row that repeats one runs past any
+    terminal, broken mid-name (`dspark explain CODE` says more)."""
     if len(check.engine_reports) < 2:
         return []
     rows = check.engine_verdicts(strict)
@@ -188,10 +190,9 @@ def engine_verdict_lines(check: CheckReport, strict: bool = False) -> list[list[
     for row in rows:
         line: list[Segment] = [("dim", f"{row['engine']:>{width}}"), (None, "  "),
                                (VERDICT_STYLE[row["outcome"]], row["outcome_text"].upper())]
-        if row["why"]:
-            first = row["why"][0]
-            more = f" (+{len(row['why']) - 1} more)" if len(row["why"]) > 1 else ""
-            line += [(None, "  "), ("bold", first["code"]), (None, " " + printable_name(first["message"]) + more)]
+        codes = list(dict.fromkeys(why["code"] for why in row["why"]))
+        if codes:
+            line += [(None, "  "), ("bold", ", ".join(codes))]
         lines.append(line)
     lines.append([])
     return lines
