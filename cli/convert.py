@@ -38,7 +38,7 @@ def convert(
         DtypeChoice, typer.Option("--dtype", help="Cast floating-point weights (round to nearest even), or keep them.")
     ] = DtypeChoice.keep,
     max_shard_size: Annotated[
-        str, typer.Option("--max-shard-size", help="Largest shard file: 5GB, 500MB, 2GiB or bytes.")
+        str, typer.Option("--max-shard-size", metavar="SIZE", help="Largest shard file: 5GB, 500MB, 2GiB or bytes.")
     ] = DEFAULT_MAX_SHARD_SIZE,
     keep_skipped: Annotated[
         bool, typer.Option("--keep-skipped", help="Keep tensors the server skips (embed_tokens, lm_head, confidence_head, t2d/d2t).")

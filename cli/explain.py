@@ -78,6 +78,8 @@ def explain(
     quiet: QuietOption = False,
 ) -> None:
     """Say what a finding code means, why the engine cares, what to do, and where its rule was read."""
+    # -q quiets a verdict's page; an explanation is what was asked for, not
+    # a report on success, so it is printed whatever -q says.
     # Imported when the command runs: the explanations (about 25 ms) and
     # every engine's profiles (all_profiles(), below) are not for the
     # other commands to load.
@@ -87,7 +89,7 @@ def explain(
         entries = [explanation(c, all_profiles()) for c in FINDING_CODES]
         if output is DataFormat.json:
             typer.echo(json.dumps(entries, indent=2))
-        elif not quiet:
+        else:
             width = page_width()
             for entry in entries:
                 for line in wrap(entry["title"], width, first=f"{entry['code']}  {entry['severity']:<8}",
@@ -97,5 +99,5 @@ def explain(
     entry = explanation(_known(code), all_profiles())
     if output is DataFormat.json:
         typer.echo(json.dumps(entry, indent=2))
-    elif not quiet:
+    else:
         typer.echo("\n".join(_page(entry, page_width())))

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dspark.cli.options import DataFormat, QuietOption
+from dspark.cli.options import DataFormat, QuietOption, engine_names
 from dspark.cli.terminal import page_width, wrap
 from dspark.schema import families as family_registry
 from dspark.schema.engines import all_profiles, engine_by_spec, engine_specs, profiles_of
@@ -102,7 +102,7 @@ def families(
     family: Annotated[Optional[str], typer.Option(
         "--family", metavar="NAME[,...]", help="Only these families (k3_dspark, dflash_gqa, eagle3_llama, eagle3_mla).")] = None,
     engine: Annotated[Optional[str], typer.Option(
-        "--engine", metavar="NAME[@REV][,...]|all",
+        "--engine", metavar="NAME[@REV][,...]|all", parser=engine_names,
         help="Only these engines: a name lists every revision modelled, NAME@REV one.")] = None,
     quiet: QuietOption = False,
 ) -> None:
@@ -111,8 +111,8 @@ def families(
     if output is DataFormat.json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    if quiet:
-        return  # nothing to judge, so nothing to say
+    # -q quiets a verdict's page; the table is what was asked for, not a
+    # report on success, so it is printed whatever -q says.
     typer.echo("\n".join(page_lines(rows, page_width())))
 
 

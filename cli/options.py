@@ -105,13 +105,25 @@ QuietOption = Annotated[
 ]
 ConfigOption = Annotated[
     Optional[Path],
-    typer.Option("--config", help="The draft's config.json, when it is not beside the weights.", parser=named_path),
+    typer.Option("--config", metavar="FILE", help="The draft's config.json, when it is not beside the weights.",
+                 parser=named_path),
 ]
+def engine_names(value: str) -> str:
+    """`--engine` as given; one that names no engine (`,`, `tokenspeed,`,
+    an empty string) is refused here, before it could read as no flag and
+    judge for the default instead."""
+    if any(not part.strip() for part in value.split(",")):
+        raise typer.BadParameter(f"{value!r} has an empty engine name; name each engine (tokenspeed, "
+                                 "tokenspeed@pr1031, vllm, ...), several with commas, or all.")
+    return value
+
+
 EngineOption = Annotated[
     Optional[str],
     typer.Option(
         "--engine",
         metavar="NAME[@REV][,...]|all",
+        parser=engine_names,
         help="The serving engine(s) whose loader is the contract: tokenspeed (= tokenspeed@current), "
         "tokenspeed@pr1031, tokenspeed@pr1016, tokenspeed@main, ...; several at once with commas (tokenspeed,vllm) "
         "or all: one verdict per engine, and any engine failing fails the run. See `dspark families`. Default: "

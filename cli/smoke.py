@@ -45,14 +45,14 @@ def smoke(
     ] = None,
     tokens: Annotated[
         Optional[int],
-        typer.Option("--tokens", min=1, help="Rows of synthetic taps (default 8192 on cuda, 8 on cpu)."),
+        typer.Option("--tokens", min=1, metavar="N", help="Rows of synthetic taps (default 8192 on cuda, 8 on cpu)."),
     ] = None,
     taps: Annotated[
         Optional[Path],
-        typer.Option("--taps", help="Captured taps: safetensors with tap.{i} [T, th] per tap, or one [T, S*th] tensor.",
+        typer.Option("--taps", metavar="FILE", help="Captured taps: safetensors with tap.{i} [T, th] per tap, or one [T, S*th] tensor.",
                      parser=named_path),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic taps.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the synthetic taps.")] = 0,
     kernel: Annotated[
         Kernel,
         typer.Option("--kernel", help="Whose segmented RMSNorm is judged: dspark's, the installed serving "

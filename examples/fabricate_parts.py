@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,6 +180,15 @@ def write_config(out: Path, config: dict, *, as_list: bool = False) -> None:
         (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
+def _as_open_would(path: Path) -> None:
+    """Give `path` the mode open() would (what the umask leaves of 0666):
+    the safetensors library writes its files 0600, and a draft written for
+    a team, a CI job or a serving user to read must be readable by them."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
 def write_safetensors(out: Path, tensors: dict, *, shards: int = 1) -> None:
     """Write tensors with the safetensors library: one model.safetensors, or
     `shards` files plus model.safetensors.index.json."""
@@ -186,6 +196,7 @@ def write_safetensors(out: Path, tensors: dict, *, shards: int = 1) -> None:
 
     if shards <= 1:
         save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+        _as_open_would(out / "model.safetensors")
         return
     names = list(tensors)
     per_shard = math.ceil(len(names) / shards)
@@ -195,6 +206,7 @@ def write_safetensors(out: Path, tensors: dict, *, shards: int = 1) -> None:
         part = names[index * per_shard:(index + 1) * per_shard]
         shard_name = f"model-{index + 1:05d}-of-{shards:05d}.safetensors"
         save_file({n: tensors[n] for n in part}, str(out / shard_name), metadata={"format": "pt"})
+        _as_open_would(out / shard_name)
         for name in part:
             weight_map[name] = shard_name
             total += tensors[name].numel() * tensors[name].element_size()
