@@ -76,6 +76,11 @@ def _find_nonfinite(document: Any) -> tuple[str, str] | None:
     return None
 
 
+# Python's own bound on converting a decimal string to an int (the default
+# of sys.get_int_max_str_digits()); no config value comes near it.
+MAX_INTEGER_DIGITS = 4300
+
+
 def loads_strict(text: str) -> Any:
     """Parse strict JSON (RFC 8259): no NaN/Infinity, no number that
     overflows a double, no duplicate keys. Raises `JsonInputError`."""
@@ -90,10 +95,22 @@ def loads_strict(text: str) -> Any:
         value = float(literal)
         return value if math.isfinite(value) else nonfinite(literal)
 
+    def integer(literal: str) -> int:
+        digits = len(literal.lstrip("-"))
+        if digits > MAX_INTEGER_DIGITS:
+            # Python's own message ends "use sys.set_int_max_str_digits()",
+            # advice for a programmer, not for someone fixing a config file.
+            raise JsonInputError(f"invalid JSON: an integer of {digits:,} digits, longer than any value a "
+                                 f"config holds (at most {MAX_INTEGER_DIGITS:,} are read)", reason="not_json")
+        return int(literal)
+
     try:
         document = json.loads(
-            text, object_pairs_hook=_object_without_duplicates, parse_constant=nonfinite, parse_float=number
+            text, object_pairs_hook=_object_without_duplicates, parse_constant=nonfinite, parse_float=number,
+            parse_int=integer,
         )
+    except JsonInputError:
+        raise
     except _DuplicateKey as duplicate:
         raise JsonInputError(
             f"key {duplicate.key!r} appears twice", reason="duplicate_key", field=duplicate.key

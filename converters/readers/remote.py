@@ -90,6 +90,15 @@ def _open_source(source: Source, names: list[str], config_path: Path | None) -> 
             "(headers by range request).",
             hint=_DOWNLOAD_HINT,
         )
+    elif not names and getattr(source, "probed", None):
+        # Every name asked for was 404: the address is wrong or gone, which
+        # "not a checkpoint folder" would hide behind a claim about a folder.
+        raise UsageError(
+            f"{shown_url}: not found: the server answers 404 Not Found for each of {', '.join(source.probed)} "
+            "there.",
+            hint="Check the address (a typo, a moved or private folder); it must name the folder that holds "
+            "the draft's weights and config.json.",
+        )
     else:
         raise UsageError(
             f"{shown_url}: not a checkpoint folder: no *.safetensors or {SAFETENSORS_INDEX} in it.",

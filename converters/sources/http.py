@@ -103,6 +103,10 @@ class HttpSource(RangeSource):
         self.url = url
         self.base = url if url.endswith("/") else url + "/"
 
+    # A server lists no folder: these names are asked for one by one, and
+    # none found means the address itself was not found (404 for each).
+    probed = _PROBED
+
     def list(self) -> list[str]:
         return [name for name in _PROBED if self.stat(name) is not None]
 

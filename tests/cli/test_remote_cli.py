@@ -146,7 +146,9 @@ def test_server_that_ignores_range_is_refused_not_downloaded(served, dspark):
 def test_missing_http_folder_is_a_usage_error(served, tiny_draft, dspark):
     server = served(tiny_draft())
     run = dspark("check", f"{server.url}/files/nothing-here/")
-    assert run.exit_code == EXIT_USAGE and "not a checkpoint folder" in run.stderr
+    assert run.exit_code == EXIT_USAGE
+    # every name asked for was 404: the address was not found, no claim about a folder
+    assert "not found" in run.stderr and "404" in run.stderr and "not a checkpoint folder" not in run.stderr
 
 
 def test_unreachable_server_is_a_usage_error(dspark):

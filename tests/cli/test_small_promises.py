@@ -48,3 +48,13 @@ def test_the_fabricator_writes_weights_as_open_would(tmp_path):
     weights = [*one.glob("*.safetensors"), *sharded.glob("*.safetensors")]
     assert len(weights) == 3
     assert {stat.S_IMODE(path.stat().st_mode) for path in weights} == {0o644}
+
+
+def test_a_5000_digit_integer_is_named_without_pythons_advice(dspark, tiny_draft):
+    draft = tiny_draft()
+    config = re.sub(r'"num_hidden_layers": \d+', '"num_hidden_layers": 1' + "0" * 4999, (draft / "config.json").read_text())
+    (draft / "config.json").write_text(config)
+    run = dspark("check", draft, "--format", "json")
+    [finding] = [f for f in run.json()["findings"] if f["code"] == "CFG002"]
+    assert "5,000 digits" in finding["message"] and "set_int_max_str_digits" not in finding["message"]
+
