@@ -341,6 +341,10 @@ def smoke_page(report: Report) -> None:
         ("device", f"{smoke.device} ({r.kernel_backend})"),
         ("taps", f"{smoke.tokens} x {r.num_segments} x {r.target_hidden} {str(r.dtype).removeprefix('torch.')}, {smoke.taps_source}"),
         ("fc_norm", "on" if r.has_fc_norm else "off"),
+        # A PASS here is about these weights alone: NaN in a layer or a head
+        # passes the smoke, and the page must not read as a verdict on them.
+        ("looked at", "the context projection only (its weights and norms); the layers and heads were not "
+                      "read: `dspark check --deep` reads every value"),
     ]
     for key, value in rows:
         stdout.print(f"[dim]{key:>11}[/] {escape(value)}")

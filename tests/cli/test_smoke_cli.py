@@ -317,3 +317,13 @@ def test_flags_that_cannot_work_are_usage_errors_naming_the_flag(dspark, tmp_pat
     run = dspark("smoke", draft, "--device", "cpu", *flags)
     assert run.exit_code == 2, run.stdout + run.stderr
     assert says in run.stderr and "dspark check" not in run.stderr and "internal error" not in run.stderr
+
+
+def test_the_page_says_it_looked_only_at_the_context_projection(dspark, tiny_draft):
+    # a NaN in a layer is no part of the projection: the smoke passes, and says what it did not read
+    draft = tiny_draft(defect="nan")
+    assert dspark("check", draft, "--deep").exit_code == 1
+    run = dspark("smoke", draft, "--device", DEVICE, "--tokens", "3")
+    assert run.exit_code == 0
+    (line,) = [line for line in run.stdout.splitlines() if line.strip().startswith("looked at")]
+    assert "context projection only" in line and "dspark check --deep" in line
