@@ -124,8 +124,9 @@ EngineOption = Annotated[
         "--engine",
         metavar="NAME[@REV][,...]|all",
         parser=engine_names,
-        help="The serving engine(s) whose loader is the contract: tokenspeed (= tokenspeed@current), "
-        "tokenspeed@pr1031, tokenspeed@pr1016, tokenspeed@main, ...; several at once with commas (tokenspeed,vllm) "
+        help="The serving engine(s) whose loader is the contract: tokenspeed (= tokenspeed@0.1.1, the newest "
+        "release), vllm (= vllm@0.33.0), sglang (= sglang@0.5.23), the git snapshots tokenspeed@current, "
+        "tokenspeed@pr1031, tokenspeed@pr1016, tokenspeed@main; several at once with commas (tokenspeed,vllm) "
         "or all: one verdict per engine, and any engine failing fails the run. See `dspark families`. Default: "
         "the `engine` of the project settings (dspark.toml, or [tool.dspark] in pyproject.toml, found from the "
         "working directory upward), else tokenspeed.",

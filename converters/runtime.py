@@ -153,8 +153,9 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
     else:
         findings.append(Finding(
             "RUN004",
-            f"{serving.describe()} matches no revision dspark knows; judged as the nearest, --engine "
-            f"{serving.profile}. What differs: {'; '.join(serving.differences)}.",
+            f"{serving.describe()} matches no {'release' if serving.distribution != 'tokenspeed' else 'revision'} "
+            f"dspark knows; judged as the nearest, --engine {serving.profile}. What differs: "
+            f"{'; '.join(serving.differences)}.",
             detail=serving.to_dict(),
         ))
     findings.append(Finding("RUN002", f"serving kernels here: {describe_kernel(runtime)}.",

@@ -217,6 +217,11 @@ def _int_matrix(config: dict, tensors: dict) -> None:
     tensors["layers.0.mlp.up_proj.weight"] = tensors["layers.0.mlp.up_proj.weight"].to(torch.int8)
 
 
+def _stream_nested_only(config: dict, tensors: dict) -> None:
+    config.pop("aux_hidden_stream", None)
+    config["dflash_config"] = {**(config.get("dflash_config") or {}), "aux_hidden_stream": "attn_res"}
+
+
 def _extra_tensor(config: dict, tensors: dict) -> None:
     # A GQA projection in an MLA draft: the K3 loader has no destination for it.
     tensors["layers.0.self_attn.q_proj.weight"] = tensors["layers.0.self_attn.o_proj.weight"].clone()
@@ -254,7 +259,10 @@ DEFECTS: dict[str, Defect] = {
     "fc-norm-identity": Defect("FCN006", mutate("fc_norm.3.weight", fill(1.0)), deep=True, needs=_FC_NORM, description="fc_norm.3 all ones"),
     "context-proj-width": Defect("CTX001", mutate("context_proj.weight", widen), description="one column too many"),
     "stream-invalid": Defect("STR001", set_field("aux_hidden_stream", "residual"), description="unknown stream"),
-    "stream-invalid-nested": Defect("STR001", lambda c, t: c.update(dflash_config={"aux_hidden_stream": "mixture"}), description="unknown stream in dflash_config"),
+    # TokenSpeed 0.1.1 reads the K3 stream at the top level only: a nested one
+    # is never read (configs/kimi_k3_dspark_config.py@tokenspeed==0.1.1:79, 113)
+    "stream-invalid-nested": Defect("STR008", lambda c, t: c.update(dflash_config={"aux_hidden_stream": "mixture"}), description="unknown stream in dflash_config, never read"),
+    "stream-nested-only": Defect("ENG001", _stream_nested_only, description="attn_res declared in dflash_config only: served the prefix stream"),
     "missing-layer": Defect("INV001", drop("layers.1."), description="layer 1 dropped"),
     "unexpected-tensor": Defect("INV002", _extra_tensor, description="a q_proj the MLA draft has no destination for"),
     "wrong-shape": Defect("INV003", mutate("layers.1.self_attn.o_proj.weight", narrow), description="o_proj one row short"),

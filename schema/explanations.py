@@ -221,6 +221,12 @@ EXPLANATIONS: dict[str, Explanation] = {
     "STR007": _x("The drafter of pull request 1016 serves the variable's stream over the checkpoint's: the draft "
                  "is fed a residual stream it was not trained on, without a word.",
                  "Unset TOKENSPEED_DFLASH_AUX_STREAM for this deploy, or set it to the draft's stream.", "stream"),
+    "STR008": _x("The engine reads aux_hidden_stream at the top level only (TokenSpeed 0.1.1's K3 config class), "
+                 "so a value in dflash_config, valid or not, is never read: the top level's stream is served. The "
+                 "engine is consistent with itself, but whoever reads the nested value (the trainer, another "
+                 "engine) was told another stream. Declared there alone, it is served wrong (ENG001).",
+                 "Declare the stream the draft was trained on at the top level, and make dflash_config agree or "
+                 "drop it there.", "stream"),
     "STR005": _x("Only a target with a positive attn_res_block_size can supply the attn_res stream; without "
                  "--target that cannot be checked.",
                  "Run with --target pointing at the target model's config.", "stream vs target"),

@@ -83,6 +83,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("STR005", W, "attn_res stream not verified against a target"),
     ("STR006", E, "target cannot supply the attn_res stream"),
     ("STR007", E, "TOKENSPEED_DFLASH_AUX_STREAM overrides the checkpoint's stream with another (engines that read it)"),
+    ("STR008", W, "dflash_config.aux_hidden_stream is never read by the engine; the top level's stream is served"),
     # --target
     ("TGT001", E, "target config is unreadable or lacks a needed field"),
     ("TGT002", E, "target_hidden_size differs from the target's hidden_size"),

@@ -415,6 +415,17 @@ class FamilyLoader:
     # how it picks (SGLang: eagle_config's norm_before_fc when present;
     # fc_norm or use_aux_norm, the first true).
     flag_sources: Mapping[str, "TapPaths"] = field(default_factory=dict)
+    # Where the engine compares the draft's target_num_hidden_layers and
+    # vocab_size (its config class's defaults when absent) with the loaded
+    # target's at startup and refuses a mismatch (TokenSpeed 0.1.1's K3
+    # DSpark); None: it never compares them (TGT003/TGT004 say what follows).
+    startup_target_checks: Source | None = None
+    # The fields whose `dflash_config` value the engine serves over the top
+    # level's (OVR001 when they differ); None: the family's own reading
+    # (rules/config.py `_override_findings`). TokenSpeed 0.1.1's K3 model
+    # reads its taps and stream at the top level only, its drafter the mask
+    # token nested first.
+    nested_overrides: tuple[str, ...] | None = None
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name

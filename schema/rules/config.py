@@ -217,7 +217,7 @@ def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_
                 file=config_file,
                 detail={"mask_token_id": mask, "vocab_size": vocab},
             ))
-        findings += _override_findings(config, family, config_file)
+        findings += _override_findings(config, family, config_file, loader)
 
     draft_vocab = config.get("draft_vocab_size")
     if "draft_vocab" not in family.dims and is_int(draft_vocab) and is_int(vocab) and draft_vocab != vocab:
@@ -234,7 +234,8 @@ def cross_field_findings(config: Mapping[str, Any], family: DraftFamily, config_
     return findings
 
 
-def _override_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
+def _override_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str,
+                       loader: FamilyLoader | None = None) -> list[Finding]:
     """A value in `dflash_config` that differs from the top-level one.
 
     The K3 model validates the top-level taps, mask token and stream, while
@@ -256,6 +257,8 @@ def _override_findings(config: Mapping[str, Any], family: DraftFamily, config_fi
         fields, validated = ("target_layer_ids", "mask_token_id"), False
     else:
         return []
+    if loader is not None and loader.nested_overrides is not None:
+        fields = tuple(name for name in fields if name in loader.nested_overrides)
     findings = []
     for name in fields:
         inner, outer = nested.get(name), config.get(name)

@@ -15,7 +15,7 @@ from dspark.schema.rules.config import cross_field_findings, integer_fields, rop
 from dspark.schema.rules.features import quantization_findings, text_config_findings, unread_flag_findings
 from dspark.schema.rules.inventory import inventory_findings
 from dspark.schema.rules.resolve import ResolvedDraft, resolve_family, unmodelled_family_finding
-from dspark.schema.rules.stream import stream_findings
+from dspark.schema.rules.stream import stream_findings, unread_nested_stream
 from dspark.schema.rules.target import TargetFacts, declared_width_on_target, target_findings
 from dspark.schema.rules.values import engine_view
 from dspark.schema.rules.token_map import TokenMapValues, served_token_map
@@ -115,7 +115,7 @@ def check_contract(
     features.update(family.derived_features(view, resolution.architecture))
     resolved.features = dict(features)
 
-    findings += schema_findings(view, family, config_file)
+    findings += unread_nested_stream(schema_findings(view, family, config_file), loader)
     findings += cross_field_findings(view, family, config_file, loader)
     findings += rope_findings(view, config_file, rope_scaling_wins=not (
         loader is not None and loader.family == "dflash_gqa" and view.get("model_type") in ("qwen2", "qwen3")))

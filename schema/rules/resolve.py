@@ -94,10 +94,15 @@ def unmodelled_family_finding(config: Mapping[str, Any], engine: EngineProfile, 
                 "no rules: whether it is served as trained is not judged")
     else:
         what = f"{engine.spec} registers no class it names either, so it refuses the draft at load"
+    # The engine picks the model class from `architectures`; only the K3
+    # DSpark config class fills it in when it is missing.
+    fix = ("" if config.get("architectures") else
+           " Name the draft's class in config.json, e.g. \"architectures\": [\"DFlashDraftModel\"]: the engine loads "
+           "the class it names, and only a k3_dspark config gets one when it is missing.")
     return Finding(
         UNMODELLED_FAMILY,
         f"{config_file}: {named}: dspark does not model this draft family and cannot vouch for it; {what}. "
-        f"dspark models: {known_families_text()}.",
+        f"dspark models: {known_families_text()}.{fix}",
         file=config_file,
         detail={"model_type": config.get("model_type"), "architectures": config.get("architectures"),
                 "engine": engine.spec, "engine_loads": architecture,

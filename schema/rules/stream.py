@@ -27,10 +27,14 @@ def stream_findings(
 ) -> list[Finding]:
     findings: list[Finding] = []
     nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), Mapping) else {}
+    support = loader.stream if loader is not None else None
+    reads_nested = not _top_level_only(support)
     # The drafter reads `dflash_config.aux_hidden_stream or aux_hidden_stream`
     # (execution/drafter/dflash.py@4b9766f6:52-58): a null or empty nested
-    # value falls through. Bad values are schema findings (STR001).
-    if nested.get("aux_hidden_stream"):
+    # value falls through. Bad values are schema findings (STR001). An engine
+    # that reads the top level only (TokenSpeed 0.1.1's K3 config class)
+    # never sees the nested one (`_nested_unread`).
+    if reads_nested and nested.get("aux_hidden_stream"):
         declared, source = nested["aux_hidden_stream"], f"{config_file}: dflash_config.aux_hidden_stream"
     elif "aux_hidden_stream" in config:
         declared, source = config["aux_hidden_stream"], f"{config_file}: aux_hidden_stream"
@@ -46,8 +50,9 @@ def stream_findings(
     resolved.stream_source = source
 
     served = stream
-    support = loader.stream if loader is not None else None
     findings += _declared_twice(config, nested, config_file, support, engine)
+    if not reads_nested:
+        findings += _nested_unread(config, nested, stream, config_file, support, engine)
     if support is not None and support.target_decides:
         resolved.stream = _target_decided(stream, source, target)
         return findings + _target_decided_findings(stream, source, target, config_file, engine, resolved, support)
@@ -104,6 +109,59 @@ def stream_findings(
                 detail={"stream": served, "attn_res_block_size": target.attn_res_block_size},
             ))
     return findings
+
+
+def _top_level_only(support) -> bool:
+    """An engine that reads the declaration at the top level alone (one
+    that reads none, fixed or target-decided, is judged against the stream
+    the trainer declared, nested first)."""
+    return (support is not None and not support.nested_truthy_wins and support.fixed_stream is None
+            and not support.target_decides)
+
+
+def unread_nested_stream(findings: list[Finding], loader: FamilyLoader | None) -> list[Finding]:
+    """Schema findings without the one on `dflash_config.aux_hidden_stream`
+    when the engine never reads it: its value cannot refuse the draft there
+    (`_nested_unread` says what is served instead)."""
+    if not _top_level_only(loader.stream if loader is not None else None):
+        return findings
+    return [f for f in findings if not (f.code == "STR001" and f.detail.get("field") == "dflash_config.aux_hidden_stream")]
+
+
+def _nested_unread(config: Mapping[str, Any], nested: Mapping[str, Any], served: str | None, config_file: str,
+                   support, engine: EngineProfile) -> list[Finding]:
+    """A stream declared in `dflash_config` on an engine that reads only the
+    top level. Declared there alone, it is the stream the draft was trained
+    on, and the engine serves the top level's default instead, without a
+    word (ENG001). Beside a top-level one that differs, the engine serves the
+    top level (validated); which one the draft was trained on cannot be told
+    (STR008, a warning: the engine itself is consistent)."""
+    inner = nested.get("aux_hidden_stream")
+    if not inner or served is None:
+        return []
+    inner_stream = inner.lower() if isinstance(inner, str) else None
+    if inner_stream == served:
+        return []
+    cite = support.source.cite()
+    if "aux_hidden_stream" not in config and inner_stream is not None and inner_stream in STREAMS:
+        return [Finding(
+            "ENG001",
+            f"{config_file}: the draft declares aux_hidden_stream = {inner!r} in dflash_config only, which "
+            f"{engine.spec} never reads ({cite}): it serves the top level's default, {served}, without a word. "
+            f"Declare aux_hidden_stream = {inner_stream!r} at the top level of config.json.",
+            file=config_file,
+            detail={"feature": "aux_hidden_stream", "declared": inner_stream, "served": served,
+                    "engine": engine.spec, "source": cite},
+        )]
+    return [Finding(
+        "STR008",
+        f"{config_file}: dflash_config.aux_hidden_stream = {inner!r} is never read by {engine.spec} ({cite}); "
+        f"it serves the top level's {served}. Make the two agree, or remove the nested one, so every reader is "
+        "given the stream the draft was trained on.",
+        file=config_file,
+        detail={"field": "aux_hidden_stream", "nested": inner, "top_level": config.get("aux_hidden_stream"),
+                "served": served, "source": cite},
+    )]
 
 
 def _declared_twice(config: Mapping[str, Any], nested: Mapping[str, Any], config_file: str, support,

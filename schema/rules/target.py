@@ -190,6 +190,20 @@ def target_findings(
                 "does not have",
             }[code]
             ending = "This draft was trained for another target."
+            startup = loader.startup_target_checks if loader is not None else None
+            if startup is not None and code in ("TGT003", "TGT004"):
+                # compared with the loaded target before the server starts
+                findings.append(Finding(
+                    code,
+                    f"draft {draft_field} = {draft_value} but the target ({target.source}) has {target_field} = "
+                    f"{target_value}: the engine compares them at startup and refuses to start "
+                    f"({startup.cite()}). {ending}",
+                    file=target.source,
+                    detail={"draft": draft_value, "target": target_value, "field": draft_field,
+                            "source": startup.cite()},
+                    severity=Severity.ERROR,
+                ))
+                continue
             if code == "TGT004" and _target_embedding_refused(config, family, draft_value, target_value, shipped,
                                                               loader):
                 why = (f"the engine shares the target's embedding with the draft, and its "

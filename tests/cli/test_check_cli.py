@@ -355,7 +355,8 @@ def test_another_family_without_architectures_is_told_to_name_its_class(dspark, 
     config["architectures"] = []
     (draft / "config.json").write_text(json.dumps(config))
     run = dspark("check", draft)
-    assert run.exit_code == EXIT_USAGE and '"architectures": ["DFlashDraftModel"]' in run.stderr
+    assert run.exit_code == EXIT_CHECK_FAILED and "ENG007" in run.stdout
+    assert '"architectures": ["DFlashDraftModel"]' in " ".join(run.stdout.split())
 
 
 def test_a_folder_of_drafts_names_the_drafts_below_it(dspark, tiny_draft, tmp_path):
@@ -384,7 +385,7 @@ def test_several_engines_print_one_verdict_row_each(dspark, tiny_draft):
     run = dspark("check", tiny_draft(), "--engine", "tokenspeed,tokenspeed@main")
     assert run.exit_code == EXIT_CHECK_FAILED
     rows = [line.split() for line in run.stdout.splitlines() if line.strip().startswith("tokenspeed@")]
-    assert [row[:2] for row in rows] == [["tokenspeed@current", "PASS"], ["tokenspeed@main", "REFUSED"]]
+    assert [row[:2] for row in rows] == [["tokenspeed@0.1.1", "PASS"], ["tokenspeed@main", "REFUSED"]]
     assert rows[1][4] == "ENG001"  # the finding that decides it
 
 

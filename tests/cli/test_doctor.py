@@ -81,7 +81,7 @@ def test_runtime_without_an_engine_says_so_and_judges_with_the_default(dspark, t
     assert probe_runtime().serving is None  # this machine, as the tests assume
     run = dspark("check", tiny_draft(fc_norm=True), "--runtime", "--format", "json")
     assert run.exit_code == EXIT_OK
-    assert list(run_codes(run)) == ["RUN005"] and run.json()["engine"] == "tokenspeed@current"
+    assert list(run_codes(run)) == ["RUN005"] and run.json()["engine"] == "tokenspeed@0.1.1"
     assert dspark("check", tiny_draft(fc_norm=True), "--runtime", "--strict").exit_code == EXIT_CHECK_FAILED
 
 

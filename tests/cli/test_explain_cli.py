@@ -16,7 +16,7 @@ def test_explain_names_title_severity_why_action_and_the_engine_source(dspark):
     assert "python/tokenspeed/runtime/model_loader/weight_utils.py@f4d8ec6e:254-272" in run.stdout
     assert "documented in docs/codes.md#IDX002" in run.stdout
     # TokenSpeed loads the shards present, so the engine lowers it
-    assert "severity on tokenspeed@current: warning" in run.stdout
+    assert "severity on tokenspeed@0.1.1: warning" in run.stdout
 
 
 def test_explain_takes_a_code_in_any_case_and_gives_json(dspark):

@@ -288,7 +288,7 @@ def test_runtime_true_without_an_engine_fails_only_when_warnings_do(dspark, tiny
 def test_without_runtime_the_gate_judges_the_named_engine(dspark, tiny_draft, fabricated_engine):
     site = fabricated_engine("pr1016", wheel_kernel=False)
     run = dspark("gate", tiny_draft(), "--format", "json", env={"DSPARK_ENGINE_PATH": str(site)})
-    assert run.exit_code == EXIT_OK and run.json()["engine"] == "tokenspeed@current"
+    assert run.exit_code == EXIT_OK and run.json()["engine"] == "tokenspeed@0.1.1"
     assert not any(f["code"].startswith("RUN") for f in run.json()["findings"])
 
 
@@ -321,7 +321,7 @@ def test_a_policy_engine_that_disagrees_with_the_installed_one_is_a_usage_error(
 def test_a_gate_over_several_engines_prints_their_verdicts(dspark, tiny_draft):
     run = dspark("gate", tiny_draft(), "--engine", "tokenspeed,tokenspeed@main")
     assert run.exit_code == 1
-    assert "tokenspeed@current  PASS" in run.stdout and "tokenspeed@main  REFUSED AT LOAD" in run.stdout
+    assert "tokenspeed@0.1.1  PASS" in run.stdout and "tokenspeed@main  REFUSED AT LOAD" in run.stdout
 
 
 # --------------------------------------------------------------------------

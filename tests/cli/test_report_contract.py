@@ -41,7 +41,7 @@ def test_check_and_inspect_reports(dspark, tiny_draft, command, defect, exit_cod
     run = dspark(command, tiny_draft(defect=defect), "--format", "json")
     assert run.exit_code == exit_code
     document = assert_valid(run.json())
-    assert document["command"] == command and document["engine"] == "tokenspeed@current"
+    assert document["command"] == command and document["engine"] == "tokenspeed@0.1.1"
 
 
 def test_which_verdict_judged_is_named_judged_as(dspark, tiny_draft):
@@ -60,8 +60,8 @@ def test_a_report_over_several_engines_carries_one_verdict_each(dspark, tiny_dra
     assert run.exit_code == EXIT_CHECK_FAILED  # main refuses the fc_norm weights
     document = assert_valid(run.json())
     assert [(row["engine"], row["outcome"]) for row in document["engine_verdicts"]] == [
-        ("tokenspeed@current", "pass"), ("tokenspeed@main", "refused")]
-    assert document["passed"] is False and document["engines"] == ["tokenspeed@current", "tokenspeed@main"]
+        ("tokenspeed@0.1.1", "pass"), ("tokenspeed@main", "refused")]
+    assert document["passed"] is False and document["engines"] == ["tokenspeed@0.1.1", "tokenspeed@main"]
 
 
 def test_check_deep_strict_runtime_report(dspark, tiny_draft, fabricated_engine):

@@ -217,11 +217,32 @@ def edit_config(draft: Path, **fields) -> Path:
 
 def test_stream_resolution_is_reported_with_its_source(tiny_draft):
     draft = edit_config(tiny_draft(stream="ATTN_RES"), dflash_config={"aux_hidden_stream": "Prefix"})
-    report = check_checkpoint(draft, environ={})
+    report = check_checkpoint(draft, environ={}, engine="tokenspeed@pr1031")
     [note] = [f for f in report.findings if f.code == "STR002"]
     assert note.detail == {"stream": "prefix", "source": "config.json: dflash_config.aux_hidden_stream"}
-    # the engine validates the top-level attn_res and serves the nested prefix
+    # 1031's drafter validates the top-level attn_res and serves the nested prefix
     assert [f.code for f in report.errors] == ["OVR001"]
+
+
+def test_the_0_1_1_release_serves_the_top_level_stream_and_never_reads_the_nested_one(tiny_draft):
+    draft = edit_config(tiny_draft(stream="ATTN_RES"), dflash_config={"aux_hidden_stream": "Prefix"})
+    report = check_checkpoint(draft, environ={}, engine="tokenspeed@0.1.1")
+    [note] = [f for f in report.findings if f.code == "STR002"]
+    assert note.detail == {"stream": "attn_res", "source": "config.json: aux_hidden_stream"}
+    [unread] = [f for f in report.findings if f.code == "STR008"]
+    assert unread.severity is Severity.WARNING and unread.detail["served"] == "attn_res"
+    assert not report.errors
+
+
+def test_the_0_1_1_release_serves_prefix_to_a_stream_declared_only_in_dflash_config(tiny_draft):
+    draft = tiny_draft(stream=None)
+    edit_config(draft, dflash_config={"aux_hidden_stream": "attn_res"})
+    served_wrong = check_checkpoint(draft, environ={}, engine="tokenspeed@0.1.1")
+    [finding] = served_wrong.errors
+    assert finding.code == "ENG001" and finding.detail["served"] == "prefix"
+    assert "configs/kimi_k3_dspark_config.py@tokenspeed==0.1.1" in finding.message
+    # the snapshot the release grew from read it first
+    assert check_checkpoint(draft, environ={}, engine="tokenspeed@pr1031").resolved.stream == "attn_res"
 
 
 def test_stream_env_variable_is_ignored_by_the_engine_and_said_so(tiny_draft, monkeypatch):

@@ -71,7 +71,7 @@ def test_found_on_the_python_path_and_by_the_environment(fabricated_engine, monk
 
 def test_nothing_installed_is_said_and_judged_with_the_default():
     runtime = Runtime(())
-    assert runtime.profile == "tokenspeed@current"
+    assert runtime.profile == "tokenspeed@0.1.1"
     (finding,) = runtime_findings(runtime, family="k3_dspark")
     assert finding.code == "RUN005" and "no serving engine is installed here" in finding.message
 
@@ -94,8 +94,20 @@ def test_engines_told_by_version_without_a_profile_are_warned(versioned_engine, 
     codes = {f.code for f in runtime_findings(runtime, family="k3_dspark")}
     if modelled:
         assert engine.profile == runtime.profile == engine_by_spec(name).spec and "RUN003" in codes
-    else:  # said, and the default profile judges
-        assert engine.profile is None and runtime.profile == "tokenspeed@current" and "RUN004" in codes
+    else:  # said, and judged by the same engine's nearest release, never another engine's
+        assert runtime.profile == engine_by_spec(name).spec and not engine.exact and "RUN004" in codes
+
+
+@pytest.mark.parametrize("version, judged_as, exact", [
+    ("0.33.0.post1", "vllm@0.33.0", True), ("0.33.0+cu130", "vllm@0.33.0", True),
+    ("0.32.0", "vllm@0.33.0", False), ("0.34.0", "vllm@0.33.0", False)])
+def test_an_unmodelled_vllm_release_is_judged_by_the_nearest_vllm_release(versioned_engine, version, judged_as,
+                                                                         exact):
+    (engine,) = find_installed_engines(versioned_engine("vllm", version))
+    runtime = Runtime((engine,))
+    assert runtime.profile == judged_as and engine.exact is exact
+    codes = {f.code for f in runtime_findings(runtime, family="k3_dspark")}
+    assert ("RUN003" if exact else "RUN004") in codes
 
 
 def test_engine_flag_must_agree_with_the_installed_engine(fabricated_engine):

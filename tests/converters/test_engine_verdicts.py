@@ -39,7 +39,7 @@ def test_one_verdict_per_engine_and_any_failure_fails(tmp_path):
     report = check_checkpoint(draft, engine="tokenspeed,tokenspeed@main")
     rows = report.engine_verdicts()
     assert [(r["engine"], r["outcome"]) for r in rows] == [
-        ("tokenspeed@current", "pass"), ("tokenspeed@main", "refused")]
+        ("tokenspeed@0.1.1", "pass"), ("tokenspeed@main", "refused")]
     assert rows[1]["why"][0]["code"] == "ENG001"
     assert not report.passed()
     assert check_checkpoint(draft, engine="tokenspeed").passed()
@@ -47,8 +47,8 @@ def test_one_verdict_per_engine_and_any_failure_fails(tmp_path):
     [eng] = [f for f in report.findings if f.code == "ENG001"]
     assert eng.message.startswith("[tokenspeed@main] ") and eng.detail["engines"] == ["tokenspeed@main"]
     document = report.to_dict()
-    assert document["engines"] == ["tokenspeed@current", "tokenspeed@main"]
-    assert document["engine"] == "tokenspeed@current,tokenspeed@main"
+    assert document["engines"] == ["tokenspeed@0.1.1", "tokenspeed@main"]
+    assert document["engine"] == "tokenspeed@0.1.1,tokenspeed@main"
 
 
 def test_an_ignored_declaration_is_served_wrong(tmp_path):
@@ -61,7 +61,7 @@ def test_an_ignored_declaration_is_served_wrong(tmp_path):
 
 def test_a_single_engine_report_keeps_its_shape_and_gains_one_verdict(tmp_path):
     document = check_checkpoint(EXAMPLE).to_dict()
-    assert document["engine"] == "tokenspeed@current" and document["engines"] == ["tokenspeed@current"]
+    assert document["engine"] == "tokenspeed@0.1.1" and document["engines"] == ["tokenspeed@0.1.1"]
     assert [row["outcome"] for row in document["engine_verdicts"]] == ["pass"]
 
 
@@ -84,7 +84,7 @@ def test_engines_that_capture_different_layers_are_named_with_what_each_reads(tm
     draft = write_eagle3_draft(tmp_path / "d", tap_ids=[1, 9, 17])
     report = check_checkpoint(draft, engine=[default_engine(), _reading_hidden_states_from(TAP_IDS)])
     [tap] = [f for f in report.findings if f.code == "TAP007"]
-    assert ("tokenspeed@current taps the outputs of target layers 1, 9, 17 from eagle_aux_hidden_state_layer_ids"
+    assert ("tokenspeed@0.1.1 taps the outputs of target layers 1, 9, 17 from eagle_aux_hidden_state_layer_ids"
             in tap.message)
     assert "fake@1 taps the outputs of target layers 0, 8, 16 from eagle_aux_hidden_state_layer_ids" in tap.message
     assert tap.detail["engines"]["fake@1"]["tap_layers"] == [0, 8, 16]

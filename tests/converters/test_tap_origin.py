@@ -80,7 +80,7 @@ def test_an_engine_numbering_the_trained_list_otherwise_serves_it_wrong(tmp_path
     draft = write_eagle3_draft(tmp_path / "d", tap_ids=TAPS)
     report = check_checkpoint(draft, engine=[default_engine(), _hidden_states_twin()])
     rows = {row["engine"]: row for row in report.engine_verdicts()}
-    assert rows["tokenspeed@current"]["outcome"] == "pass"
+    assert rows["tokenspeed@0.1.1"]["outcome"] == "pass"
     assert rows["fake@1"]["outcome"] == "served_wrong" and rows["fake@1"]["why"][0]["code"] == "TAP006"
     served_wrong = finding(report, "TAP006")
     assert served_wrong.detail == {"engine": "fake@1", "trained_layers": [1, 9, 17], "captured_layers": [0, 8, 16],
@@ -135,11 +135,11 @@ def test_the_vllm_export_is_judged_in_each_engines_numbering(tmp_path):
             loader.taps, numbering=numbering))})
     report = check_checkpoint(draft, engine=[base, fake])
     rows = {r.engine: r for r in report.engine_reports}
-    assert "SRV001" in {f.code for f in rows["tokenspeed@current"].findings}
+    assert "SRV001" in {f.code for f in rows["tokenspeed@0.1.1"].findings}
     assert "SRV001" not in {f.code for f in rows["fake@1"].findings}
-    assert rows["tokenspeed@current"].resolved.target_layer_ids == [1, 5, 9]
+    assert rows["tokenspeed@0.1.1"].resolved.target_layer_ids == [1, 5, 9]
     assert rows["fake@1"].resolved.target_layer_ids == [2, 6, 10]
     # both capture the layers it was trained on: the outputs of 1, 5, 9
-    assert rows["tokenspeed@current"].resolved.tap_layers == rows["fake@1"].resolved.tap_layers == [1, 5, 9]
+    assert rows["tokenspeed@0.1.1"].resolved.tap_layers == rows["fake@1"].resolved.tap_layers == [1, 5, 9]
     assert not [f for f in report.findings if f.code in ("TAP006", "TAP007")]
     assert finding(report, "TAP004").detail["numbering"] == "hidden_states"

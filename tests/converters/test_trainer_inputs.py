@@ -548,8 +548,8 @@ def test_an_engine_that_parses_speculators_configs_judges_the_folder_as_it_is(tm
             loader.taps, numbering=numbering))})
     report = check_checkpoint(write_speculators_draft(tmp_path / "spec"), engine=[base, fake])
     rows = {r.engine: r for r in report.engine_reports}
-    assert "SRV001" in {f.code for f in rows["tokenspeed@current"].findings}
+    assert "SRV001" in {f.code for f in rows["tokenspeed@0.1.1"].findings}
     assert "SRV001" not in {f.code for f in rows["fake@1"].findings}
     assert rows["fake@1"].resolved.target_layer_ids == TAPS  # read as written
-    assert rows["fake@1"].resolved.tap_layers == rows["tokenspeed@current"].resolved.tap_layers == [t - 1 for t in TAPS]
+    assert rows["fake@1"].resolved.tap_layers == rows["tokenspeed@0.1.1"].resolved.tap_layers == [t - 1 for t in TAPS]
     assert not [f for f in report.findings if f.code in ("TAP006", "TAP007")]

@@ -281,8 +281,12 @@ def test_an_absent_attn_res_block_size_takes_the_target_default(tmp_path):
 
 def test_a_layer_count_mismatch_is_a_warning_and_taps_are_checked_against_the_real_target(tmp_path):
     draft = write_k3(tmp_path / "d")
-    report = check_checkpoint(draft, target=_target(tmp_path / "t", num_hidden_layers=TINY.target_num_hidden_layers + 4))
+    deeper = _target(tmp_path / "t", num_hidden_layers=TINY.target_num_hidden_layers + 4)
+    report = check_checkpoint(draft, target=deeper, engine="tokenspeed@pr1031")
     assert errors(report) == Counter() and warnings(report) == Counter({"TGT003": 1})
+    # 0.1.1 compares the two at startup (validate_k3_dspark_config) and does not start
+    [refused] = [f for f in check_checkpoint(draft, target=deeper, engine="tokenspeed@0.1.1").errors]
+    assert refused.code == "TGT003" and "refuses to start" in refused.message
     # the last tap (11) is past a 10-layer target: refused at wire time
     report = check_checkpoint(draft, target=_target(tmp_path / "t2", num_hidden_layers=10))
     assert "TGT005" in errors(report)
@@ -351,7 +355,7 @@ def test_a_gqa_draft_that_ships_fc_norm_weights_is_refused_naming_the_engine(tmp
 
     report = check_checkpoint(write_gqa(tmp_path / "d", GQA, edit=add))
     [error] = report.errors
-    assert error.code == "ENG001" and "tokenspeed@current" in error.message and "dropped" in error.message
+    assert error.code == "ENG001" and "tokenspeed@0.1.1" in error.message and "dropped" in error.message
 
 
 def test_gqa_fc_is_taps_times_the_drafts_own_hidden_size(tmp_path):
@@ -701,9 +705,13 @@ def test_a_k3_nested_stream_that_differs_from_the_validated_one_is_refused(tmp_p
         config["aux_hidden_stream"] = "prefix"
         config["dflash_config"] = {"aux_hidden_stream": "attn_res"}
 
-    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=nested))
+    draft = write_k3(tmp_path / "d", config_edit=nested)
+    report = check_checkpoint(draft, engine="tokenspeed@pr1031")
     [finding] = [f for f in report.errors if f.code == "OVR001"]
     assert finding.detail["field"] == "aux_hidden_stream"
+    # 0.1.1 never reads the nested one: the validated top level is served, and said so (STR008)
+    released = check_checkpoint(draft)
+    assert not released.errors and [f.code for f in released.findings if f.code == "STR008"] == ["STR008"]
 
     def same(config):
         config["aux_hidden_stream"] = "prefix"
@@ -892,12 +900,13 @@ def test_a_dflash_style_draft_needs_a_target_class_its_drafter_can_wire_to(tmp_p
     if family == "k3_dspark":
         draft = write_k3(tmp_path / "d", fc_norm=False)
         # one layer more than the draft names: every class's capture range then takes its taps
+        # (1031's drafter; 0.1.1 compares the layer counts at startup)
         hidden, layers, vocab = TINY.target_hidden_size, TINY.target_num_hidden_layers + 1, TINY.vocab_size
     else:
         draft = write_gqa(tmp_path / "d", GQA)
         hidden, layers, vocab = GQA["hidden_size"], 24, GQA["vocab_size"]
     target = _classed_target(tmp_path / "t", architecture, hidden=hidden, layers=layers, vocab=vocab, wrapped=wrapped)
-    report = check_checkpoint(draft, target=target)
+    report = check_checkpoint(draft, target=target, engine="tokenspeed@pr1031")
     refused = [f for f in report.errors if f.code == "TGT007"]
     if hosts:
         assert not refused and report.passed(), [(f.code, f.message) for f in report.errors]

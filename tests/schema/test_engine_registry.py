@@ -34,7 +34,7 @@ from dspark.schema.rules.contract import check_contract
 
 
 def test_a_bare_name_is_the_engines_default_revision():
-    assert engine_by_spec("tokenspeed").spec == "tokenspeed@current"
+    assert engine_by_spec("tokenspeed").spec == "tokenspeed@0.1.1"  # the newest release
     assert engine_by_spec(None) is default_engine() is engine_by_spec("tokenspeed")
     assert engine_by_spec(" TokenSpeed@main ").spec == "tokenspeed@main"
 
@@ -55,7 +55,7 @@ def test_an_unknown_revision_is_a_usage_error_naming_the_revisions():
 def test_several_engines_at_once():
     assert [p.spec for p in engine_specs("tokenspeed@main, tokenspeed@pr1031")] == [
         "tokenspeed@main", "tokenspeed@pr1031"]
-    assert [p.spec for p in engine_specs(["tokenspeed", "tokenspeed@current"])] == ["tokenspeed@current"]
+    assert [p.spec for p in engine_specs(["tokenspeed", "tokenspeed@0.1.1"])] == ["tokenspeed@0.1.1"]
     assert [p.spec for p in engine_specs("all")] == [engine_by_spec(name).spec for name in ENGINES]
     assert engine_specs(None) == (default_engine(),) == engine_specs(" , ")
     with pytest.raises(UsageError):

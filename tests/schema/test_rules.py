@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from dspark.examples.fabricate import SCALES, draft_config, tensor_shapes
+from dspark.schema.engines import engine_by_spec
 from dspark.schema.findings import FINDING_CODES, Finding, Severity
 from dspark.schema.inventory import PayloadStats, TensorEntry
 from dspark.schema.rules import STREAM_ENV_VAR, TargetFacts, check_contract, payload_findings
@@ -104,11 +105,11 @@ def test_fc_norm_weights_with_a_non_canonical_index_are_flagged():
 # aux_hidden_stream
 
 
-def stream_of(declared=None, nested=None, environ=None, target=None):
+def stream_of(declared=None, nested=None, environ=None, target=None, engine=None):
     config = draft_config(TINY, stream=declared)
     if nested is not None:
         config["dflash_config"] = {"aux_hidden_stream": nested}
-    result = check(config, environ=environ or {}, target=target)
+    result = check(config, environ=environ or {}, target=target, engine=engine)
     return result.resolved, result.findings
 
 
@@ -126,11 +127,17 @@ def test_stream_is_case_insensitive(declared):
     assert resolved.stream_source == "config.json: aux_hidden_stream"
 
 
-def test_dflash_config_stream_wins_over_the_top_level():
-    resolved, findings = stream_of("attn_res", nested="Prefix")
+def test_dflash_config_stream_wins_over_the_top_level_on_the_1031_drafter():
+    resolved, findings = stream_of("attn_res", nested="Prefix", engine=engine_by_spec("tokenspeed@pr1031"))
     assert resolved.stream == "prefix"
     assert resolved.stream_source == "config.json: dflash_config.aux_hidden_stream"
     assert not [f for f in findings if f.code == "STR005"]
+
+
+def test_the_0_1_1_release_serves_the_top_level_stream_over_the_nested_one():
+    resolved, findings = stream_of("attn_res", nested="Prefix")  # the default engine: tokenspeed@0.1.1
+    assert (resolved.stream, resolved.stream_source) == ("attn_res", "config.json: aux_hidden_stream")
+    assert {f.code for f in findings if f.severity is Severity.WARNING} == {"STR005", "STR008"}
 
 
 def test_the_engine_ignores_the_stream_environment_variable():
@@ -285,11 +292,17 @@ def test_a_target_with_a_larger_vocabulary_is_a_warning_and_a_smaller_one_an_err
     """The engine never compares the two: every id of a smaller draft
     vocabulary is a target id (the draft loads and serves), a larger one
     lets the draft propose ids the target does not have."""
+    pr1031 = engine_by_spec("tokenspeed@pr1031")
     larger = check(target=TargetFacts.from_config({"hidden_size": 40, "num_hidden_layers": 12, "vocab_size": 128},
-                                                  "target/config.json"))
+                                                  "target/config.json"), engine=pr1031)
     [finding] = [f for f in larger.findings if f.code == "TGT004"]
     assert finding.severity == Severity.WARNING
     smaller = check(target=TargetFacts.from_config({"hidden_size": 40, "num_hidden_layers": 12, "vocab_size": 95},
-                                                   "target/config.json"))
+                                                   "target/config.json"), engine=pr1031)
     [finding] = [f for f in smaller.findings if f.code == "TGT004"]
     assert finding.severity == Severity.ERROR
+    # TokenSpeed 0.1.1 compares the two at startup (validate_k3_dspark_config): both stop the server
+    released = check(target=TargetFacts.from_config({"hidden_size": 40, "num_hidden_layers": 12, "vocab_size": 128},
+                                                    "target/config.json"))
+    [finding] = [f for f in released.findings if f.code == "TGT004"]
+    assert finding.severity == Severity.ERROR and "refuses to start" in finding.message

@@ -10,6 +10,8 @@ are real fabricated folders."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from collections import Counter
 
@@ -156,7 +158,11 @@ def test_every_stream_rule_cites_the_1031_drafter():
     assert loader.features["aux_hidden_stream"].source.cite() == DRAFTER_1031 + "52-58, 258-271"
     assert loader.sources["stream vs target"].cite().startswith(
         "python/tokenspeed/runtime/models/kimi_k3.py@4b9766f6:2660-2680")
-    assert engine_by_spec("tokenspeed").loader_for("dflash_gqa") == loader
+    assert engine_by_spec("tokenspeed@current").loader_for("dflash_gqa") == loader
+    # 0.1.1 resolves the GQA stream as 1031's drafter did, read where it now sits: the model
+    released = engine_by_spec("tokenspeed@0.1.1").loader_for("dflash_gqa")
+    assert dataclasses.replace(released, stream=loader.stream) == loader
+    assert released.stream.source.cite().startswith("tokenspeed/runtime/models/dflash.py@tokenspeed==0.1.1:316-319")
     cited = {(s.family, s.source) for s in rule_sources("STR006", [engine_by_spec("tokenspeed@pr1031")])}
     assert ("dflash_gqa", loader.sources["stream vs target"].cite()) in cited
 

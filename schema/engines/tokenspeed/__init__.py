@@ -130,6 +130,32 @@ MAIN_PROFILE = EngineProfile(
     **PROFILE_FACTS,
 )
 
-# The first is what a bare `tokenspeed` means.
-PROFILES = (CURRENT, PR_1031, PR_1016, MAIN_PROFILE)
-DEFAULT = CURRENT
+def _releases() -> ModuleType:
+    return importlib.import_module(f"{__name__}.releases")
+
+
+def _release(module: str, name: str) -> Callable[[], FamilyLoader]:
+    """A family loader of a release: its delta (releases.py) over 1031's."""
+    def build() -> FamilyLoader:
+        base = {"k3_dspark": lambda: _module("k3_dspark").loader(serving_change=True),
+                "dflash_gqa": lambda: _module("dflash_gqa").loader_pr1031()}[module]()
+        return getattr(_releases(), name)(base)
+
+    return build
+
+
+RELEASE_0_1_1 = EngineProfile(
+    name=NAME,
+    revision="0.1.1",
+    commit="tokenspeed==0.1.1 (PyPI)",
+    description="TokenSpeed 0.1.1, the release `pip install tokenspeed` gives: pull request 1031's K3 DSpark "
+    "model with the stream read at the top level only and the draft compared with the loaded target at startup",
+    loaders=_loaders(_release("k3_dspark", "k3_loader_0_1_1"),
+                     dflash_gqa=_release("dflash_gqa", "gqa_loader_0_1_1")),
+    **{**PROFILE_FACTS, "architectures": _releases().ARCHITECTURES_0_1_1},
+)
+
+# The first is what a bare `tokenspeed` means: the newest release; the git
+# snapshots stay for what was read before it.
+PROFILES = (RELEASE_0_1_1, CURRENT, PR_1031, PR_1016, MAIN_PROFILE)
+DEFAULT = RELEASE_0_1_1

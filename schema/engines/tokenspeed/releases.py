@@ -1,0 +1,112 @@
+"""TokenSpeed's releases on PyPI, each the delta over the snapshot it grew
+from: only the rules that differ, each cited to the release's own files
+(paths inside the wheel, `tokenspeed/runtime/...@tokenspeed==VERSION`).
+
+* 0.1.1 (`pip install tokenspeed`, October 2026) carries pull request
+  1031's K3 DSpark model, with two changes that move a verdict:
+  - the stream: the K3 config class takes `aux_hidden_stream` as a top-level
+    argument and the model hands that to the target
+    (`configs/kimi_k3_dspark_config.py::KimiK3DSparkConfig.__init__`:79,
+    113; `models/kimi_k3_dspark.py::K3DSparkModel.configure_target`:429,
+    436); no code reads `dflash_config.aux_hidden_stream` for K3 any more
+    (1031's drafter read it first). A stream declared only there is served
+    the prefix stream without a word.
+  - startup compares the draft with the loaded target:
+    `configure_target` runs `validate_k3_dspark_config(config,
+    target_config)` (`models/kimi_k3_dspark.py`:421-423,
+    `configs/kimi_k3_dspark_config.py::validate_k3_dspark_config`:285-309,
+    called from `execution/factory.py::configure_draft_target`:161-190): a
+    target_hidden_size, target_num_hidden_layers (93 when absent) or
+    vocab_size other than the target's stops the server.
+  GQA DFlash/DSpark drafts resolve their stream as 1031's drafter did, now
+  in the model (`models/dflash.py::DFlashDraftModel._checkpoint_capture_field`
+  :316-319, `aux_hidden_stream`:331-336, `configure_target`:338-358):
+  nested first when truthy, handed to the target, which refuses a stream it
+  cannot supply; EAGLE-3 as on main.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dspark.schema.engines.base import ArchitectureResolution, FamilyLoader, Source, StreamResolution
+
+RELEASE_0_1_1 = "tokenspeed==0.1.1"
+_RUNTIME = "tokenspeed/runtime/"
+K3_MODEL = _RUNTIME + "models/kimi_k3_dspark.py"
+K3_CONFIG = _RUNTIME + "configs/kimi_k3_dspark_config.py"
+GQA_MODEL = _RUNTIME + "models/dflash.py"
+
+
+def at_0_1_1(lines: str, path: str) -> Source:
+    return Source(path, lines, RELEASE_0_1_1)
+
+
+# Every class 0.1.1 registers (each models/*.py `EntryClass`): DFlash2 is
+# new (a family dspark does not model: ENG007), the MiniMax-M2 target and its
+# EAGLE-3 rewrite are gone.
+_REGISTERED_0_1_1 = frozenset({
+    "DFlash2DraftModel", "DFlashDraftModel", "DSparkDraftModel", "DeepseekV32ForCausalLM",
+    "DeepseekV32ForCausalLMNextN", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN", "DeepseekV41ForCausalLM",
+    "DeepseekV41ForCausalLMDSpark", "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMDSpark",
+    "DeepseekV4ForCausalLMNextN", "Eagle3DeepseekV2ForCausalLM", "Glm53FlashForConditionalGeneration",
+    "Glm53FlashForConditionalGenerationNextN", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
+    "GptOssForCausalLM", "InklingForConditionalGeneration", "InklingForConditionalGenerationNextN",
+    "K3DSparkModel", "KimiK25ForConditionalGeneration", "KimiK3ForConditionalGeneration",
+    "KimiK3ForConditionalGenerationNextN", "LlamaForCausalLM", "LlamaForCausalLMEagle3", "LongcatFlashForCausalLM",
+    "MiniMaxM3SparseForConditionalGeneration", "NemotronHForCausalLM", "NemotronHForCausalLMNextN",
+    "Qwen2ForCausalLM", "Qwen3ASRForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+    "Qwen3OmniMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForConditionalGenerationNextN",
+    "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForCausalLMNextN", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGenerationNextN", "Qwen4ExpForCausalLM", "Qwen4ExpForCausalLMNextN",
+    "Qwen4ExpForConditionalGeneration",
+})
+
+ARCHITECTURES_0_1_1 = ArchitectureResolution(
+    registered=_REGISTERED_0_1_1,
+    # get_config(is_draft_worker=True) rewrites the first entry only, then the
+    # registry returns the first registered entry
+    # (utils/hf_transformers_utils.py::get_config:442-478; models/registry.py::resolve_model_cls:86-97).
+    first_entry_prefix_rewrites=(("Qwen3DSparkModel", "DSparkDraftModel"),),
+    first_entry_exact_rewrites={},
+    keep_substrings=("NextN", "MTP", "Eagle", "DFlash", "DSpark"),
+    appended_suffix="NextN",
+    # KimiK3DSparkConfig fills architectures when absent, [] or null
+    # (configs/kimi_k3_dspark_config.py::KimiK3DSparkConfig.__init__:121-126).
+    default_architectures={"k3_dspark": ("K3DSparkModel",)},
+    source=at_0_1_1("442-478 (rewrite); models/registry.py:86-97 (first registered wins)",
+                    _RUNTIME + "utils/hf_transformers_utils.py"),
+)
+
+
+def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
+    """Pull request 1031's K3 DSpark loader (`base`) as 0.1.1 ships it."""
+    return dataclasses.replace(
+        base,
+        stream=StreamResolution(
+            nested_truthy_wins=False,
+            validates_top_level=True,
+            fixed_stream=None,
+            source=at_0_1_1("79, 113 (KimiK3DSparkConfig.__init__); models/kimi_k3_dspark.py:429, 436 "
+                            "(K3DSparkModel.configure_target)", K3_CONFIG),
+        ),
+        # the model reads its taps and stream from the config class, built from
+        # the top level (K3DSparkModel.__init__:340; configure_target:429-436);
+        # the drafter still takes dflash_config's mask token first
+        # (execution/drafter/dflash.py::DFlashDrafter.__init__:151-160)
+        nested_overrides=("mask_token_id",),
+        startup_target_checks=at_0_1_1("285-309 (validate_k3_dspark_config, from K3DSparkModel.configure_target "
+                                       "at models/kimi_k3_dspark.py:421-423)", K3_CONFIG),
+        sources={**base.sources, "config": at_0_1_1("56-127, 194-309", K3_CONFIG),
+                 "stream vs target": at_0_1_1("421-437 (configure_target)", K3_MODEL)},
+    )
+
+
+def gqa_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
+    """1031's GQA resolution (`base`), read where 0.1.1 keeps it: the model."""
+    return dataclasses.replace(
+        base,
+        stream=dataclasses.replace(base.stream, source=at_0_1_1(
+            "316-319, 331-358 (DFlashDraftModel._checkpoint_capture_field, aux_hidden_stream, configure_target)",
+            GQA_MODEL)),
+    )
