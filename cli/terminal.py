@@ -35,6 +35,7 @@ import textwrap
 from contextlib import contextmanager
 from typing import Any
 
+from dspark.schema.inventory import undecodable_as_bytes
 from dspark.schema.units import human_bytes
 
 # (rich style or None, text): a piece of a line, never parsed as markup.
@@ -165,11 +166,15 @@ def write_lines(lines: list[list[Segment]]) -> None:
 
 def strict_json(value: Any) -> Any:
     """NaN and Inf are not JSON; they are written as null so that every
-    consumer can parse the report (the finding says what was non-finite)."""
+    consumer can parse the report (the finding says what was non-finite).
+    A byte of a name that is not UTF-8 is written `\\xff`, as the page
+    writes it: a lone surrogate escape is no text a strict parser takes."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return undecodable_as_bytes(value)
     if isinstance(value, dict):
-        return {key: strict_json(item) for key, item in value.items()}
+        return {strict_json(key): strict_json(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [strict_json(item) for item in value]
     return value

@@ -75,10 +75,22 @@ def has_control_characters(name: str) -> bool:
     return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name)
 
 
+def undecodable_as_bytes(text: str) -> str:
+    """`text` with each byte a file name held that is not UTF-8 (Python
+    keeps it as a lone surrogate, U+DC80-U+DCFF, os.fsdecode) written as
+    the byte it is, `\\xff`: one spelling on the page, in errors, in JSON
+    (where a lone surrogate is no text a strict parser takes) and in
+    annotations."""
+    if not any("\udc80" <= ch <= "\udcff" for ch in text):
+        return text
+    return "".join(f"\\x{ord(ch) - 0xDC00:02x}" if "\udc80" <= ch <= "\udcff" else ch for ch in text)
+
+
 def printable_name(name: str) -> str:
     """A tensor or file name made safe to print: control and other
     non-printable characters escaped, so a hostile name cannot rewrite the
-    terminal or forge report lines."""
+    terminal or forge report lines; a byte that is not UTF-8 as `\\xff`."""
     if name.isprintable():
         return name
+    name = undecodable_as_bytes(name)
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in name)

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from dspark.cli.formats import JudgedFinding, Report, artifact_path
 from dspark.schema.findings import Severity, count_by_severity
+from dspark.schema.inventory import undecodable_as_bytes
 
 
 def escape_data(text: str) -> str:
     # The Actions toolkit's escaping, and any other character that does not
     # print percent-encoded the same way (%1B for ESC): a hostile tensor name
     # must not reach the log viewer as a terminal sequence.
-    escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # A byte of a name that is not UTF-8 is `\\xff`, as on the page and in JSON.
+    escaped = undecodable_as_bytes(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     if escaped.isprintable():
         return escaped
     return "".join(ch if ch.isprintable() else "".join(f"%{byte:02X}" for byte in ch.encode("utf-8", "surrogatepass"))
