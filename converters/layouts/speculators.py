@@ -104,10 +104,14 @@ def is_speculators_config(config: Mapping[str, Any]) -> bool:
 
 
 def read_speculators_config(config: Mapping[str, Any], config_file: str) -> TrainerConfig | None:
-    """The engine's EAGLE-3 config for a speculators `eagle3` config; None
-    for any other speculators model (DFlash, MTP, P-EAGLE: no family dspark
-    can serve them as), which then reads as an unknown family."""
-    if not is_speculators_config(config) or config.get(TYPE_FIELD) != EAGLE3_TYPE:
+    """The engine's config for a speculators `eagle3`, `dflash` or `dspark`
+    config; None for any other speculators model (DFlash2, P-EAGLE, MTP:
+    no family dspark models), which then reads as an unknown family (ENG007)."""
+    if not is_speculators_config(config):
+        return None
+    if config.get(TYPE_FIELD) in BLOCK_DRAFT_TYPES:
+        return _read_block_draft(config, config_file)
+    if config.get(TYPE_FIELD) != EAGLE3_TYPE:
         return None
     layer = dict(copy.deepcopy(config[LAYER_CONFIG_FIELD]))
     out = {k: v for k, v in layer.items() if k not in DROPPED_FIELDS}
@@ -146,6 +150,61 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
     # (models/utils.py@c05b95b:40-57), the very layers the engine's target
     # captures by default as ids [1, N//2-1, N-4] (execution/factory.py@
     # f4d8ec6e:44-75, causal_lm.py@f4d8ec6e:137-140): nothing to write.
+    return TrainerConfig(TRAINER, shape, out, findings)
+
+
+# speculators' DFlash and DSpark drafts (models/dflash/config.py,
+# models/dspark/config.py@0.9.0): the layer under transformer_layer_config,
+# the tap ids in `aux_hidden_state_layer_ids` as hidden_states indices, the
+# block fields at the top level. vLLM's reader of this shape is the
+# reference for what they mean to a serving engine
+# (vllm/transformers_utils/configs/speculators/algos.py::update_dflash,
+# ::update_dspark@vllm==0.33.0:88-209): DFlashDraftModel with
+# dflash_config {mask_token_id, target_layer_ids: each id - 1}; DSpark as
+# Qwen3DSparkModel with target_layer_ids (each id - 1), the mask token and
+# the Markov and confidence-head fields at the top level.
+BLOCK_DRAFT_TYPES = ("dflash", "dspark")
+BLOCK_TAP_IDS_FIELD = "aux_hidden_state_layer_ids"
+_BLOCK_CARRIED = ("draft_vocab_size", "target_hidden_size", "block_size", "torch_dtype", "dtype")
+_DSPARK_CARRIED = ("markov_rank", "markov_head_type", "enable_confidence_head", "confidence_head_with_markov",
+                   "use_aux_hidden_state")
+
+
+def _read_block_draft(config: Mapping[str, Any], config_file: str) -> TrainerConfig:
+    kind = config[TYPE_FIELD]
+    layer = dict(copy.deepcopy(config[LAYER_CONFIG_FIELD]))
+    out = {k: v for k, v in layer.items() if k not in DROPPED_FIELDS}
+    for key in _BLOCK_CARRIED + (_DSPARK_CARRIED if kind == "dspark" else ()):
+        if config.get(key) is not None:  # speculators writes null for "not set"
+            out[key] = copy.deepcopy(config[key])
+    ids = config.get(BLOCK_TAP_IDS_FIELD)
+    # hidden_states indices, one above the layer whose output each reads
+    layer_ids = ([t - 1 for t in ids] if isinstance(ids, list) and ids
+                 and all(isinstance(t, int) and not isinstance(t, bool) for t in ids) else None)
+    mask = config.get("mask_token_id")
+    if kind == "dspark":
+        out["architectures"] = ["Qwen3DSparkModel"]
+        if layer_ids is not None:
+            out["target_layer_ids"] = layer_ids
+        if mask is not None:
+            out["mask_token_id"] = mask
+    else:
+        out["architectures"] = ["DFlashDraftModel"]
+        nested = {"mask_token_id": mask, "target_layer_ids": layer_ids}
+        out["dflash_config"] = {k: v for k, v in nested.items() if v is not None}
+    shape = (f"speculators' {kind} config ({TYPE_FIELD} {kind!r}, architectures {config.get('architectures')!r}, "
+             f"the layer under {LAYER_CONFIG_FIELD})")
+    where = "target_layer_ids" if kind == "dspark" else "dflash_config"
+    findings = [Finding(
+        "SRC005",
+        f"{config_file} is {shape}: read as the dflash_gqa config dspark convert writes (the "
+        f"{LAYER_CONFIG_FIELD} fields at the top level, architectures {out['architectures']!r}, "
+        f"{BLOCK_TAP_IDS_FIELD} {ids!r} as {where}'s layer ids, each one less, as vLLM's reader of this shape "
+        "takes them).",
+        file=config_file,
+        detail={"trainer": TRAINER, "family": "dflash_gqa", "layer_model_type": layer.get("model_type"),
+                "as_written": {}},
+    )]
     return TrainerConfig(TRAINER, shape, out, findings)
 
 

@@ -208,9 +208,45 @@ def test_speculators_draft_without_tap_ids_converts_to_the_engines_defaults(tmp_
 
 
 def test_a_speculators_model_of_a_family_dspark_does_not_model_fails_unjudged(tmp_path):
-    source = write_speculators_draft(tmp_path / "spec", model_type="dflash")
+    source = write_speculators_draft(tmp_path / "spec", model_type="dflash2")
     result = dspark("check", str(source))
     assert result.returncode == 1 and "ENG007" in result.stdout and "does not model" in result.stdout
+
+
+def write_speculators_dflash(out: Path, aux_ids: list[int], kind: str = "dflash") -> Path:
+    """A GQA DFlash draft saved as speculators 0.9.0 writes it
+    (models/dflash/config.py@0.9.0): the layer nested, the tap ids as
+    hidden_states indices in aux_hidden_state_layer_ids, target_hidden_size
+    null, the mask token and block size at the top level."""
+    from dspark.examples.fabricate import fabricate
+
+    draft = fabricate(out, family="dflash_gqa")
+    flat = json.loads((draft / "config.json").read_text())
+    nested = flat.pop("dflash_config", {}) or {}
+    layer = {k: v for k, v in flat.items() if k not in ("architectures", "target_layer_ids", "num_target_layers")}
+    (draft / "config.json").write_text(json.dumps({
+        "architectures": ["DFlashDraftModel" if kind == "dflash" else "DSparkDraftModel"],
+        "speculators_model_type": kind, "speculators_version": "0.9.0", "transformer_layer_config": layer,
+        "aux_hidden_state_layer_ids": aux_ids, "mask_token_id": nested.get("mask_token_id", 0),
+        "block_size": 8, "draft_vocab_size": flat["vocab_size"], "target_hidden_size": None,
+        "speculators_config": {"algorithm": kind},
+    }))
+    return draft
+
+
+def test_a_speculators_dflash_draft_is_read_with_its_nested_layer_and_hidden_states_ids(tmp_path):
+    # vLLM's reader of this shape: dflash_config.target_layer_ids = each id - 1
+    # (vllm/transformers_utils/configs/speculators/algos.py::update_dflash@vllm==0.33.0:88-126)
+    aux_ids = [3, 12, 23]
+    draft = write_speculators_dflash(tmp_path / "spec", aux_ids)
+    report = check_checkpoint(draft, engine="vllm")
+    [note] = [f for f in report.findings if f.code == "SRC005"]
+    assert note.detail["family"] == "dflash_gqa" and report.family == "dflash_gqa"
+    assert report.resolved.tap_layers == [i - 1 for i in aux_ids]
+    assert not [f for f in report.errors if f.code in ("CFG003", "CFG005", "SRV001")], report.errors
+    # TokenSpeed and SGLang parse no speculators config: convert first, then the same layers
+    served = check_checkpoint(draft, engine="tokenspeed")
+    assert "SRV001" in {f.code for f in served.errors} and served.resolved.tap_layers == [i - 1 for i in aux_ids]
 
 
 def specforge_config() -> dict:
