@@ -12,7 +12,10 @@ when the filesystem reports its blocks at all (some network and FUSE
 filesystems report 0 for every file), when less than half of the payload
 bytes are allocated, and when at least `MIN_MISSING_BYTES` are missing.
 Compression (ZFS, btrfs) shrinks `st_blocks` too, but trained weights do
-not compress by half: bf16 and fp32 values carry too much entropy.
+not compress by half: bf16 and fp32 values carry too much entropy. Past
+that margin it is an error (PAY006): the values are zeros, which the
+engine serves, and the gate's full read fails the same file. A fixture
+that marks its metadata `dspark_payload: hole` is said to be one (PAY007).
 """
 
 from __future__ import annotations
@@ -65,6 +68,34 @@ def hole_finding(file: str, payload_bytes: int, stat: os.stat_result) -> Finding
     )
 
 
+# A header-only fixture marks its metadata so (examples/fabricate_parts.py):
+# its hole is meant, and is said to be, not failed as a lost download.
+HOLE_MARK = ("dspark_payload", "hole")
+
+
+def _marked_as_a_hole(path: Path) -> bool:
+    """Whether `path`'s safetensors metadata says its payload is a hole on
+    purpose. Read only for a file already found to be one."""
+    from dspark.converters.readers.safetensors_io import read_header
+
+    try:
+        metadata = read_header(path).metadata or {}
+    except Exception:  # noqa: BLE001 - an unreadable header is the readers' own finding
+        return False
+    return metadata.get(HOLE_MARK[0]) == HOLE_MARK[1]
+
+
+def fixture_finding(file: str, finding: Finding) -> Finding:
+    return Finding(
+        "PAY007",
+        f"{printable_name(file)}: a header over a hole on purpose (its metadata says "
+        f"{HOLE_MARK[0]}: {HOLE_MARK[1]}): a fixture for header-only checks, whose values are zeros; never "
+        "deploy it.",
+        file=file,
+        detail=dict(finding.detail),
+    )
+
+
 def hole_findings(root: Path, entries: Iterable[TensorEntry]) -> list[Finding]:
     """PAY006 for every weight file under `root` whose tensors' bytes are
     mostly unallocated. Only entries with a byte range count (safetensors):
@@ -83,5 +114,5 @@ def hole_findings(root: Path, entries: Iterable[TensorEntry]) -> list[Finding]:
             continue
         finding = hole_finding(file, nbytes, stat)
         if finding is not None:
-            findings.append(finding)
+            findings.append(fixture_finding(file, finding) if _marked_as_a_hole(root / file) else finding)
     return findings

@@ -214,11 +214,17 @@ def write_safetensors(out: Path, tensors: dict, *, shards: int = 1) -> None:
     (out / "model.safetensors.index.json").write_text(json.dumps(index_doc, indent=2) + "\n")
 
 
+# How a header-only fixture says its payload is a hole on purpose (holes.py reads it).
+HOLE_MARK_KEY, HOLE_MARK_VALUE = "dspark_payload", "hole"
+
+
 def write_header_file(path: Path, specs: dict[str, tuple[tuple[int, ...], str]], *, prefix: str = "") -> None:
     """A safetensors file whose payload is a hole: a real header (readable
     by the safetensors library) and a file of the right length, whose
     payload reads as zeros."""
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    # The mark says the hole is meant: a check names it a fixture (PAY007)
+    # rather than fail it as an unfinished download (PAY006).
+    header: dict[str, Any] = {"__metadata__": {"format": "pt", HOLE_MARK_KEY: HOLE_MARK_VALUE}}
     offset = 0
     for name, (shape, dtype) in specs.items():
         size = nbytes_of(dtype, shape)

@@ -350,8 +350,14 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "pass it.",
                  "Run with --deep (or dspark gate) before deploying."),
     "PAY006": _x("A weight file that is mostly a hole on disk was preallocated and never written: an unfinished "
-                 "download or copy.",
+                 "download or copy. Its payload reads as zeros, which the engine loads and serves; an error, so "
+                 "a header-only check fails it as the gate's full read does. Flagged only with a wide margin: "
+                 "fewer than half the payload bytes allocated and at least 1 MiB missing.",
                  "Download or copy the file again."),
+    "PAY007": _x("A file written as a header over a hole on purpose (dspark's fabricator of full-size drafts for "
+                 "header-only checks marks its files `dspark_payload: hole` in the safetensors metadata) is "
+                 "said to be one, not judged as an unfinished download; its values are zeros.",
+                 "Nothing, for a fixture; never deploy one. A real draft has no such mark."),
     # manifest
     "MAN001": _x("dspark-manifest.json records what convert wrote; an invalid one verifies nothing.",
                  "Re-run dspark convert, or remove the manifest."),

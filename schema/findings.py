@@ -125,13 +125,14 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("IDX005", E, "tensor present in more than one shard"),
     ("IDX006", E, "index total_size differs from the tensor bytes"),
     ("IDX007", E, "shard name is not a plain file name inside the checkpoint"),
-    # payloads: read by --deep, --verify and convert; PAY005/PAY006 are header-only
+    # payloads: read by --deep, --verify and convert; PAY005-PAY007 are header-only
     ("PAY001", E, "tensor holds NaN or Inf"),
     ("PAY002", E, "norm weight is all zeros"),
     ("PAY003", E, "tensor payload could not be read"),
     ("PAY004", E, "weight matrix is all zeros"),
     ("PAY005", I, "payloads not read: header-only check; run with --deep"),
-    ("PAY006", W, "weight file is mostly a hole on disk (sparse): its payload was never written"),
+    ("PAY006", E, "weight file is mostly a hole on disk (sparse): its payload was never written"),
+    ("PAY007", I, "weight file is a hole on purpose: a header-only fixture that says so in its metadata"),
     # dspark-manifest.json
     ("MAN001", E, "dspark-manifest.json is not valid"),
     ("MAN002", E, "tensor differs from the manifest (name, file, dtype, shape or bytes)"),

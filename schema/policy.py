@@ -7,7 +7,7 @@ pyproject.toml, or dspark.toml; converters/policy.py reads the file):
                                           # ["tokenspeed", "vllm"] (every one must pass), "all"
     require_target = true                 # the gate refuses to run without --target
     runtime = true                        # judge with the engine installed here (as check --runtime)
-    fail_on_warnings = true               # or a list of warning codes: ["INV007", "PAY006"]
+    fail_on_warnings = true               # or a list of warning codes: ["INV007", "CFG009"]
 
     [waive]                               # code = "reason" (the reason is mandatory)
     TGT003 = "the engine never compares layer counts; tracked in INFRA-123"

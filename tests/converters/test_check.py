@@ -515,7 +515,7 @@ def test_a_payload_that_is_a_hole_is_flagged_without_reading_it(tmp_path):
     [hole] = [f for f in report.findings if f.code == "PAY006"]
     assert hole.file == "model.safetensors" and "hole" in hole.message and "download" in hole.message
     assert hole.detail["payload_bytes"] == report.total_bytes
-    assert not report.passed(strict=True)  # the README's CI command uses --strict
+    assert not report.passed()  # an error: the values are zeros, as the gate's full read finds
     deep = check_checkpoint(draft, deep=True)
     assert {"PAY002", "PAY004"} <= set(codes(deep))
 
@@ -615,7 +615,9 @@ def test_write_draft_full_scale_k3_is_not_needed_for_header_rules(tmp_path):
     assert report.passed()
     assert report.total_bytes > 6 * 1024**3
     sparse = (draft / "model.safetensors").stat().st_blocks * 512 < report.total_bytes / 2
-    assert codes(report) == (Counter({"PAY006": 1}) if sparse else Counter())
+    assert codes(report) == Counter()
+    # the fabricator marks its hole as meant: named a fixture, not failed as a download
+    assert ("PAY007" in {f.code for f in report.findings}) == sparse
 
 
 def test_write_draft_is_deterministic(tmp_path):
