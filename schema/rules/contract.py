@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Mapping, Sequence
 
 from dspark.schema.engines import EngineProfile, FamilyLoader, default_engine
 from dspark.schema.families import DraftFamily, ExpectedTensor
-from dspark.schema.findings import Finding
+from dspark.schema.findings import Finding, Severity
 from dspark.schema.inventory import TensorEntry
-from dspark.schema.families.eagle3_common import unread_list_finding
+from dspark.schema.families.eagle3_common import default_taps, unread_list_finding
 from dspark.schema.records import record
 from dspark.schema.rules.common import bounded_taps, default_tap_count, is_int, tap_ids, tap_width_fields
 from dspark.schema.rules.config import cross_field_findings, integer_fields, rope_findings, schema_findings
@@ -40,6 +42,17 @@ def unread_taps_on(target: TargetFacts, finding: Finding, config_file: str) -> F
     if (finding.code != "TAP002" or "defaults_for_layers" not in detail
             or not is_int(target.num_hidden_layers)):
         return finding
+    if detail.get("rejudge") == "layer_outputs":
+        # an engine whose own message stands (vLLM): the defaults it captures
+        # on this target are the list's layers, or they are not
+        ids = next(iter(detail["declared"].values()))
+        served = default_taps(target.num_hidden_layers)
+        same = served == ids
+        return dataclasses.replace(
+            finding, severity=Severity.INFO if same else Severity.ERROR,
+            message=f"{finding.message} On this {target.num_hidden_layers}-layer target the defaults are the "
+            f"outputs of layers {served!r}: " + ("the list, served as trained." if same else "not the list."),
+            detail={**detail, "target_layers": target.num_hidden_layers, "served": served})
     return unread_list_finding(list(detail["declared"].items()), config_file, detail["source"],
                                target_layers=target.num_hidden_layers)
 

@@ -32,6 +32,7 @@ from dspark.schema.engines.base import (
     TapReading,
 )
 from dspark.schema.families.base import is_int
+from dspark.schema.families.eagle3_common import layers_defaulting_to
 from dspark.schema.findings import Finding, Severity
 
 NAME = "vllm"
@@ -255,17 +256,28 @@ def tap_agreement(taps: TapReading, draft_text: str, draft_source: Source):
                 )]
             if unread:
                 path, ids = unread[0]
+                # eagle_config's ids are layer outputs (SpecForge, TorchSpec's MLA
+                # export); the defaults vLLM captures, hidden_states [2, N//2, N-3],
+                # are the outputs of layers [1, N//2-1, N-4]: the same layers on
+                # the one target size whose defaults the list is.
+                fits = layers_defaulting_to(ids) if path.startswith("eagle_config.") else None
+                same = (f" On a {fits}-layer target those defaults are the outputs of layers {ids!r}, the list "
+                        "itself: served as trained there, other layers on any other (pass --target to tell)."
+                        if fits is not None else "")
                 return [Finding(
                     "TAP002",
                     f"{config_file}: {path} = {ids!r} is not read by vLLM's default runner (Model Runner V2 reads "
                     f"the top-level eagle_aux_hidden_state_layer_ids, dflash_config/top-level target_layer_ids, "
-                    f"never eagle_config's list), so the target captures its defaults {DEFAULT_TAPS_TEXT}. "
+                    f"never eagle_config's list), so the target captures its defaults {DEFAULT_TAPS_TEXT}.{same} "
                     "(The V1 runner, VLLM_USE_V2_MODEL_RUNNER=0, reads eagle_config's list.) Copy the list the "
                     "draft was trained on to the top-level eagle_aux_hidden_state_layer_ids, as vLLM numbers it.",
                     file=config_file,
-                    detail={"declared": dict(unread), "target_ids": None, "source": sources},
-                    # SpecForge and TorchSpec's MLA configs train on eagle_config's list: served wrong.
-                    severity=Severity.ERROR if path.startswith("eagle_config.") else Severity.WARNING,
+                    detail={"declared": dict(unread), "target_ids": None, "source": sources,
+                            **({"defaults_for_layers": fits, "rejudge": "layer_outputs"} if fits else {})},
+                    # SpecForge and TorchSpec's MLA configs train on eagle_config's list: served wrong,
+                    # unless the list is what the defaults capture.
+                    severity=(Severity.WARNING if fits is not None or not path.startswith("eagle_config.")
+                              else Severity.ERROR),
                 )]
             return [Finding(
                 "TAP003",
