@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Mapping
 
+from dspark.converters.engine_versions import nearest_release
 from dspark.schema.engines.tokenspeed import revisions as ts
 from dspark.schema.errors import UsageError
 
@@ -330,45 +331,10 @@ def _package_folders(name: str) -> list[Path]:
 # engines told by their version
 
 
-def _release_numbers(version: str) -> tuple[int, ...] | None:
-    """The release segment of a version (`0.33.0` of `0.33.0.post1`,
-    `0.33.0+cu130`, `0.33.0rc1`): the numbers before anything else."""
-    numbers = []
-    for part in version.split("+")[0].split("."):
-        digits = ""
-        for character in part:
-            if not character.isdigit():
-                break
-            digits += character
-        if not digits:
-            break
-        numbers.append(int(digits))
-        if len(digits) < len(part):
-            break
-    return tuple(numbers) or None
-
-
-def _nearest_release(version: str | None, versions: Mapping[str, str]) -> tuple[str | None, bool]:
-    """The modelled release an installed `version` is judged as, and
-    whether it is that release (a post-release or local build of it): never
-    another engine's. The nearest older release, else the nearest newer."""
-    if version in versions:
-        return version, True
-    numbers = _release_numbers(version or "")
-    modelled = sorted((_release_numbers(v), v) for v in versions if _release_numbers(v))
-    if numbers is None or not modelled:
-        return (modelled[-1][1] if modelled else None), False
-    for known, name in modelled:
-        if known == numbers:
-            return name, True
-    older = [name for known, name in modelled if known < numbers]
-    return (older[-1] if older else modelled[0][1]), False
-
-
 def _by_version(distribution: str, versions: Mapping[str, str]) -> Callable[[Path, str | None, Path | None], InstalledEngine]:
     def identify(package: Path, version: str | None, root: Path | None) -> InstalledEngine:
         known = ", ".join(f"{distribution}=={v}" for v in versions)
-        release, same = _nearest_release(version, versions)
+        release, same = nearest_release(version, versions)
         if release is None:
             return InstalledEngine(distribution, version, str(package), None, note=f"dspark models {known} only")
         from dspark.schema.engines import engine_by_spec
