@@ -10,7 +10,6 @@ import resource
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -59,12 +58,15 @@ def test_a_closed_stdout_is_refused_before_any_work(tiny_draft, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_report_file_on_a_device_that_refuses_it_is_exit_2_naming_it(tiny_draft):
-    draft = tiny_draft()
-    code, err = run_dspark("check", draft, "--format", "json", "--output", "/dev/full")
+def test_a_report_file_on_a_device_that_refuses_it_is_exit_2_naming_it(tiny_draft, tmp_path):
+    # Through a link: a writer that replaced the named file instead of
+    # writing into it would replace the link, never the machine's /dev/full.
+    draft, report = tiny_draft(), tmp_path / "report.json"
+    report.symlink_to("/dev/full")
+    code, err = run_dspark("check", draft, "--format", "json", "--output", report)
     assert code == EXIT_USAGE
-    assert err == "error: cannot write the report to /dev/full: No space left on device\n"
-    assert Path("/dev/full").is_char_device()  # written into, never replaced by a file
+    assert err == f"error: cannot write the report to {report}: No space left on device\n"
+    assert report.is_symlink() and report.is_char_device()  # written into, never replaced by a file
 
 
 def test_a_report_file_with_no_room_stops_convert_before_it_writes(tiny_draft, tmp_path):
