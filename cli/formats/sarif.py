@@ -82,6 +82,15 @@ def document(report: Report) -> dict[str, Any]:
     codes = list(dict.fromkeys(j.finding.code for j in report.findings))
     index = {code: i for i, code in enumerate(codes)}
     invocation: dict[str, Any] = {"executionSuccessful": report.error is None, "exitCode": report.exit_code}
+    steps = [step for step in report.document.get("steps", ()) if step.get("status") != "passed"]
+    if report.command == "gate" and steps and report.error is None:
+        # The gate's steps that did not pass, so a log whose results are all
+        # notes does not read as a gate that ran everything and passed.
+        invocation["toolExecutionNotifications"] = [{
+            "level": "error" if step["status"] == "failed" else "note",
+            "message": {"text": f"step {step['name']} {step['status']}: {step.get('detail') or ''}".rstrip(": ")},
+            "descriptor": {"id": f"step/{step['name']}"},
+        } for step in steps]
     if report.error is not None:
         error = report.error
         invocation["toolExecutionNotifications"] = [{

@@ -64,3 +64,16 @@ def test_sarif_rules_carry_the_explain_page_and_no_relative_link(dspark, tiny_dr
         assert "helpUri" not in rule
         page = dspark("explain", rule["id"]).stdout  # wrapped at the terminal's width; the help is not
         assert rule["help"]["text"].split() == page.split()
+
+
+def test_gate_sarif_says_which_steps_did_not_run(dspark, tiny_draft):
+    from test_formats import assert_valid_sarif
+
+    draft = tiny_draft()
+    steps = {s["name"]: s for s in dspark("gate", draft, "--format", "json").json()["steps"]}
+    log = dspark("gate", draft, "--format", "sarif").json()
+    assert_valid_sarif(log)
+    (invocation,) = log["runs"][0]["invocations"]
+    told = {n["descriptor"]["id"]: n for n in invocation.get("toolExecutionNotifications", [])}
+    assert set(told) == {f"step/{name}" for name, step in steps.items() if step["status"] != "passed"}
+    assert told["step/manifest"]["level"] == "note" and "skipped" in told["step/manifest"]["message"]["text"]
