@@ -59,6 +59,10 @@ def read_header(path: Path, display_name: str | None = None) -> SafetensorsHeade
             file_bytes = os.fstat(handle.fileno()).st_size
             header_len = _header_length(handle.read(HEADER_LENGTH_BYTES), file_bytes, corrupt)
             raw = handle.read(header_len)
+    except PermissionError:
+        # The file is there and may be whole: this user may not read it.
+        # Not the draft's fault (exit 2, naming the file), as for config.json.
+        raise
     except OSError as exc:
         raise CheckpointError(
             f"{shown}: cannot read: {exc.strerror or exc}",

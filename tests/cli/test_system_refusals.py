@@ -84,3 +84,11 @@ def test_a_config_that_is_a_symlink_loop_is_unreadable_not_missing(dspark, tmp_p
     assert run.json()["error"]["file"] == str(draft / "config.json")
     assert "Too many levels of symbolic links" in run.stderr
     assert "CFG001" not in run.stdout
+
+
+def test_an_unreadable_weight_file_is_exit_2_naming_it(shared_dir):
+    draft = _draft(shared_dir)
+    (draft / "model.safetensors").chmod(0o000)
+    code, err = check_unprivileged(draft)
+    assert code == EXIT_USAGE
+    assert err.splitlines()[0] == f"error: {draft / 'model.safetensors'}: Permission denied"
