@@ -32,6 +32,7 @@ from dspark.schema.errors import UsageError
 from dspark.schema.findings import Finding
 
 _REVISION_NAMES = {
+    "0.1.1": "TokenSpeed 0.1.1, the PyPI release",
     "main": f"TokenSpeed main ({ts.MAIN})",
     "pr1016": f"the head of pull request 1016 ({ts.PR1016})",
     "pr1031": f"the head of pull request 1031 ({ts.PR1031})",

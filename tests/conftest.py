@@ -67,6 +67,9 @@ _K3_MODEL = {
               "from tokenspeed.runtime.layers.layernorm import RMSNorm\n",
     "pr1031": "from tokenspeed.runtime.layers.layernorm import RMSNorm\n"
               "from tokenspeed.runtime.layers.segmented_rmsnorm import segmented_rmsnorm\n",
+    # the release: 1031's model, the stream handed over by configure_target
+    "0.1.1": "from tokenspeed.runtime.layers.layernorm import RMSNorm\n"
+             "from tokenspeed.runtime.layers.segmented_rmsnorm import segmented_rmsnorm\n",
 }
 _K3_MODEL_CLASS = """
 
@@ -90,6 +93,8 @@ _DRAFTER = {
               '    return str(getattr(cfg, "aux_hidden_stream", None) or "prefix").lower()\n',
     "pr1031": "def _resolve_aux_hidden_stream(cfg) -> str:\n"
               '    return str(getattr(cfg, "aux_hidden_stream", None) or "prefix").lower()\n',
+    "0.1.1": "class DFlashDrafter:\n    def __init__(self, model):\n"
+             "        self.target_layer_ids = list(model.target_layer_ids)\n",
 }
 
 
@@ -119,7 +124,7 @@ def write_tokenspeed(root: Path, revision: str, *, kernel: str | None = TORCH_SE
     _write(package / "runtime" / "models" / "kimi_k3_dspark.py", model)
     _write(package / "runtime" / "execution" / "drafter" / "dflash.py",
            drafter_lines if drafter_lines is not None else _DRAFTER[revision])
-    if revision == "pr1031" and kernel is not None:
+    if revision in ("pr1031", "0.1.1") and kernel is not None:
         _write(package / "runtime" / "layers" / "segmented_rmsnorm.py", kernel)
     if revision == "pr1016":
         wheel = root / "tokenspeed_kernel"

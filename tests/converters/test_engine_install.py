@@ -128,3 +128,14 @@ def test_a_source_checkout_says_its_version_in_its_pyproject(fabricated_engine):
     (site / "pyproject.toml").write_text('[project]\nname = "tokenspeed"\nversion = "0.1.0"\n')
     (engine,) = find_installed_engines(site)
     assert engine.version == "0.1.0" and engine.profile == "tokenspeed@pr1031"
+
+
+def test_the_0_1_1_release_is_told_by_its_code_and_judged_as_itself(fabricated_engine, tiny_draft):
+    site = fabricated_engine("0.1.1", version="0.1.1")
+    runtime = probe_runtime(site)
+    engine = runtime.serving
+    assert engine.profile == "tokenspeed@0.1.1" and engine.exact, engine.differences
+    [said] = [f for f in runtime_findings(runtime, family="k3_dspark") if f.code == "RUN003"]
+    assert "TokenSpeed 0.1.1, the PyPI release" in said.message
+    # pull request 1031's files differ from it in one fact: its drafter resolves the stream
+    assert probe_runtime(fabricated_engine("pr1031")).profile == "tokenspeed@pr1031"

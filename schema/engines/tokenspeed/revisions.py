@@ -36,6 +36,14 @@ def _at(path: str, lines: str, commit: str) -> Source:
     return Source(REPO_PREFIX + path, lines, commit)
 
 
+# The PyPI release, read from its wheel (paths inside the installed package).
+RELEASE_0_1_1 = "tokenspeed==0.1.1"
+
+
+def _in_wheel(path: str, lines: str) -> Source:
+    return Source("tokenspeed/" + path, lines, RELEASE_0_1_1)
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     """One fact read from an installed engine's files.
@@ -60,8 +68,10 @@ KERNEL_IMPORT = Fingerprint(
     name="kernel_import",
     file=K3_MODEL_FILE,
     what=f"the module its K3 DSpark model imports {KERNEL_FUNCTION} from",
-    values={"main": None, "pr1016": KERNEL_WHEEL_MODULE, "pr1031": LOCAL_KERNEL_MODULE},
+    values={"main": None, "pr1016": KERNEL_WHEEL_MODULE, "pr1031": LOCAL_KERNEL_MODULE,
+            "0.1.1": LOCAL_KERNEL_MODULE},
     sources={
+        "0.1.1": _in_wheel(K3_MODEL_FILE, "62"),
         "main": _at(K3_MODEL_FILE, "37-66 (no such import)", MAIN),
         "pr1016": _at(K3_MODEL_FILE, "43", PR1016),
         "pr1031": _at(K3_MODEL_FILE, "59", PR1031),
@@ -73,8 +83,9 @@ FC_NORM_BUILT = Fingerprint(
     name="fc_norm_built",
     file=K3_MODEL_FILE,
     what="whether its K3 DSpark model builds fc_norm",
-    values={"main": False, "pr1016": True, "pr1031": True},
+    values={"main": False, "pr1016": True, "pr1031": True, "0.1.1": True},
     sources={
+        "0.1.1": _in_wheel(K3_MODEL_FILE, "367"),
         "main": _at(K3_MODEL_FILE, "289-345 (no fc_norm)", MAIN),
         "pr1016": _at(K3_MODEL_FILE, "312-322", PR1016),
         "pr1031": _at(K3_MODEL_FILE, "319-329", PR1031),
@@ -87,8 +98,10 @@ STREAM_RESOLVER = Fingerprint(
     name="stream_resolver",
     file=DRAFTER_FILE,
     what="whether its drafter resolves aux_hidden_stream (prefix or attn_res)",
-    values={"main": False, "pr1016": True, "pr1031": True},
+    # 0.1.1 resolves it in the model instead (K3DSparkModel.configure_target)
+    values={"main": False, "pr1016": True, "pr1031": True, "0.1.1": False},
     sources={
+        "0.1.1": _in_wheel(DRAFTER_FILE, "(not defined; models/kimi_k3_dspark.py:421-436 hands the top level's)"),
         "main": _at(DRAFTER_FILE, "227-250 (wire_target: prefix capture only)", MAIN),
         "pr1016": _at(DRAFTER_FILE, "56-65, 264-277", PR1016),
         "pr1031": _at(DRAFTER_FILE, "52-58, 258-271", PR1031),
@@ -100,8 +113,9 @@ STREAM_ENV_READ = Fingerprint(
     name="stream_env_read",
     file=DRAFTER_FILE,
     what=f"whether its drafter reads {STREAM_ENV_VAR}",
-    values={"main": False, "pr1016": True, "pr1031": False},
+    values={"main": False, "pr1016": True, "pr1031": False, "0.1.1": False},
     sources={
+        "0.1.1": _in_wheel(DRAFTER_FILE, "(not read)"),
         "main": _at(DRAFTER_FILE, "(not read)", MAIN),
         "pr1016": _at(DRAFTER_FILE, "53, 58-60", PR1016),
         "pr1031": _at(DRAFTER_FILE, "52-58 (not read)", PR1031),
@@ -110,8 +124,8 @@ STREAM_ENV_READ = Fingerprint(
 
 FINGERPRINTS: tuple[Fingerprint, ...] = (KERNEL_IMPORT, FC_NORM_BUILT, STREAM_RESOLVER, STREAM_ENV_READ)
 # Known revisions, newest first: a tie in likeness goes to the earlier entry.
-REVISIONS: tuple[str, ...] = ("pr1031", "pr1016", "main")
-COMMITS: Mapping[str, str] = {"main": MAIN, "pr1016": PR1016, "pr1031": PR1031}
+REVISIONS: tuple[str, ...] = ("0.1.1", "pr1031", "pr1016", "main")
+COMMITS: Mapping[str, str] = {"main": MAIN, "pr1016": PR1016, "pr1031": PR1031, "0.1.1": RELEASE_0_1_1}
 
 
 @dataclass(frozen=True)
@@ -130,6 +144,13 @@ class KernelCall:
 
 
 KERNEL_CALLS: Mapping[str, KernelCall] = {
+    "0.1.1": KernelCall(
+        module=LOCAL_KERNEL_MODULE,
+        parameters=("x", "weight", "eps", "out"),
+        segments_axis=True,
+        needs_cuda=True,
+        source=_in_wheel(LOCAL_KERNEL_FILE, "35-76"),
+    ),
     "pr1016": KernelCall(
         module=KERNEL_WHEEL_MODULE,
         parameters=("x", "weight", "eps", "out"),
@@ -148,6 +169,7 @@ KERNEL_CALLS: Mapping[str, KernelCall] = {
 }
 # The K3 model calls it with the taps unflattened to [..., S, th].
 KERNEL_CALL_SITES: Mapping[str, Source] = {
+    "0.1.1": _in_wheel(K3_MODEL_FILE, "466-471"),
     "pr1016": _at(K3_MODEL_FILE, "367-373", PR1016),
     "pr1031": _at(K3_MODEL_FILE, "369-375", PR1031),
 }
