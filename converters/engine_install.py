@@ -360,7 +360,7 @@ def _by_version(distribution: str, versions: Mapping[str, str]) -> Callable[[Pat
 DETECTORS: tuple[EngineDetector, ...] = (
     EngineDetector("tokenspeed", "tokenspeed", identify_tokenspeed),
     EngineDetector("vllm", "vllm", _by_version("vllm", {"0.33.0": "vllm@0.33.0"})),
-    EngineDetector("sglang", "sglang", _by_version("sglang", {"0.5.23": "sglang@0.5.23"})),
+    EngineDetector("sglang", "sglang", _by_version("sglang", {f"0.5.{n}": f"sglang@0.5.{n}" for n in (23, 22, 21, 20)})),
 )
 
 

@@ -15,6 +15,7 @@ from dspark.schema.engines.base import (
     FeatureSupport,
     FusedParameter,
     SkipRule,
+    Source,
     StreamResolution,
     TapPaths,
     TapReading,
@@ -66,7 +67,13 @@ def _is_dspark(config: Mapping[str, Any]) -> bool:
     return isinstance(architectures, list) and bool(architectures) and architectures[0] in _DSPARK_ARCHITECTURES
 
 
-def _dspark_field(config: Mapping[str, Any], key: str, default: Any = None) -> tuple[Any, str]:
+# Where parse_dspark_draft_config looks for a DSpark field, first wins:
+# {**dflash_config, **dspark_config} (dspark_config.py:194-212).
+DSPARK_SECTIONS = ("dspark_config", "dflash_config")
+
+
+def _dspark_field(config: Mapping[str, Any], key: str, default: Any = None,
+                  sections: tuple[str, ...] = DSPARK_SECTIONS) -> tuple[Any, str]:
     """A DSpark field as parse_dspark_draft_config reads it: the `dspark_`
     prefixed top-level key, else {**dflash_config, **dspark_config}, else
     text_config, else the top level (speculative/dspark_components/
@@ -75,7 +82,7 @@ def _dspark_field(config: Mapping[str, Any], key: str, default: Any = None) -> t
                 "mask_token_id": "dspark_noise_token_id"}.get(key)
     if prefixed and config.get(prefixed) is not None:
         return config[prefixed], prefixed
-    for section in ("dspark_config", "dflash_config"):
+    for section in sections:
         nested = config.get(section)
         if isinstance(nested, Mapping) and key in nested:
             return nested[key], f"{section}.{key}"
@@ -118,18 +125,40 @@ def taps_within_declared_depth(config: Mapping[str, Any], config_file: str) -> l
                     "Set num_target_layers to the target's layer count, or remove it.")]
 
 
-def activation_supported(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """The DFlash MLP builds silu or swigluoai and raises on anything else
-    (models/dflash.py:492-509)."""
-    act = config.get("hidden_act", "silu")
-    if act in ("silu", "swigluoai"):
-        return []
-    return [refused(config_file, "hidden_act", f"hidden_act = {act!r}: the DFlash MLP supports silu and swigluoai "
-                    "only and raises ValueError", at("492-509", _DF),
-                    "Serve it on an engine with that activation, or retrain with silu.")]
+def activation_rule(supported: tuple[str, ...], source: Source, since: str = ""):
+    """The DFlash MLP builds the activations `supported` and raises on
+    anything else; `since` says where a later release builds more."""
+
+    def activation_supported(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+        act = config.get("hidden_act", "silu")
+        if act in supported:
+            return []
+        return [refused(config_file, "hidden_act", f"hidden_act = {act!r}: the DFlash MLP supports "
+                        f"{' and '.join(supported)} only and raises ValueError{since}", source,
+                        "Serve it on an engine with that activation, or retrain with silu.")]
+
+    return activation_supported
 
 
-def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+# The DFlash MLP builds silu or swigluoai and raises on anything else
+# (models/dflash.py:492-509).
+activation_supported = activation_rule(("silu", "swigluoai"), at("492-509", _DF))
+
+
+def dspark_markov_head_rule(sections: tuple[str, ...] = DSPARK_SECTIONS,
+                            required_source: Source = at("265-268", DSPARK_CONFIG), unread: str = ""):
+    """The DSpark Markov-head rule of a release whose config parser reads the
+    nested fields from `sections` (the mask token always from dflash_config
+    too, through the DFlash parser); `unread` says what it leaves unread."""
+
+    def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
+        return _markov_head(config, config_file, sections, required_source, unread)
+
+    return dspark_markov_head
+
+
+def _markov_head(config: Mapping[str, Any], config_file: str, sections: tuple[str, ...],
+                 required_source: Source, unread: str) -> list[Finding]:
     """A dense DSpark draft needs markov_rank > 0 and a markov_head_type
     SGLang builds (vanilla, gated, rnn; required with a rank unless a
     `dspark_` prefixed key is set) (models/dspark.py:385-405, 525-528;
@@ -138,7 +167,7 @@ def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Find
     if not _is_dspark(config):
         return []
     findings: list[Finding] = []
-    raw_rank, rank_path = _dspark_field(config, "markov_rank", 0)
+    raw_rank, rank_path = _dspark_field(config, "markov_rank", 0, sections)
     try:
         rank = int(raw_rank) if raw_rank is not None else 0
     except (TypeError, ValueError, OverflowError):
@@ -156,13 +185,13 @@ def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Find
                                 "markov_rank > 0 (its Markov head)", source,
                                 "Set markov_rank to the rank the draft was trained with."))
     else:
-        raw_type, type_path = _dspark_field(config, "markov_head_type")
+        raw_type, type_path = _dspark_field(config, "markov_head_type", None, sections)
         prefixed = any(config.get(k) is not None for k in ("dspark_block_size", "dspark_markov_rank",
                                                              "dspark_noise_token_id", "dspark_target_layer_ids"))
         if raw_type is None and not prefixed:
             findings.append(refused(config_file, "markov_head_type", "markov_head_type is absent while "
-                                    f"markov_rank = {rank}: SGLang's DSpark config requires it",
-                                    at("265-268", DSPARK_CONFIG), "Set markov_head_type (vanilla, gated or rnn)."))
+                                    f"markov_rank = {rank}: SGLang's DSpark config requires it{unread}",
+                                    required_source, "Set markov_head_type (vanilla, gated or rnn)."))
         elif raw_type is not None and str(raw_type).lower() not in _MARKOV_HEAD_TYPES:
             findings.append(refused(config_file, "markov_head_type", f"{type_path} = {raw_type!r}: SGLang builds "
                                     "vanilla, gated and rnn Markov heads only", at("269-275", DSPARK_CONFIG),
@@ -173,6 +202,9 @@ def dspark_markov_head(config: Mapping[str, Any], config_file: str) -> list[Find
                                 "dspark_config or dspark_noise_token_id): the DSPARK worker needs it",
                                 at("112-121", DSPARK_CONFIG), "Set mask_token_id to the id it was trained with."))
     return findings
+
+
+dspark_markov_head = dspark_markov_head_rule()
 
 
 def derived_taps_note(config: Mapping[str, Any], config_file: str) -> list[Finding]:
