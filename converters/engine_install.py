@@ -241,18 +241,30 @@ def show_value(value: object) -> str:
     return str(value)
 
 
+def _holds_its_code(path: Path) -> bool:
+    """Whether `path` is the engine's file and not a stub: it parses and
+    defines something at the top (the K3 DSpark model file, its model
+    class). An empty file parses, and would read as main's absences."""
+    tree = _parse(path)
+    if tree is None:
+        return False
+    if path.name == Path(ts.K3_MODEL_FILE).name:
+        return defines(path, "K3DSparkModel") is not None
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for node in _top_level(tree))
+
+
 def identify_tokenspeed(package: Path, version: str | None, root: Path | None) -> InstalledEngine:
     # main's facts are all absences (no kernel import, no fc_norm, no
     # resolver), so an empty package would match main exactly: a file that
     # is not there, or does not parse, is no evidence of any revision.
     missing = tuple(str(package / name) for name in sorted({fp.file for fp in ts.FINGERPRINTS})
-                    if _parse(package / name) is None)
+                    if not _holds_its_code(package / name))
     if missing:
         return InstalledEngine(
             distribution="tokenspeed", version=version, location=str(package), profile=None, exact=False,
             missing=missing,
-            note=(f"its {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not there or not Python "
-                  "(an empty or partial install), so which release it is cannot be told"),
+            note=(f"its {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not there, empty or not "
+                  "Python (an empty or partial install), so which release it is cannot be told"),
         )
     facts = _tokenspeed_facts(package)
     evidence = tuple(

@@ -26,7 +26,16 @@ def _partial_tokenspeed(root: Path, fabricated_engine) -> Path:
     return site
 
 
-@pytest.mark.parametrize("install", [_empty_tokenspeed, _partial_tokenspeed], ids=["empty", "partial"])
+def _stub_tokenspeed(root: Path, fabricated_engine=None) -> Path:
+    # every file there, each empty: they parse, and say nothing
+    for name in ("__init__.py", ts.K3_MODEL_FILE, ts.DRAFTER_FILE):
+        (root / "tokenspeed" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "tokenspeed" / name).write_text("")
+    return root
+
+
+@pytest.mark.parametrize("install", [_empty_tokenspeed, _partial_tokenspeed, _stub_tokenspeed],
+                         ids=["empty", "partial", "empty-files"])
 def test_absent_files_are_no_evidence_of_a_release(dspark, tiny_draft, tmp_path, fabricated_engine, install):
     site = install(tmp_path / "site", fabricated_engine)
     run = dspark("check", tiny_draft(), "--runtime", "--engine-path", site, "--format", "json")
