@@ -23,7 +23,7 @@ from typing import Any
 
 import typer
 
-from dspark.cli.settings import OutputSettings, ReportUnwritableError, output_settings
+from dspark.cli.settings import OutputSettings, ReportUnwritableError, output_settings, report_written
 from dspark.schema.errors import (
     CheckpointError,
     DeviceUnavailableError,
@@ -78,6 +78,10 @@ def decide(code: int) -> int:
     return code
 
 
+def finished_message(code: int, signal_name: str = "SIGINT") -> str:
+    return f"interrupted ({signal_name}) after the run had finished (exit {code}); its report stands"
+
+
 def exit_code_for(error: BaseException) -> int:
     if isinstance(error, BrokenPipeError):
         return verdict.get()
@@ -92,6 +96,13 @@ def exit_code_for(error: BaseException) -> int:
 def report_error(error: BaseException) -> int:
     """Tell the user about `error`; return the exit code."""
     code = exit_code_for(error)
+    if isinstance(error, KeyboardInterrupt) and report_written.get():
+        try:
+            sys.stderr.write(finished_message(verdict.get()) + "\n")
+            sys.stderr.flush()
+        except (OSError, AttributeError, ValueError):
+            pass  # no stderr: the exit code says it
+        return code
     if isinstance(error, BrokenPipeError):
         # The reader went away (`| head`): not a failure of the checkpoint,
         # and nothing left to say. Python's own flush at exit would fail on

@@ -21,7 +21,7 @@ try:
 
     import typer
 
-    from dspark.cli.errors import EXIT_OK, report_error
+    from dspark.cli.errors import EXIT_OK, finished_message, report_error
     from dspark.cli.settings import output_settings, requested_output
 finally:
     if _collecting_before_import:
@@ -248,8 +248,7 @@ def _say_so_if_interrupted_now(code: int) -> None:
     import signal
 
     def finished(signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        message = f"interrupted ({name}) after the run had finished (exit {code}); its report stands\n"
+        message = finished_message(code, signal.Signals(signum).name) + "\n"
         try:
             os.write(2, message.encode("utf-8", "replace"))
         except OSError:

@@ -14,8 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from dspark.cli.settings import ReportUnwritableError
-from dspark.cli.settings import OutputSettings, output_settings
+from dspark.cli.settings import OutputSettings, ReportUnwritableError, output_settings, report_written
 from dspark.cli.formats import FORMAT_BY_SUFFIX, MACHINE_FORMATS, Report, format_module
 from dspark.converters.writers.overwrite_guard import RunInput, report_overwrites
 from dspark.schema.errors import UsageError
@@ -123,6 +122,11 @@ _NOT_SUPPORTED = {getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "EI
 
 def emit(report: Report) -> None:
     """Hand `report` to the format(s) the command line asked for."""
+    _emit(report)
+    report_written.set(True)
+
+
+def _emit(report: Report) -> None:
     settings = output_settings.get()
     report.quiet = settings.quiet
     if settings.file is not None:

@@ -44,6 +44,11 @@ class ReportUnwritableError(UsageError):
 # is found while parsing) `requested_output` reads it off the command line.
 output_settings: ContextVar[OutputSettings] = ContextVar("output_settings", default=OutputSettings())
 
+# Set once the report has been written whole: a Ctrl-C after it (while the
+# run winds down) says the run had finished, and adds no error document
+# after the report a reader already has.
+report_written: ContextVar[bool] = ContextVar("report_written", default=False)
+
 def _option_value(args: Sequence[str], name: str) -> str | None:
     for index, arg in enumerate(args):
         if arg == "--":
