@@ -22,7 +22,7 @@ try:
     import typer
 
     from dspark.cli.errors import EXIT_OK, finished_message, report_error
-    from dspark.cli.settings import output_settings, requested_output
+    from dspark.cli.settings import output_settings, report_written, requested_output
 finally:
     if _collecting_before_import:
         gc.enable()
@@ -176,6 +176,7 @@ def run(args: Sequence[str], *, freeze_start_up: bool = False) -> int:
     built frozen (`gc.freeze`): the caller thaws it.
     """
     output_settings.set(requested_output(args, COMMANDS))
+    report_written.set(False)  # a caller may run several command lines (the pre-commit hook)
     _escape_what_the_streams_cannot_encode()
     from dspark.cli.streams import guarded_stdout
 
