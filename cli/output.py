@@ -59,8 +59,9 @@ def configure_output(
 
 def _refuse_unwritable_report_path(path: Path, reads: Sequence[RunInput], writes_into: Path | None) -> None:
     """Before any work: a report file that could never be written (a
-    folder's name, a name too long, a folder that does not exist) must not
-    cost a conversion, nor end a finished one as an internal error. The
+    folder's name, a name too long, a folder that does not exist, a full
+    disk, a folder this user may not write) must not cost a conversion, nor
+    end a finished one as an error after DST was written. The
     error itself goes to the terminal (`settings.file` is not written).
     convert may name a file inside the folder it is about to create."""
     from dspark.converters.writers.atomic import name_limit
@@ -91,6 +92,8 @@ def _refuse_unwritable_report_path(path: Path, reads: Sequence[RunInput], writes
 # What a report may take: reports stay small whatever the input (one
 # finding counts 100,000 tensors), well under this.
 REPORT_ROOM = 1 << 20
+# What posix_fallocate says where the filesystem cannot preallocate.
+_NOT_SUPPORTED = {getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "EINVAL", "ENOSYS") if hasattr(errno, name)}
 
 
 def _prove_room_for_a_report(path: Path, folder: Path) -> None:
@@ -116,8 +119,6 @@ def _prove_room_for_a_report(path: Path, folder: Path) -> None:
         os.close(handle)
         os.unlink(temporary)
 
-
-_NOT_SUPPORTED = {getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "EINVAL", "ENOSYS") if hasattr(errno, name)}
 
 
 def emit(report: Report) -> None:
