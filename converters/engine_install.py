@@ -371,7 +371,7 @@ def _by_version(distribution: str, versions: Mapping[str, str]) -> Callable[[Pat
 # Tried in this order; the first found is the engine judged.
 DETECTORS: tuple[EngineDetector, ...] = (
     EngineDetector("tokenspeed", "tokenspeed", identify_tokenspeed),
-    EngineDetector("vllm", "vllm", _by_version("vllm", {"0.33.0": "vllm@0.33.0"})),
+    EngineDetector("vllm", "vllm", _by_version("vllm", {f"0.{n}.0": f"vllm@0.{n}.0" for n in (33, 32, 31, 30)})),
     EngineDetector("sglang", "sglang", _by_version("sglang", {f"0.5.{n}": f"sglang@0.5.{n}" for n in (23, 22, 21, 20)})),
 )
 

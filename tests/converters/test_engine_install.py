@@ -100,7 +100,7 @@ def test_engines_told_by_version_without_a_profile_are_warned(versioned_engine, 
 
 @pytest.mark.parametrize("version, judged_as, exact", [
     ("0.33.0.post1", "vllm@0.33.0", True), ("0.33.0+cu130", "vllm@0.33.0", True),
-    ("0.32.0", "vllm@0.33.0", False), ("0.34.0", "vllm@0.33.0", False)])
+    ("0.32.0", "vllm@0.32.0", True), ("0.29.0", "vllm@0.30.0", False), ("0.34.0", "vllm@0.33.0", False)])
 def test_an_unmodelled_vllm_release_is_judged_by_the_nearest_vllm_release(versioned_engine, version, judged_as,
                                                                          exact):
     (engine,) = find_installed_engines(versioned_engine("vllm", version))
