@@ -294,10 +294,19 @@ def plan_conversion(
     owners: dict[str, TensorEntry] = {}
     tied_copy = tied_copy_of_the_embedding(checkpoint)
     tied_head = checkpoint_head(checkpoint) if tied_copy else None
+    kept_for_launch: list[Finding] = []
     for entry in checkpoint.entries:
         name = entry.served_name
         reason = (drop_reason(family, name) or (tied_copy if entry is tied_head else None)
                   or refused_token_map(family, profile.loader_for(family.name), checkpoint.config, name))
+        launch = _loaded_under_a_launch(profiles, family, name) if reason else None
+        if launch is not None:
+            # skipped at the default launch, loaded under another: never dropped
+            kept_for_launch.append(Finding(
+                "CNV002", f"{entry.stored_name}: kept, though {profile.spec} skips it at its default launch: it "
+                f"loads it with {launch} (and refuses a draft without it there).",
+                tensor=name, detail={"launch": launch}))
+            reason = None
         if reason and not options.keep_skipped:
             dropped.append(DroppedTensor(entry.stored_name, name, reason, entry.dtype, entry.nbytes))
             continue
@@ -350,7 +359,7 @@ def plan_conversion(
     contract_findings = [_named_by_its_source(f, planned_by_name) for f in contract_findings]
     source_notes = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is not Severity.ERROR]
     split_notes = [split.note() for split in splits.values()]
-    findings = report_findings(source_notes + split_notes + contract_findings)
+    findings = report_findings(source_notes + split_notes + kept_for_launch + contract_findings)
 
     return ConvertPlan(
         source=str(src),
@@ -370,6 +379,17 @@ def plan_conversion(
         expected=contract.expected,
         trained_taps=taps_record(trained),
     )
+
+
+def _loaded_under_a_launch(profiles, family: DraftFamily, name: str) -> str | None:
+    """The launch of an engine written for under which its loader loads a
+    name it skips by default (`FamilyLoader.launch_loaded`)."""
+    for profile in profiles:
+        loader = profile.loader_for(family.name)
+        launch = loader.launch_loading(name) if loader is not None else None
+        if launch is not None:
+            return launch
+    return None
 
 
 def _config_for(src: Path, fmt: str, explicit: Path | None) -> Path | None:

@@ -285,6 +285,11 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "message says which, from the engine's registry as modelled.",
                  "Check the draft by other means before deploying it, or name a family dspark models "
                  "(dspark families); ask for the family to be modelled."),
+    "CNV002": _x("The engine skips this tensor at its default launch but loads it under another it supports "
+                 "(TokenSpeed 0.1.1's K3 DSpark model loads the draft's own embed_tokens on the last pipeline stage "
+                 "when --pipeline-parallel-size > 1, and refuses a draft without it), so convert keeps it: the "
+                 "output serves every launch.",
+                 "Nothing to do; --keep-skipped keeps the other skipped tensors too."),
     "OVR001": _x("A value declared in dflash_config and at the top level, differently (taps, mask token, "
                  "aux_hidden_stream, sliding window): the engine serves one of them (the message says which, "
                  "mostly the nested one, validated or not), and which one the draft was trained with cannot "

@@ -142,6 +142,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("MAN006", E, "weight file in the folder that the manifest does not list"),
     # `dspark convert`: values it refuses to write
     ("CNV001", E, "the cast to the output dtype turns finite values into Inf"),
+    ("CNV002", I, "a tensor the engine skips at its default launch, kept because another launch loads it"),
     # training outputs read by `dspark convert` (DCP folders, .pt state dicts)
     ("SRC001", I, "training run folder: the newest iteration was read"),
     ("SRC002", I, "entries that are not draft weights (optimizer state, counters) left behind"),

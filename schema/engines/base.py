@@ -426,6 +426,16 @@ class FamilyLoader:
     # reads its taps and stream at the top level only, its drafter the mask
     # token nested first.
     nested_overrides: tuple[str, ...] | None = None
+    # Names the loader skips at the default launch but loads under another
+    # it supports: regex -> that launch, in the engine's flags (TokenSpeed
+    # 0.1.1's K3 model loads embed_tokens on the last pipeline stage).
+    # convert keeps them, so its output serves every launch.
+    launch_loaded: Mapping[str, str] = field(default_factory=dict)
+
+    def launch_loading(self, served_name: str) -> str | None:
+        """The launch under which the loader loads a name it skips by default."""
+        return next((launch for pattern, launch in self.launch_loaded.items() if re.search(pattern, served_name)),
+                    None)
 
     def engine_name(self, stored_name: str) -> str:
         name = stored_name

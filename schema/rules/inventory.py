@@ -104,11 +104,14 @@ def inventory_findings(
             continue
         skip = loader.skip_rule(name, config) if loader is not None else None
         if skip is not None or (loader is None and family.is_skipped(name)):
+            launch = loader.launch_loading(name) if loader is not None else None
+            cost = (f"; loaded with {launch}, which needs it" if launch else
+                    f"; {entry.nbytes:,} bytes shipped for nothing")
             findings.append(Finding(
                 "INV005",
                 f"{entry.file}: {printable_name(name)} is skipped by the serving loader"
-                + (f" ({skip.why})" if skip else "")
-                + f"; {entry.nbytes:,} bytes shipped for nothing.",
+                + (f" ({skip.why})" if skip else "") + (" at its default launch" if launch else "")
+                + f"{cost}.",
                 file=entry.file,
                 tensor=name,
                 detail={"nbytes": entry.nbytes, "dtype": entry.dtype, "shape": list(entry.shape),

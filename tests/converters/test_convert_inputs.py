@@ -22,6 +22,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
 SPEC = SCALES["tiny"]
 SERVED = set(tensor_shapes(SPEC, skipped=False))
+# What convert writes for the default engine, TokenSpeed 0.1.1: the served tensors and the draft's
+# embed_tokens, which it loads at --pipeline-parallel-size > 1 (tests/converters/test_convert_launches.py).
+WRITTEN = SERVED | {"embed_tokens.weight"}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +62,7 @@ def read_output(folder: Path) -> dict:
 
 def assert_is_served_cast(out: Path, source: dict, dtype) -> None:
     written = read_output(out)
-    assert set(written) == SERVED
+    assert set(written) == WRITTEN
     for name, tensor in written.items():
         expected = source[name].to(dtype)
         assert tensor.dtype == dtype
@@ -77,7 +80,7 @@ def test_a_dcp_run_converts_to_the_served_layout(tmp_path: Path, training_state:
     report = convert_checkpoint(run, tmp_path / "out", ConvertOptions.from_flags(dtype="bfloat16"))
     assert_is_served_cast(tmp_path / "out", training_state, torch.bfloat16)
     assert report.plan.source_format == "dcp"
-    assert {d.served_name for d in report.plan.dropped} >= {"t2d", "d2t", "embed_tokens.weight"}
+    assert {d.served_name for d in report.plan.dropped} >= {"t2d", "d2t"}
     notes = {f.code for f in report.plan.findings}
     assert {"SRC001", "SRC002"} <= notes  # newest iteration picked; optimizer state left behind
     manifest = json.loads((tmp_path / "out" / "dspark-manifest.json").read_text())

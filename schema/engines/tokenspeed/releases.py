@@ -95,6 +95,10 @@ def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
         # the drafter still takes dflash_config's mask token first
         # (execution/drafter/dflash.py::DFlashDrafter.__init__:151-160)
         nested_overrides=("mask_token_id",),
+        # the last pipeline stage builds and loads its own embedding
+        # (K3DSparkModel.__init__:402-416; load_weights:633-637 skips a
+        # skipped prefix only when it is no parameter; 697-703 refuses one missing)
+        launch_loaded={r"^embed_tokens\.weight$": "--pipeline-parallel-size > 1"},
         startup_target_checks=at_0_1_1("285-309 (validate_k3_dspark_config, from K3DSparkModel.configure_target "
                                        "at models/kimi_k3_dspark.py:421-423)", K3_CONFIG),
         sources={**base.sources, "config": at_0_1_1("56-127, 194-309", K3_CONFIG),
