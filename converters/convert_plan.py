@@ -297,7 +297,8 @@ def plan_conversion(
     kept_for_launch: list[Finding] = []
     for entry in checkpoint.entries:
         name = entry.served_name
-        reason = (drop_reason(family, name) or (tied_copy if entry is tied_head else None)
+        reason = (_dropped_by_name(family, profile.loader_for(family.name), checkpoint.config, name)
+                  or (tied_copy if entry is tied_head else None)
                   or refused_token_map(family, profile.loader_for(family.name), checkpoint.config, name))
         launch = _loaded_under_a_launch(profiles, family, name) if reason else None
         if launch is not None:
@@ -379,6 +380,16 @@ def plan_conversion(
         expected=contract.expected,
         trained_taps=taps_record(trained),
     )
+
+
+def _dropped_by_name(family: DraftFamily, loader, config, name: str) -> str | None:
+    """Why convert leaves a tensor behind by its name (source_facts.drop_reason),
+    unless the engine written for loads it under this config (vLLM's K3 DSpark
+    confidence head with enable_confidence_head, dspark_mla.py@vllm==0.33.0:459-464)."""
+    reason = drop_reason(family, name)
+    if reason is not None and family.is_skipped(name) and loader is not None and loader.skip_rule(name, config) is None:
+        return None
+    return reason
 
 
 def _loaded_under_a_launch(profiles, family: DraftFamily, name: str) -> str | None:

@@ -101,7 +101,7 @@ SCALES: dict[str, DraftSpec] = {
         hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
         q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
         vocab_size=96, target_hidden_size=40, target_num_hidden_layers=12,
-        target_layer_ids=(1, 4, 7, 9, 11), markov_rank=12, confidence_hidden=8,
+        target_layer_ids=(1, 4, 7, 9, 11), markov_rank=12, confidence_hidden=32,
     ),
     # Kimi-K3 reference dimensions (DESIGN §2).
     "k3": DraftSpec(

@@ -38,3 +38,14 @@ def test_the_0_1_1_output_keeps_the_embedding_the_pipeline_stage_loads(tiny_draf
 def test_an_engine_that_never_loads_it_still_drops_it(tiny_draft, tmp_path):
     convert_checkpoint(tiny_draft(), tmp_path / "out", ConvertOptions(engine="tokenspeed@pr1031"))
     assert "embed_tokens.weight" not in names(tmp_path / "out")
+
+
+def test_convert_for_vllm_keeps_the_k3_confidence_head_it_loads(tiny_draft, tmp_path):
+    # vLLM builds and loads the head when enable_confidence_head (dspark_mla.py@vllm==0.33.0:194-205, 459-464);
+    # TokenSpeed skips it as training-only: only the output for TokenSpeed leaves it behind
+    source = tiny_draft(fc_norm=False)
+    convert_checkpoint(source, tmp_path / "vllm", ConvertOptions(engine="vllm"))
+    assert {"confidence_head.proj.weight", "confidence_head.proj.bias"} <= names(tmp_path / "vllm")
+    assert check_checkpoint(tmp_path / "vllm", engine="vllm").passed()
+    convert_checkpoint(source, tmp_path / "ts", ConvertOptions(engine="tokenspeed"))
+    assert not any(n.startswith("confidence_head") for n in names(tmp_path / "ts"))

@@ -390,17 +390,17 @@ def test_k3_missing_a_norm_fails_but_a_missing_projection_loads_uninitialised(tm
 def test_k3_confidence_head_is_loaded_when_enabled(tmp_path):
     # dspark_mla.py:194-205, 459-464: with enable_confidence_head the head is built ([1, hidden_size]) and
     # loaded; TokenSpeed skips it as training-only.
-    draft = write_k3(tmp_path / "d", config_edit=lambda c: c.update(enable_confidence_head=True))
+    def wrong_width(tensors):
+        tensors["confidence_head.proj.weight"] = torch.zeros(1, 8, dtype=torch.bfloat16).normal_()
+
+    draft = write_k3(tmp_path / "d", config_edit=lambda c: c.update(enable_confidence_head=True),
+                     tensor_edit=wrong_width)
     report = check_checkpoint(draft, engine=VLLM)
     assert errors(report) == Counter({"INV003": 1})
     assert "confidence_head.proj.weight" in message(report, "INV003")
     assert check_checkpoint(draft, engine="tokenspeed").passed(strict=True)
-
-    def right_width(tensors):
-        tensors["confidence_head.proj.weight"] = torch.zeros(1, 32, dtype=torch.bfloat16).normal_()
-
-    fixed = write_k3(tmp_path / "e", config_edit=lambda c: c.update(enable_confidence_head=True),
-                     tensor_edit=right_width)
+    # the fabricator's head is the width the config implies
+    fixed = write_k3(tmp_path / "e", config_edit=lambda c: c.update(enable_confidence_head=True))
     assert check_checkpoint(fixed, engine=VLLM).passed(strict=True)
 
 
@@ -640,9 +640,9 @@ def test_norm_before_fc_is_read_from_eagle_config_first(tmp_path):
 def test_the_fabricator_writes_the_names_vllm_loads(tmp_path):
     # dspark_mla.py:445: vLLM strips no model. prefix; the fabricator's K3 default keeps TokenSpeed's.
     draft = fabricate(tmp_path / "d", family="k3_dspark", fc_norm=False, engine=VLLM)
-    # Names as vLLM loads them; the tiny draft's training-only confidence head is 8 wide, and vLLM, which
-    # loads it when enable_confidence_head (dspark_mla.py:459-464), builds it hidden_size (32) wide.
-    assert errors(check_checkpoint(draft, engine=VLLM)) == Counter({"INV003": 1})
+    # Names as vLLM loads them, the confidence head included (loaded when enable_confidence_head,
+    # dspark_mla.py:459-464, at the width the config implies): the good draft passes.
+    assert errors(check_checkpoint(draft, engine=VLLM)) == Counter()
     assert errors(check_checkpoint(fabricate(tmp_path / "t", family="k3_dspark", fc_norm=False),
                                    engine=VLLM))["SRV001"] == 1
 
