@@ -61,12 +61,17 @@ def _schema_message(error) -> str:
     return error.message if len(error.message) <= 500 else error.message[:500] + " ..."
 
 
-def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str) -> list[Finding]:
-    """JSON-Schema violations, each as a finding naming the field."""
+def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file: str,
+                    unread: tuple[str, ...] = ()) -> list[Finding]:
+    """JSON-Schema violations, each as a finding naming the field. A field
+    the engine never reads (`unread`, its loader's `ignored_fields`) is not
+    required of the config: its absence breaks nothing there."""
     if certainly_valid(config, load_config_schema(family.schema_file)):
         return []  # proved valid without importing jsonschema (quick_validation.py)
     findings = []
     for error in sorted(_validator(family.schema_file).iter_errors(config), key=lambda e: list(e.absolute_path)):
+        if error.validator == "required" and not error.absolute_path and _missing_field(error.message) in unread:
+            continue
         path = ".".join(str(part) for part in error.absolute_path)
         leaf = str(error.absolute_path[-1]) if error.absolute_path else ""
         if leaf == "aux_hidden_stream":
@@ -100,6 +105,13 @@ def schema_findings(config: Mapping[str, Any], family: DraftFamily, config_file:
             )
         findings.append(Finding(code, message, file=config_file, detail={"field": path, "validator": error.validator}))
     return findings
+
+
+def _missing_field(message: str) -> str | None:
+    """The property a `required` error names (jsonschema: "'name' is a required property")."""
+    if message.startswith("'") and message.endswith("' is a required property"):
+        return message[1:-len("' is a required property")]
+    return None
 
 
 def integer_fields(family: DraftFamily) -> tuple[str, ...]:

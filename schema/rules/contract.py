@@ -128,7 +128,8 @@ def check_contract(
     features.update(family.derived_features(view, resolution.architecture))
     resolved.features = dict(features)
 
-    findings += unread_nested_stream(schema_findings(view, family, config_file), loader)
+    unread = loader.ignored_fields if loader is not None else ()
+    findings += unread_nested_stream(schema_findings(view, family, config_file, unread), loader)
     findings += cross_field_findings(view, family, config_file, loader)
     findings += rope_findings(view, config_file, rope_scaling_wins=not (
         loader is not None and loader.family == "dflash_gqa" and view.get("model_type") in ("qwen2", "qwen3")))

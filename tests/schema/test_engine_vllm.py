@@ -963,3 +963,11 @@ def test_an_mla_draft_typed_llama_without_an_mla_field_is_refused_by_vllm(tmp_pa
     report = check_checkpoint(_llama_typed_mla(tmp_path, "n", "num_hidden_layers"), engine=VLLM)
     assert set(errors(report)) == {"INV001"}  # LlamaConfig's 32 layers, 31 of them never written
     assert "num_hidden_layers = 32" in message(report, "ENG003")
+
+
+def test_a_k3_draft_without_tokenspeed_s_target_layer_count_loads_on_vllm(tmp_path):
+    # Neither K3DSparkConfig (transformers_utils/configs/k3_dspark.py) nor the model reads
+    # target_num_hidden_layers: its absence is no schema error there; TokenSpeed assumes 93.
+    draft = write_k3(tmp_path / "d", config_edit=lambda c: c.pop("target_num_hidden_layers"))
+    assert "CFG003" not in errors(check_checkpoint(draft, engine=VLLM))
+    assert check_checkpoint(draft, engine="tokenspeed@0.1.1").passed()

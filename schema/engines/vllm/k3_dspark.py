@@ -167,7 +167,11 @@ LOADER = FamilyLoader(
     coerces_values=False,
     # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
     # target captures (EagleModelMixin; common.EAGLE3_TARGET_CLASSES).
-    ignored_fields=("num_key_value_heads",),
+    # target_num_hidden_layers is TokenSpeed's config field: neither
+    # K3DSparkConfig (transformers_utils/configs/k3_dspark.py) nor the model
+    # (models/kimi_k3/nvidia/dspark_mla.py) reads it; the target's own layer
+    # count bounds the taps.
+    ignored_fields=("num_key_value_heads", "target_num_hidden_layers"),
     sources={
         "load_weights": at("530-537", K3_DSPARK),
         "name mapper": at("437-464", K3_DSPARK),
