@@ -126,8 +126,8 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
         lines.extend(wrap(text, width, first="  ", indent="    "))
         if source:
             if width is not None and len(source.split(" ", 1)[0]) > width - 4:
-                # a path too long for the line: its version goes below it, the path stays whole
-                source = source.replace("@", " @", 1)
+                # a path too long for the line: its function and version go below it, the path stays whole
+                source = source.replace("::", " ::", 1).replace("@", " @", 1)
             lines.extend(wrap(source, width, first="    ", indent="      "))
 
     for row in rows:

@@ -253,12 +253,27 @@ def _holds_its_code(path: Path) -> bool:
     return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for node in _top_level(tree))
 
 
+def _is_release_without_k3(package: Path) -> bool:
+    """TokenSpeed 0.1.0's files: its GQA DFlash and EAGLE-3 models and its
+    drafter hold code, and no K3 DSpark model is there."""
+    return (not (package / ts.K3_MODEL_FILE).exists()
+            and all(_holds_its_code(package / name) for name in ts.RELEASE_WITHOUT_K3_FILES))
+
+
 def identify_tokenspeed(package: Path, version: str | None, root: Path | None) -> InstalledEngine:
     # main's facts are all absences (no kernel import, no fc_norm, no
     # resolver), so an empty package would match main exactly: a file that
     # is not there, or does not parse, is no evidence of any revision.
     missing = tuple(str(package / name) for name in sorted({fp.file for fp in ts.FINGERPRINTS})
                     if not _holds_its_code(package / name))
+    if version == ts.RELEASE_WITHOUT_K3 and _is_release_without_k3(package):
+        # the first release ships no K3 DSpark model at all: its absence is
+        # that release's fact, told with its version and the models it has
+        return InstalledEngine(
+            distribution="tokenspeed", version=version, location=str(package),
+            profile=f"tokenspeed@{ts.RELEASE_WITHOUT_K3}", revision=ts.RELEASE_WITHOUT_K3,
+            evidence=tuple(Evidence(name, f"its {name}", str(package / name), 1, True)
+                           for name in ts.RELEASE_WITHOUT_K3_FILES))
     if missing:
         return InstalledEngine(
             distribution="tokenspeed", version=version, location=str(package), profile=None, exact=False,

@@ -33,6 +33,7 @@ from dspark.schema.findings import Finding
 
 _REVISION_NAMES = {
     "0.1.1": "TokenSpeed 0.1.1, the PyPI release",
+    "0.1.0": "TokenSpeed 0.1.0, the first PyPI release (no K3 DSpark model)",
     "main": f"TokenSpeed main ({ts.MAIN})",
     "pr1016": f"the head of pull request 1016 ({ts.PR1016})",
     "pr1031": f"the head of pull request 1031 ({ts.PR1031})",

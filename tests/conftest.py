@@ -117,6 +117,12 @@ def write_tokenspeed(root: Path, revision: str, *, kernel: str | None = TORCH_SE
     tokenspeed_kernel whose layernorm module lacks it."""
     package = root / "tokenspeed"
     _write(package / "__init__.py", "")
+    if revision == "0.1.0":
+        # the first release: GQA DFlash and EAGLE-3 models, a drafter, no K3 DSpark model
+        for name in ("models/dflash.py", "models/llama_eagle3.py", "execution/drafter/dflash.py"):
+            _write(package / "runtime" / name, "class DraftModel:\n    pass\n")
+        _dist_info(root, "tokenspeed", version)
+        return root
     model = (model_lines if model_lines is not None else _K3_MODEL[revision])
     model = "import torch\nfrom torch import nn\n" + model + _K3_MODEL_CLASS
     if revision != "main":

@@ -52,7 +52,8 @@ def test_families_filtered_by_family_and_engine(dspark):
     every_revision = json.loads(dspark("families", "--family", "k3_dspark", "--engine", "tokenspeed",
                                        "--format", "json").stdout)
     assert [r["engine"] for r in every_revision] == [
-        "tokenspeed@0.1.1", "tokenspeed@current", "tokenspeed@pr1031", "tokenspeed@pr1016", "tokenspeed@main"]
+        "tokenspeed@0.1.1", "tokenspeed@0.1.0", "tokenspeed@current", "tokenspeed@pr1031", "tokenspeed@pr1016",
+        "tokenspeed@main"]
     [row] = json.loads(dspark("families", "--family", "eagle3_llama", "--engine", "tokenspeed@current",
                               "--format", "json").stdout)
     assert row["tap_ids"]["numbering"] == "layer_output" and row["tap_ids"]["read_from"][0].startswith("eagle_config.")

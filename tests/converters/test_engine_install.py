@@ -139,3 +139,14 @@ def test_the_0_1_1_release_is_told_by_its_code_and_judged_as_itself(fabricated_e
     assert "TokenSpeed 0.1.1, the PyPI release" in said.message
     # pull request 1031's files differ from it in one fact: its drafter resolves the stream
     assert probe_runtime(fabricated_engine("pr1031")).profile == "tokenspeed@pr1031"
+
+
+def test_the_0_1_0_release_has_no_k3_model_and_is_judged_as_itself(fabricated_engine, tiny_draft):
+    runtime = probe_runtime(fabricated_engine("0.1.0", version="0.1.0"))
+    assert runtime.profile == "tokenspeed@0.1.0" and runtime.serving.exact
+    from dspark.converters.runtime import check_with_runtime
+
+    report = check_with_runtime(tiny_draft(), runtime=runtime)
+    assert "ENG006" in {f.code for f in report.errors}  # 0.1.0 serves no K3 DSpark draft: never a pass by default
+    # the same files under another version are no release dspark knows
+    assert probe_runtime(fabricated_engine("0.1.0", version="0.1.5")).profile != "tokenspeed@0.1.0"

@@ -155,7 +155,18 @@ RELEASE_0_1_1 = EngineProfile(
     **{**PROFILE_FACTS, "architectures": _releases().ARCHITECTURES_0_1_1},
 )
 
+RELEASE_0_1_0 = EngineProfile(
+    name=NAME,
+    revision="0.1.0",
+    commit="tokenspeed==0.1.0 (PyPI)",
+    description="TokenSpeed 0.1.0, the first PyPI release: main's GQA DFlash and EAGLE-3 models; no K3 DSpark, "
+    "no GQA DSpark, no DFlash2",
+    loaders=_Loaders({family: functools.partial(_main_loader, family)
+                      for family in ("dflash_gqa", "eagle3_llama", "eagle3_mla")}),
+    **{**PROFILE_FACTS, "architectures": _releases().architectures_0_1_0(PROFILE_FACTS["architectures"])},
+)
+
 # The first is what a bare `tokenspeed` means: the newest release; the git
 # snapshots stay for what was read before it.
-PROFILES = (RELEASE_0_1_1, CURRENT, PR_1031, PR_1016, MAIN_PROFILE)
+PROFILES = (RELEASE_0_1_1, RELEASE_0_1_0, CURRENT, PR_1031, PR_1016, MAIN_PROFILE)
 DEFAULT = RELEASE_0_1_1

@@ -2,6 +2,12 @@
 from: only the rules that differ, each cited to the release's own files
 (paths inside the wheel, `tokenspeed/runtime/...@tokenspeed==VERSION`).
 
+* 0.1.0 (tag v0.1.0) serves main's GQA DFlash and EAGLE-3 models and no K3
+  DSpark draft at all: its wheel has no `models/kimi_k3_dspark.py` (nor a
+  Kimi-K3 target) and registers no `DSparkDraftModel`, `K3DSparkModel` or
+  DFlash2 (each `models/*.py` `EntryClass`): a K3 DSpark draft is ENG006,
+  a GQA DSpark draft names no class it registers (ENG002).
+
 * 0.1.1 (`pip install tokenspeed`, October 2026) carries pull request
   1031's K3 DSpark model, with two changes that move a verdict:
   - the stream: the K3 config class takes `aux_hidden_stream` as a top-level
@@ -32,6 +38,7 @@ import dataclasses
 from dspark.schema.engines.base import ArchitectureResolution, FamilyLoader, Source, StreamResolution
 
 RELEASE_0_1_1 = "tokenspeed==0.1.1"
+RELEASE_0_1_0 = "tokenspeed==0.1.0"
 _RUNTIME = "tokenspeed/runtime/"
 K3_MODEL = _RUNTIME + "models/kimi_k3_dspark.py"
 K3_CONFIG = _RUNTIME + "configs/kimi_k3_dspark_config.py"
@@ -77,6 +84,29 @@ ARCHITECTURES_0_1_1 = ArchitectureResolution(
     source=at_0_1_1("442-478 (rewrite); models/registry.py:86-97 (first registered wins)",
                     _RUNTIME + "utils/hf_transformers_utils.py"),
 )
+
+
+# Every class 0.1.0 registers (each models/*.py `EntryClass`).
+_REGISTERED_0_1_0 = frozenset({
+    "DFlashDraftModel", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN", "DeepseekV4ForCausalLM",
+    "DeepseekV4ForCausalLMNextN", "Eagle3DeepseekV2ForCausalLM", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
+    "GptOssForCausalLM", "InklingForConditionalGeneration", "InklingForConditionalGenerationNextN",
+    "KimiK25ForConditionalGeneration", "LlamaForCausalLM", "LlamaForCausalLMEagle3", "LongcatFlashForCausalLM",
+    "MiniMaxM2ForCausalLM", "MiniMaxM3SparseForConditionalGeneration", "Qwen2ForCausalLM",
+    "Qwen3ASRForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+    "Qwen3OmniMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForConditionalGenerationNextN",
+    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForConditionalGenerationNextN",
+})
+
+
+def architectures_0_1_0(base: ArchitectureResolution) -> ArchitectureResolution:
+    """main's resolution (the MiniMax-M2 EAGLE-3 rewrite included,
+    utils/hf_transformers_utils.py::get_config@tokenspeed==0.1.0:266-278)
+    over 0.1.0's registry."""
+    return dataclasses.replace(
+        base, registered=_REGISTERED_0_1_0, default_architectures={},
+        source=Source(_RUNTIME + "utils/hf_transformers_utils.py",
+                      "266-278 (rewrite); models/registry.py (first registered wins)", RELEASE_0_1_0))
 
 
 def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
