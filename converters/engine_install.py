@@ -25,6 +25,15 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from dspark.converters.engine_versions import nearest_release
+from dspark.converters.python_source import (
+    attribute_assigned,
+    defines,
+    function_defined,
+    import_of,
+    parse_file,
+    top_level,
+    string_used,
+)
 from dspark.schema.engines.tokenspeed import revisions as ts
 from dspark.schema.errors import UsageError
 
@@ -117,91 +126,6 @@ class EngineDetector:
 
 
 # ---------------------------------------------------------------------------
-# reading files
-
-
-def _parse(path: Path) -> ast.Module | None:
-    try:
-        return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return None
-
-
-def defines(path: Path, name: str) -> int | None:
-    """The line where `path` binds `name` at module level (a def, a class,
-    an assignment or an import), or None."""
-    tree = _parse(path)
-    if tree is None:
-        return None
-    for node in _top_level(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return node.lineno
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                return node.lineno
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((alias.asname or alias.name.split(".")[-1]) == name for alias in node.names):
-                return node.lineno
-    return None
-
-
-def _top_level(tree: ast.Module):
-    """Module-level statements, those inside a top-level `try`/`if` too (an
-    import guarded there still runs when the module is imported)."""
-    stack = list(tree.body)
-    while stack:
-        node = stack.pop(0)
-        yield node
-        if isinstance(node, ast.Try):
-            stack[:0] = [*node.body, *node.orelse, *node.finalbody]
-        elif isinstance(node, ast.If):
-            stack[:0] = [*node.body, *node.orelse]
-
-
-def _import_of(tree: ast.Module | None, name: str) -> tuple[str | None, int | None]:
-    """(module, line) of a module-level `from MODULE import name`."""
-    if tree is None:
-        return None, None
-    for node in _top_level(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if any(alias.name == name for alias in node.names):
-                return node.module, node.lineno
-    return None, None
-
-
-def _attribute_assigned(tree: ast.Module | None, attribute: str) -> int | None:
-    """The first line assigning `self.<attribute>` anywhere in the file."""
-    if tree is None:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if (isinstance(target, ast.Attribute) and target.attr == attribute
-                        and isinstance(target.value, ast.Name) and target.value.id == "self"):
-                    return node.lineno
-    return None
-
-
-def _function_defined(tree: ast.Module | None, name: str) -> int | None:
-    if tree is None:
-        return None
-    for node in _top_level(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            return node.lineno
-    return None
-
-
-def _string_used(tree: ast.Module | None, text: str) -> int | None:
-    if tree is None:
-        return None
-    lines = [node.lineno for node in ast.walk(tree)
-             if isinstance(node, ast.Constant) and node.value == text and hasattr(node, "lineno")]
-    return min(lines) if lines else None
-
-
-# ---------------------------------------------------------------------------
 # TokenSpeed
 
 
@@ -209,11 +133,11 @@ def _tokenspeed_facts(package: Path) -> dict[str, tuple[object, int | None, Path
     """fingerprint name -> (value, line, file) read from the installed files."""
     model_file = package / ts.K3_MODEL_FILE
     drafter_file = package / ts.DRAFTER_FILE
-    model, drafter = _parse(model_file), _parse(drafter_file)
-    module, module_line = _import_of(model, ts.KERNEL_FUNCTION)
-    fc_norm_line = _attribute_assigned(model, "fc_norm")
-    resolver_line = _function_defined(drafter, "_resolve_aux_hidden_stream")
-    env_line = _string_used(drafter, ts.STREAM_ENV_VAR)
+    model, drafter = parse_file(model_file), parse_file(drafter_file)
+    module, module_line = import_of(model, ts.KERNEL_FUNCTION)
+    fc_norm_line = attribute_assigned(model, "fc_norm")
+    resolver_line = function_defined(drafter, "_resolve_aux_hidden_stream")
+    env_line = string_used(drafter, ts.STREAM_ENV_VAR)
     return {
         "kernel_import": (module, module_line, model_file),
         "fc_norm_built": (fc_norm_line is not None, fc_norm_line, model_file),
@@ -245,12 +169,12 @@ def _holds_its_code(path: Path) -> bool:
     """Whether `path` is the engine's file and not a stub: it parses and
     defines something at the top (the K3 DSpark model file, its model
     class). An empty file parses, and would read as main's absences."""
-    tree = _parse(path)
+    tree = parse_file(path)
     if tree is None:
         return False
     if path.name == Path(ts.K3_MODEL_FILE).name:
         return defines(path, "K3DSparkModel") is not None
-    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for node in _top_level(tree))
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for node in top_level(tree))
 
 
 def _is_release_without_k3(package: Path) -> bool:

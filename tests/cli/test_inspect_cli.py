@@ -15,21 +15,21 @@ SHARDED_PAGE = """\
              taps  5 [1, 4, 7, 9, 11]
           fc_norm  on (5 weights shipped)
 aux_hidden_stream  prefix (config.json: aux_hidden_stream)
-          tensors  37 (52.94 KiB)
+          tensors  37 (52.99 KiB)
 bytes by dtype
  dtype ┃     bytes
 ━━━━━━━╇━━━━━━━━━━━
- BF16  │ 52.94 KiB
+ BF16  │ 52.99 KiB
 files
  file                             ┃ tensors ┃     bytes
 ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━
  model-00001-of-00002.safetensors │      19 │ 23.22 KiB
- model-00002-of-00002.safetensors │      18 │ 29.72 KiB
+ model-00002-of-00002.safetensors │      18 │ 29.77 KiB
 skipped by the serving loader
  tensor                      ┃ dtype ┃    bytes
 ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━━
  confidence_head.proj.bias   │ BF16  │      2 B
- confidence_head.proj.weight │ BF16  │     16 B
+ confidence_head.proj.weight │ BF16  │     64 B
  embed_tokens.weight         │ BF16  │ 6.00 KiB
 
 no errors or warnings (dspark check gives the full report)
@@ -94,7 +94,7 @@ def test_inspect_json_is_the_check_report(dspark, tiny_draft):
     assert inspected.exit_code == checked.exit_code == EXIT_OK
     # the same report; only the envelope's `command` names which command wrote it
     assert {**inspected.json(), "command": "check"} == checked.json()
-    assert json.loads(inspected.stdout)["files"] == [{"name": "model.safetensors", "tensors": 37, "nbytes": 54210}]
+    assert json.loads(inspected.stdout)["files"] == [{"name": "model.safetensors", "tensors": 37, "nbytes": 54258}]
 
 
 def test_inspect_of_a_missing_path_is_a_usage_error(dspark):
