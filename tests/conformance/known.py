@@ -33,6 +33,45 @@ class KnownDisagreement:
 
 
 KNOWN: tuple[KnownDisagreement, ...] = (
+    # SGLang ---------------------------------------------------------------
+    KnownDisagreement(
+        "sglang", "*/eagle3_llama/*flatten-for-sglang*", "dspark",
+        "the draft was trained with norm_before_residual (speculators' default) and no SGLang model reads the key: "
+        "the decoder layer adds the residual before its norm, a computation the run loads but does not score",
+        "sglang/srt/models/llama_eagle3.py@0.5.23 (norm_before_residual never read)"),
+    KnownDisagreement(
+        "sglang", "*dflash_gqa/quantization-config*", "dspark",
+        "the draft's config declares fp8 quantization its bf16 weights do not carry: SGLang builds fp8 layers, "
+        "writes the weights into them and leaves every weight_scale unwritten; the run sees it load, the first "
+        "forward computes with scales never loaded (ENG005)",
+        "sglang/srt/model_loader/loader.py::_get_quantization_config@0.5.23"),
+    KnownDisagreement(
+        "sglang", "*dflash_gqa/taps-repeated*", "dspark",
+        "a repeated tap is captured once, so the target hands fc fewer features than it was built for: the run "
+        "loads it, the first request fails on the width (CFG006)",
+        "sglang/srt/models/qwen2.py::Qwen2Model.forward@0.5.23:456-464"),
+    # TokenSpeed -----------------------------------------------------------
+    KnownDisagreement(
+        "tokenspeed", "*k3_dspark/stream-invalid-nested*", "dspark",
+        "dflash_config.aux_hidden_stream = 'mixture' names no stream and is never read; the engine serves the "
+        "top level's prefix, which it validates and which the draft declares there: served as declared (STR008 "
+        "warns of the unread value); the run counts any unread nested declaration as served wrong",
+        "tokenspeed/runtime/configs/kimi_k3_dspark_config.py::KimiK3DSparkConfig.__init__@0.1.1:79, 113"),
+    KnownDisagreement(
+        "tokenspeed", "*k3_dspark/fc-norm-int", "dspark",
+        "an integer fc_norm weight is copied into the bf16 parameter without a word: the run sees a load, but "
+        "the norms served are the integers stored, not trained values (FCN005)",
+        "tokenspeed/runtime/model_loader/weight_utils.py::default_weight_loader@0.1.1:848-862"),
+    KnownDisagreement(
+        "tokenspeed", "*k3_dspark/int-weight", "dspark",
+        "an int8 up_proj is cast into the bf16 parameter without a word: the run sees a load, but the weights "
+        "served are the integers stored (INV004)",
+        "tokenspeed/runtime/layers/linear.py@0.1.1:296-304"),
+    KnownDisagreement(
+        "tokenspeed", "*k3_dspark/layers-beyond-bound*", "dspark",
+        "num_hidden_layers = 10**12: the engine builds layer after layer and never finishes in the run's time "
+        "limit; dspark refuses the value outright (CFG003, bounded)",
+        "tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.__init__@0.1.1"),
 )
 
 

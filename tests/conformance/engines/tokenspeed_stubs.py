@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import types
+from pathlib import Path
 
 # Compiled / GPU-only packages the engine imports at module top. Every name
 # the engine takes from them is a kernel (attention, norm, rope, GEMM,
@@ -31,9 +33,11 @@ STUBBED_PACKAGES = (
     "triton",                 # GPU compiler, not in a CPU torch
     "flashinfer",             # attention/sampling kernels
     "deep_gemm", "deep_ep",   # MoE/GEMM kernels and expert-parallel comms
-    "sgl_kernel", "cuda", "nvidia", "cutlass",
+    "sgl_kernel", "cutlass",  # kernel libraries
+    "cuda", "nvidia",         # CUDA Python bindings
     "xgrammar",               # grammar-constrained sampling (serving loop only)
     "torch_memory_saver",     # GPU memory release hooks (serving loop only)
+    "nvtx",                   # profiler ranges
 )
 
 
@@ -44,10 +48,23 @@ class StubCalled(RuntimeError):
 _sealed = False
 
 
-def seal() -> None:
-    """From now on a stubbed kernel that is called raises StubCalled."""
+def seal(sealed: bool = True) -> None:
+    """From now on a stubbed kernel that is called raises StubCalled (or,
+    with `sealed=False`, gives a stand-in again: see tokenspeed_probe's
+    target build)."""
     global _sealed
-    _sealed = True
+    _sealed = sealed
+
+
+# Stand-ins that must answer as the real function does in an environment
+# with no kernel plugin installed: discovery of kernel plugins (entry points)
+# finds none (called from tokenspeed/runtime/plugins/__init__.py:130-134).
+ANSWERS = {
+    "tokenspeed_kernel.plugins.discover_plugins": lambda *args, **kwargs: [],
+    # A memory-layout choice for the absorbed MLA factors (models/deepseek_v3.py:
+    # 156-165): either answer keeps the same values, derived from kv_b_proj.
+    "tokenspeed_kernel.ops.attention.mla.mla_project_value_prefers_contiguous_weight": lambda *a, **k: False,
+}
 
 
 class _StubObject(types.ModuleType):
@@ -56,9 +73,19 @@ class _StubObject(types.ModuleType):
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        value = _make_stub(f"{self.__name__}.{name}")
+        qualified = f"{self.__name__}.{name}"
+        value = ANSWERS[qualified] if qualified in ANSWERS else _make_stub(qualified)
         setattr(self, name, value)
         return value
+
+
+def _is_availability_query(qualified: str) -> bool:
+    """`native_latent_moe_available()`, `allreduce_fusion_supported()`,
+    `has_flashinfer_...()`, `supports_...()`: a question whether a fused kernel
+    exists. The answer is no (none is installed); the engine then builds its
+    unfused path, whose parameters are loaded from the same checkpoint names."""
+    name = qualified.rsplit(".", 1)[-1]
+    return name.endswith(("_available", "_supported")) or name.startswith(("has_", "supports_", "is_"))
 
 
 def _make_stub(qualified: str):
@@ -69,6 +96,8 @@ def _make_stub(qualified: str):
     def _refuse(*args, **kwargs):
         if not _sealed:
             return _make_stub(f"{qualified}()")
+        if _is_availability_query(qualified):
+            return False
         raise StubCalled(f"{qualified} is a GPU kernel stand-in and was called on the probe's path")
 
     meta = type("_StubMeta", (type,), {
@@ -77,14 +106,28 @@ def _make_stub(qualified: str):
         "__call__": lambda cls, *a, **k: _refuse(),
         "__bool__": lambda cls: False,
         "__getitem__": lambda cls, item: cls,
+        "__iter__": lambda cls: iter(()),
         "__or__": lambda cls, other: cls,
         "__ror__": lambda cls, other: cls,
     })
     return meta(qualified.rsplit(".", 1)[-1], (), {"__module__": qualified.rsplit(".", 1)[0]})
 
 
+# Modules of the stubbed packages that are plain Python and decide what the
+# engine builds, so the release's own file is loaded instead of a stand-in:
+# `tokenspeed_kernel.platform` describes the GPU (vendor, architecture) that
+# model constructors branch on (see `gpu_platform`).
+REAL_MODULES = ("tokenspeed_kernel.platform",)
+
+
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, kernel_code: Path) -> None:
+        self.kernel_code = kernel_code
+
     def find_spec(self, fullname, path, target=None):
+        if fullname in REAL_MODULES:
+            file = self.kernel_code.joinpath(*fullname.split(".")).with_suffix(".py")
+            return importlib.util.spec_from_file_location(fullname, file)
         if fullname.split(".")[0] in STUBBED_PACKAGES:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
@@ -98,6 +141,109 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
 
-def install() -> None:
+def install(kernel_code: Path) -> None:
+    """Stub the GPU packages; `kernel_code` holds tokenspeed-kernel's Python
+    files (for REAL_MODULES)."""
     if not any(isinstance(finder, _StubFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _StubFinder())
+        sys.meta_path.insert(0, _StubFinder(kernel_code))
+
+
+def gpu_platform() -> None:
+    """Describe the GPU the engine is served on: an NVIDIA Hopper (sm 9.0)
+    with one device. `tokenspeed_kernel.platform.current_platform()` raises
+    without a CUDA device; the engine's constructors read it only to choose
+    kernels and fusions (e.g. models/deepseek_v3.py:61-64 at 0.1.1), and a
+    fused layer's parameter is filled from the same checkpoint names."""
+    from tokenspeed_kernel.platform import ArchVersion, Platform, PlatformInfo
+
+    Platform.override(PlatformInfo(
+        vendor="nvidia", arch_version=ArchVersion(9, 0), device_name="NVIDIA H100 80GB HBM3", device_count=1,
+        total_memory=80 << 30, memory_bandwidth=3350.0, sm_count=132, max_threads_per_sm=2048,
+        max_shared_memory_per_sm=228 << 10))
+
+
+def cpu_server() -> None:
+    """What a server reads from the GPU itself, answered as the device of
+    `gpu_platform` would: its memory (sizes the KV cache and scheduling
+    limits, utils/server_args.py:752-760) and the drafter's GPU step buffers
+    (pinned host and device tensors, execution/drafter/dflash.py:224-273,
+    whose only checks are that the executor handed buffers and attention
+    components over, which the probe does). Neither reads the draft."""
+    import tokenspeed.runtime.utils.server_args as server_args
+    from tokenspeed.runtime.execution.drafter.dflash import DFlash
+
+    server_args.get_nvgpu_memory_capacity = lambda: 80 * 1024  # MiB, as nvidia-smi reports
+    DFlash._init_native_buffers = lambda self: None
+    # Device housekeeping the constructors and the embed/head sharing call
+    # (e.g. models/llama_eagle3.py:713-714, models/qwen3_5.py:941,
+    # models/kimi_k3_comm.py:151): the device index, streams,
+    # events, cache release and synchronisation order GPU work and free
+    # memory; they neither hold nor move a weight.
+    import torch
+
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.empty_cache = lambda: None
+    torch.cuda.synchronize = lambda *args, **kwargs: None
+    torch.cuda.Stream = _DeviceHandle
+    torch.cuda.Event = _DeviceHandle
+
+
+class _DeviceHandle:
+    """A CUDA stream or event that orders nothing (see cpu_server)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: None
+
+
+def drafter_attention_backend(server_args):
+    """A stand-in for the drafter's attention backend that answers the one
+    question the drafter's construction asks of it: whether the backend the
+    launch selects applies per-layer sliding windows (the class attribute
+    `supports_layer_sliding_window`, layers/attention/backends/base.py:165,
+    read at execution/drafter/dflash.py:198). Building the real backend needs
+    CUDA workspaces; it holds no weights."""
+    from tokenspeed.runtime.layers.attention.registry import _BACKEND_REGISTRY
+
+    name = server_args.drafter_attention_backend
+    backend = _BACKEND_REGISTRY.get(name, (None, None))[1]
+    # A backend that decides per instance (a property) is taken to apply none.
+    supports = getattr(backend, "supports_layer_sliding_window", False)
+    return types.SimpleNamespace(supports_layer_sliding_window=supports if isinstance(supports, bool) else False,
+                                 backend_name=name)
+
+
+def _is_cuda(device) -> bool:
+    return (isinstance(device, str) and device.startswith("cuda")) or getattr(device, "type", None) == "cuda"
+
+
+# Where a GPU tensor is made instead: the CPU, or the meta device while the
+# probe builds a target (which it never loads: see tokenspeed_probe).
+gpu_stand_in = "cpu"
+
+
+def place_gpu_tensors_on_cpu() -> None:
+    """The probe's only device is the CPU: a tensor the engine creates or
+    moves onto the GPU (`device="cuda"`, `.to("cuda")`, `.cuda()`, pinned
+    host memory) is made on the CPU instead, with the same values. Devices
+    hold no checkpoint decision: the loader's checks compare names, shapes
+    and counts, which do not depend on where a tensor lives."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class CudaOnCpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if _is_cuda(kwargs.get("device")):
+                kwargs["device"] = gpu_stand_in
+            if kwargs.get("pin_memory"):
+                kwargs["pin_memory"] = False
+            if func is torch.Tensor.cuda:
+                return args[0]
+            if func is torch.Tensor.to:
+                args = tuple(gpu_stand_in if _is_cuda(arg) else arg for arg in args)
+            return func(*args, **kwargs)
+
+    CudaOnCpu().__enter__()

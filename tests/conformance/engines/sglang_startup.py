@@ -1,0 +1,143 @@
+"""The SGLang drafting workers' startup checks that read the draft config,
+called through the release's own functions, and what the built draft
+leaves out of what the folder ships or declares.
+
+The workers themselves need a running target (KV pools, CUDA graphs); the
+checks below are the parts of their `__init__` that read the draft config,
+called with the values the worker passes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+
+def check(algorithm: str, draft_config, target_config) -> str:
+    """Raise as the drafting worker would at startup; return a note."""
+    from sglang.srt.runtime_context import get_spec
+
+    if algorithm == "DSPARK":
+        # speculative/dspark_components/dspark_worker_v2.py::DSparkWorkerV2.__init__@0.5.23:245-265:
+        # the mask token is bounded by the target's embedding rows.
+        from sglang.srt.speculative.dspark_components.dspark_config import resolve_runtime_config
+
+        rows = getattr(target_config.hf_text_config, "padded_vocab_size", None) or target_config.vocab_size
+        runtime = resolve_runtime_config(draft_hf_config=draft_config.hf_config,
+                                         speculative_num_draft_tokens=get_spec().speculative_num_draft_tokens,
+                                         target_vocab_size=int(rows))
+        return f"mask_token_id {runtime.mask_token_id}, gamma {runtime.gamma}"
+    if algorithm == "DFLASH":
+        # speculative/dflash_worker_v2.py::DFlashWorkerV2.__init__@0.5.23:451-536 parses the
+        # draft config and resolves the mask token against the target
+        # (::DFlashWorkerV2._resolve_mask_token_id@0.5.23:1391-1471).
+        from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+        from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
+
+        parsed = parse_dflash_draft_config(draft_hf_config=draft_config.hf_config)
+        if parsed.mask_token_id is None:
+            # Without an id the worker takes the token from the target's
+            # tokenizer (adding it when missing); a case's target has none.
+            return f"mask token {parsed.mask_token!r} resolved from the target's tokenizer (not judged)"
+        worker = SimpleNamespace(target_worker=SimpleNamespace(
+            model_runner=SimpleNamespace(model_config=target_config), tokenizer=None))
+        resolved = DFlashWorkerV2._resolve_mask_token_id(worker, mask_token=parsed.mask_token,
+                                                         mask_token_id=parsed.mask_token_id)
+        return f"mask_token_id {resolved}"
+    return ""
+
+
+def _shipped_names(folder: Path) -> set[str]:
+    from safetensors import safe_open
+
+    names: set[str] = set()
+    for file in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(file), "pt") as handle:
+            names.update(handle.keys())
+    return names
+
+
+def _declared(config, key: str):
+    value = getattr(config, key, None)
+    eagle = getattr(config, "eagle_config", None)
+    if value is None and isinstance(eagle, dict):
+        value = eagle.get(key)
+    return value
+
+
+def dropped_features(folder: Path, draft, draft_config) -> list[str]:
+    """Features the folder declares or ships that the built draft has no module for.
+
+    The loaders drop a name without a destination without a word
+    (`models/llama_eagle3.py::LlamaForCausalLMEagle3.load_weights@0.5.23:325-378`,
+    `models/dflash.py::DFlashDraftModel.load_weights@0.5.23:886-1000`), so a
+    shipped tensor the draft was trained with is served as if absent."""
+    modules = {name for name, _ in draft.named_modules()}
+    parameters = {name for name, _ in draft.named_parameters()}
+    shipped = _shipped_names(folder)
+    config = draft_config.hf_config
+    problems = []
+    has_fc_norm = any(name.split(".")[-1] == "fc_norm" or ".fc_norm." in f"{name}." for name in modules)
+    ships_fc_norm = any("fc_norm." in name or "aux_norm_" in name for name in shipped)
+    if (_declared(config, "fc_norm") or ships_fc_norm) and not has_fc_norm:
+        problems.append("fc_norm declared or shipped, but the built draft has no fc_norm: the taps are not normalised")
+    has_input_norm = any(name.endswith("input_norm") for name in modules)
+    if any(name.split(".")[-2:-1] == ["input_norm"] for name in shipped) and not has_input_norm:
+        problems.append("input_norm shipped, but the built draft has none: dropped")
+    if any(name.startswith(("markov_head.", "model.markov_head.")) for name in shipped) and \
+            not any(".markov_head." in f".{name}" for name in parameters):
+        problems.append("a Markov head shipped, but the built draft has none: dropped")
+    if any(name.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias")) for name in shipped) and \
+            not any(name.endswith("qkv_proj.bias") for name in parameters):
+        problems.append("q/k/v biases shipped, but the built attention has none: dropped")
+    return problems
+
+
+def stream_problems(folder: Path, served_stream: str | None) -> list[str]:
+    """`aux_hidden_stream` is never read by SGLang: the target decides the
+    stream (`sglang_target.captured_layers` reads which)."""
+    declared = _aux_hidden_stream(folder) or "prefix"
+    if served_stream is None or declared == served_stream:
+        return []
+    return [f"aux_hidden_stream {declared!r} declared, the target hands over its {served_stream!r} stream"]
+
+
+def hot_token_map_problems(algorithm: str, draft, target_vocab: int) -> list[str]:
+    """The EAGLE-3 hot-token map as the worker takes it.
+
+    `speculative/eagle_worker_v2.py::EagleWorkerV2.init_lm_head@0.5.23:336-369`
+    takes the draft's `hot_token_id` (d2t + arange, never checked:
+    `models/llama_eagle3.py::LlamaForCausalLMEagle3.load_weights@0.5.23:350-352`)
+    as the map from the draft head's rows to target ids; without one the
+    rows are served as target ids."""
+    if algorithm != "EAGLE3":
+        return []
+    head = getattr(draft, "lm_head", None)
+    # VocabParallelEmbedding pads its rows; the tokens it scores are org_vocab_size
+    # (layers/vocab_parallel_embedding.py::VocabParallelEmbedding.__init__@0.5.23).
+    rows = getattr(head, "org_vocab_size", None)
+    hot = getattr(draft, "hot_token_id", None)
+    if hot is None:
+        if rows is not None and rows < target_vocab:
+            return [f"the draft head scores {rows} tokens of {target_vocab} and no d2t was loaded: "
+                    f"its rows are served as target ids"]
+        return []
+    problems = []
+    if hot.is_floating_point():
+        problems.append(f"the hot-token map (d2t) is {hot.dtype}: token ids are taken from floats")
+    if rows is not None and hot.shape[0] != rows:
+        problems.append(f"the hot-token map (d2t) has {hot.shape[0]} entries for a head of {rows} rows")
+    return problems
+
+
+def _aux_hidden_stream(folder: Path):
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
+    value = nested.get("aux_hidden_stream", config.get("aux_hidden_stream"))
+    return str(value).lower() if value is not None else None

@@ -1,0 +1,125 @@
+"""How the TokenSpeed probe reads what a release did with a loaded draft:
+which target layers it captures (in the suite numbering), and what it serves
+otherwise than trained without a word (each check cites the 0.1.1 code,
+paths under tokenspeed/runtime/)."""
+
+from __future__ import annotations
+
+
+def capture_reading(target) -> tuple[list[int] | None, str | None]:
+    """What the target captures, in the suite numbering (the residual after
+    layer k, 0-based), and the stream it hands over.
+
+    Kimi-K3's text model captures a DFlash tap *after* layer k
+    (models/kimi_k3.py:3534-3541, ids taken as 0-based outputs at 3660-3680)
+    and an EAGLE-3 tap after layer k-1 for a one-based id k
+    (kimi_k3.py:3538, 3639-3658). Every other target captures the residual
+    *entering* layer i for i in `layers_to_capture`
+    (models/base/transformer_model.py:209-211, deepseek_v3.py:1995-1997,
+    qwen3_5.py:1019-1024), so its ids are one more than ours."""
+    language = getattr(target, "language_model", None) or target
+    inner = getattr(language, "model", None)
+    if inner is None or not hasattr(inner, "layers_to_capture"):
+        return None, None
+    if hasattr(inner, "dflash_aux_stream"):
+        if inner.layers_to_capture:
+            return sorted(inner.layers_to_capture), inner.dflash_aux_stream
+        if getattr(inner, "eagle3_layers_to_capture", ()):
+            return sorted(k - 1 for k in inner.eagle3_layers_to_capture), "prefix"
+        return [], inner.dflash_aux_stream
+    return sorted(k - 1 for k in inner.layers_to_capture), "prefix"
+
+
+def _declared(config: dict, key: str):
+    """A key as the draft declares it: nested dflash_config first (where
+    trainers write it), else the top level."""
+    nested = config.get("dflash_config")
+    if isinstance(nested, dict) and nested.get(key) is not None:
+        return nested.get(key)
+    return config.get(key)
+
+
+# Checkpoint tensors a loader skips by design, each served from elsewhere or
+# unused in serving: the embedding (the target's is shared in; the draft's is
+# a frozen copy of it: models/kimi_k3_dspark.py:397-416, factory.py:81-113),
+# K3's training-only confidence head (configs/kimi_k3_dspark_config.py:39-41,
+# 177-191) and EAGLE-3's target-to-draft table (models/llama_eagle3.py:654).
+SKIPPED_BY_DESIGN = ("embed_tokens.", "confidence_head.", "t2d")
+
+
+def dropped_trained_tensors(dropped: list[str]) -> list[str]:
+    """Shipped tensors the loader read into nothing, but those it skips by
+    design: the draft was trained with them and runs without."""
+    lost = [name for name in dropped if not any(marker in name for marker in SKIPPED_BY_DESIGN)]
+    if not lost:
+        return []
+    return [f"{len(lost)} shipped tensor(s) never read by the loader: {lost[:6]}"]
+
+
+def proposal_checks(algorithm, config, draft, captured, target_config) -> list[str]:
+    """What the drafter reads at startup and uses at the first request."""
+    wrong = []
+    text = target_config.hf_text_config
+    target_vocab = int(getattr(text, "vocab_size", 0) or 0)
+    draft_config = draft.config
+    for field in ("rms_norm_eps", "rope_theta"):
+        value = getattr(draft_config, field, None)
+        if isinstance(value, float) and value != value:
+            wrong.append(f"{field} is NaN: every layer it feeds computes NaN")
+    if algorithm in ("DFLASH", "DSPARK"):
+        # The drafter fills every block with the mask token and embeds it
+        # with the target's embedding (execution/drafter/dflash.py:150-161,
+        # 251-256, 282): an id outside the target vocabulary indexes past it.
+        nested = getattr(draft_config, "dflash_config", None) or {}
+        mask = nested.get("mask_token_id", getattr(draft_config, "mask_token_id", None))
+        if mask is not None and target_vocab and not 0 <= int(mask) < target_vocab:
+            wrong.append(f"mask_token_id {mask} is outside the target's {target_vocab}-token embedding")
+        # The taps reach the draft in capture order, ascending (kimi_k3.py:3677-3683,
+        # qwen3_5.py:1434-1450, causal_lm.py:304-306); the draft's projection
+        # columns follow its declared order.
+        declared = list(getattr(draft, "target_layer_ids", []) or [])
+        if captured is not None and declared and declared != list(captured):
+            wrong.append(f"the draft declares taps in the order {declared}, the target hands them over as {captured}")
+    if algorithm == "EAGLE3":
+        # The drafter maps draft ids to target ids through d2t when loaded
+        # (execution/drafter/eagle.py:130-135; llama_eagle3.py:648-652).
+        # The head's vocabulary before padding (layers/vocab_parallel_embedding.py:279-281).
+        rows = getattr(getattr(draft, "lm_head", None), "org_vocab_size", None)
+        hot = draft.get_hot_token_id() if hasattr(draft, "get_hot_token_id") else None
+        if hot is None and rows and target_vocab and rows != target_vocab:
+            wrong.append(f"the draft head has {rows} rows and no d2t map: its ids are read as target ids "
+                         f"of a {target_vocab}-token vocabulary")
+        if hot is not None:
+            if hot.is_floating_point():
+                wrong.append(f"d2t is {hot.dtype}: the target-id map is not an integer table")
+            if rows and hot.shape[0] != rows:
+                wrong.append(f"d2t maps {hot.shape[0]} draft ids, the draft head has {rows} rows")
+    return wrong
+
+
+def served_wrong(config, draft, captured, stream, trained, unwritten, target_config) -> list[str]:
+    """What loaded without a word but is not served as trained."""
+    wrong = []
+    if unwritten:
+        wrong.append(f"{len(unwritten)} parameter(s) never written by the loader: {unwritten[:6]}")
+    if trained is not None and captured is not None and list(captured) != list(trained):
+        wrong.append(f"the target captures layers {captured}, the draft was trained on {trained}")
+    declared_stream = str(_declared(config, "aux_hidden_stream") or "prefix").lower()
+    if stream is not None and declared_stream != stream:
+        wrong.append(f"the draft declares aux_hidden_stream {declared_stream!r}, the target hands over {stream!r}")
+    # K3 builds `fc_norm` on the model itself, EAGLE-3 on its inner `model`.
+    has_fc_norm = any(name.rsplit(".", 1)[-1] == "fc_norm" for name, _ in draft.named_modules())
+    if _declared(config, "fc_norm") and not has_fc_norm:
+        wrong.append("the draft declares fc_norm, the model builds no fc_norm modules")
+    # The projection takes the captured states concatenated: K3's context_proj
+    # (kimi_k3_dspark.py:472), GQA DFlash's fc (dflash.py:386-391), EAGLE-3's
+    # model.fc (llama_eagle3.py; deepseek_v3.py Eagle3 classes).
+    projection = next((module for module in (getattr(draft, "context_proj", None), getattr(draft, "fc", None),
+                                             getattr(getattr(draft, "model", None), "fc", None))
+                       if module is not None), None)
+    width = getattr(getattr(projection, "weight", None), "shape", (None, None))[-1]
+    target_hidden = getattr(target_config.hf_text_config, "hidden_size", None)
+    if captured and width is not None and target_hidden and width != len(captured) * int(target_hidden):
+        wrong.append(f"the projection takes {width} features, the target hands over "
+                     f"{len(captured)} x {target_hidden}")
+    return wrong
