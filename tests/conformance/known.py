@@ -33,6 +33,23 @@ class KnownDisagreement:
 
 
 KNOWN: tuple[KnownDisagreement, ...] = (
+    # Any engine -------------------------------------------------------------
+    # The folder names other layers than the draft was trained on, and nothing
+    # in it says so: no reading of the folder can tell.
+    *(KnownDisagreement(
+        engine, "*specforge/eagle3_llama/export-sglang-run-config-taps", "engine",
+        "SpecForge trains on the run config's tap ids when it has them, but its export writes eagle_config's "
+        "defaults, so the folder names other layers than the draft was trained on and nothing in it says so; "
+        "dspark judges the folder, which is self-consistent",
+        "specforge/algorithms/model_providers.py::resolve_eagle_capture_layers@0.2.0:188-211")
+      for engine in ("tokenspeed", "vllm", "sglang")),
+    *(KnownDisagreement(
+        engine, "*speculators/eagle3_llama/convert-specforge-export", "engine",
+        "`speculators convert` of that SpecForge export drops its tap ids (it takes them only from "
+        "--algorithm-kwargs), so the converted folder names the target's defaults, not the layers trained on; "
+        "nothing in it says so",
+        "speculators/convert/eagle3/converter.py::Eagle3Converter._build_eagle3_speculator_config@0.9.0")
+      for engine in ("tokenspeed", "vllm", "sglang")),
     # SGLang ---------------------------------------------------------------
     KnownDisagreement(
         "sglang", "*/eagle3_llama/*flatten-for-sglang*", "dspark",
@@ -51,6 +68,16 @@ KNOWN: tuple[KnownDisagreement, ...] = (
         "loads it, the first request fails on the width (CFG006)",
         "sglang/srt/models/qwen2.py::Qwen2Model.forward@0.5.23:456-464"),
     # TokenSpeed -----------------------------------------------------------
+    KnownDisagreement(
+        "tokenspeed", "*/eagle3_llama/*flatten-for-sglang*", "dspark",
+        "the draft was trained with norm_before_residual (speculators' default) and no TokenSpeed model reads the "
+        "key: the decoder layer adds the residual before its norm, a computation the run loads but does not score",
+        "tokenspeed/runtime/models/llama_eagle3.py@0.1.1 (norm_before_residual never read)"),
+    KnownDisagreement(
+        "tokenspeed", "*/eagle3_llama/qwen3-target-*", "dspark",
+        "the run reads the list the capture setter stores; TokenSpeed's Qwen3 model never reads it: its forward "
+        "returns (hidden_states, None), so the draft gets no taps (TGT006)",
+        "tokenspeed/runtime/models/qwen3.py::Qwen3Model.forward@0.1.1:360-388"),
     KnownDisagreement(
         "tokenspeed", "*k3_dspark/stream-invalid-nested*", "dspark",
         "dflash_config.aux_hidden_stream = 'mixture' names no stream and is never read; the engine serves the "

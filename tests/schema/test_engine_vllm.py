@@ -971,3 +971,15 @@ def test_a_k3_draft_without_tokenspeed_s_target_layer_count_loads_on_vllm(tmp_pa
     draft = write_k3(tmp_path / "d", config_edit=lambda c: c.pop("target_num_hidden_layers"))
     assert "CFG003" not in errors(check_checkpoint(draft, engine=VLLM))
     assert check_checkpoint(draft, engine="tokenspeed@0.1.1").passed()
+
+
+def test_a_dflash_fc_built_for_another_target_width_fails_on_that_target(tmp_path):
+    # qwen3_dflash.py:90-92: fc takes each tap at target_hidden_size (else hidden_size); a target of
+    # another hidden_size hands it narrower taps, and the first request fails on fc's width.
+    from dspark.examples.fabricate import fabricate, target_config
+
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", defect="fc-target-width")
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps(target_config("dflash_gqa", "tiny")))
+    report = check_checkpoint(draft, engine=VLLM, target=target)
+    assert "TGT002" in errors(report) and "target_hidden_size = 48" in message(report, "TGT002")

@@ -224,6 +224,10 @@ LOADER = FamilyLoader(
                         source=at("736-775, 851-892", _DF)),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "tw": _fc_width, "S": TAPS.draft_count},
+    # fc takes each tap at target_hidden_size (else hidden_size): the target's
+    # hidden_size must equal it, or the first request fails on fc's width
+    target_width_field="target_hidden_size",
+    target_width_fallback="hidden_size",
     config_limits=LIMITS,
     # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
     # target captures (EagleModelMixin; common.EAGLE3_TARGET_CLASSES).
