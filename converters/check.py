@@ -145,8 +145,9 @@ def _modelled_family_findings(checkpoint: Checkpoint, contract, layout, profile:
     """The findings on a draft of a family dspark models: the layout the
     engine opens, the contract's (copies and tied heads judged against the
     files), and which layers it was trained on against what is captured."""
+    contents_errors = [f.code for f in contract.findings if f.severity is Severity.ERROR]
     findings = layout_findings(layout, contract.family, contract.loader, profile,
-                               checkpoint.config, checkpoint.entries)
+                               checkpoint.config, checkpoint.entries, contents_errors)
     limit = None if read_payloads else copies.COMPARE_LIMIT_HEADER_ONLY
     by_stored_name = {entry.stored_name: entry for entry in checkpoint.entries}
     findings += [judge_tied_head(judge_same_served_name(f, checkpoint, limit=limit), checkpoint.reader,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from dspark.schema.engines import EngineProfile, FamilyLoader
+from dspark.schema.engines import EngineProfile, FamilyLoader, default_engine
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry, printable_name
@@ -46,7 +46,12 @@ def layout_findings(
     engine: EngineProfile,
     config: Mapping[str, Any] | None,
     entries: Sequence[TensorEntry],
+    contents_errors: Sequence[str] = (),
 ) -> list[Finding]:
+    """SRV001 when the engine cannot open the folder as it is, with the
+    convert command that writes what it opens. `contents_errors`: the codes
+    the contents fail with as convert would write them; convert refuses
+    such a draft, so the command is then given with what to fix first."""
     reasons: list[str] = []
     detail: dict[str, Any] = {"format": layout.format, "openable": layout.engine_openable}
     if not layout.engine_openable:
@@ -83,13 +88,23 @@ def layout_findings(
     import shlex  # only for this finding's command line
 
     source = layout.source
+    # convert writes the default engine's layout unless told which
+    for_engine = () if engine.spec == default_engine().spec else ("--engine", engine.spec)
     command = " ".join(shlex.quote(arg) for arg in (
-        "dspark", "convert", source, layout.destination or source.rstrip("/") + "-served", *layout.convert_options))
+        "dspark", "convert", source, layout.destination or source.rstrip("/") + "-served", *for_engine,
+        *layout.convert_options))
     detail["command"] = command
     detail["reasons"] = reasons
+    if contents_errors:
+        codes = ", ".join(dict.fromkeys(contents_errors))
+        advice = (f"convert cannot make it servable as it is: the contents fail below ({codes}), and convert "
+                  f"refuses such a draft. Fix those first; then: {command}")
+        detail["convert_refuses"] = list(dict.fromkeys(contents_errors))
+    else:
+        advice = f"Run: {command}"
     return [Finding(
         "SRV001",
         f"not servable as it is by {engine.spec}: " + "; ".join(reasons)
-        + f". The contents are judged below as convert would write them. Run: {command}",
+        + f". The contents are judged below as convert would write them. {advice}",
         detail=detail,
     )]

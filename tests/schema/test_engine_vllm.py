@@ -983,3 +983,22 @@ def test_a_dflash_fc_built_for_another_target_width_fails_on_that_target(tmp_pat
     target.write_text(json.dumps(target_config("dflash_gqa", "tiny")))
     report = check_checkpoint(draft, engine=VLLM, target=target)
     assert "TGT002" in errors(report) and "target_hidden_size = 48" in message(report, "TGT002")
+
+
+def test_srv001_names_a_convert_that_works_or_says_what_blocks_it(tmp_path):
+    import shlex
+
+    from dspark.converters.convert import convert_checkpoint
+    from dspark.converters.convert_plan import ConvertOptions
+
+    # vLLM builds no fc_norm: no convert makes this draft servable there
+    blocked = check_checkpoint(write_k3(tmp_path / "fc", prefix="model.", fc_norm=True), engine=VLLM)
+    [srv] = [f for f in blocked.findings if f.code == "SRV001"]
+    assert srv.detail["convert_refuses"] == ["ENG001"] and "Run:" not in srv.message
+    # a layout convert can fix: the command names the engine it writes for, and it works
+    fixable = check_checkpoint(write_k3(tmp_path / "plain", prefix="model."), engine=VLLM)
+    [srv] = [f for f in fixable.findings if f.code == "SRV001"]
+    assert "Run: dspark convert" in srv.message and "--engine vllm@0.33.0" in srv.detail["command"]
+    args = shlex.split(srv.detail["command"])
+    convert_checkpoint(args[2], args[3], ConvertOptions(engine=args[args.index("--engine") + 1]))
+    assert check_checkpoint(args[3], engine=VLLM).passed()
