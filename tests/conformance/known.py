@@ -50,6 +50,25 @@ KNOWN: tuple[KnownDisagreement, ...] = (
         "nothing in it says so",
         "speculators/convert/eagle3/converter.py::Eagle3Converter._build_eagle3_speculator_config@0.9.0")
       for engine in ("tokenspeed", "vllm", "sglang")),
+    *(KnownDisagreement(
+        engine, "*specforge/eagle3_llama/edit-set-tap-ids-vllm-numbering", "engine",
+        "the user wrote the tap ids one higher (vLLM's hidden_states numbering) under eagle_config, where SpecForge "
+        "and SGLang read layer outputs: the folder names other layers than trained and nothing in it says so",
+        "specforge/algorithms/model_providers.py::resolve_eagle_capture_layers@0.2.0:188-211")
+      for engine in ("tokenspeed", "vllm", "sglang")),
+    *(KnownDisagreement(
+        engine, "*speculators/eagle3_llama/edit-flatten-for-sglang", "engine",
+        "the user flattened a speculators config into SGLang's shape and copied its ids as written (hidden_states "
+        "indices) under eagle_config, where they read as layer outputs: the folder names other layers than trained "
+        "and nothing in it says so",
+        "speculators/models/eagle3/config.py@0.9.0; sglang/srt/models/llama.py::set_eagle3_layers_to_capture@0.5.23")
+      for engine in ("tokenspeed", "vllm", "sglang")),
+    *(KnownDisagreement(
+        engine, "*speculators/eagle3_llama/edit-remove-tap-ids", "engine",
+        "the user removed the tap ids the draft was trained on: the engine captures its defaults, other layers, and "
+        "nothing in the folder says which were trained (TAP003 names the defaults served)",
+        "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py@0.33.0")
+      for engine in ("tokenspeed", "vllm", "sglang")),
     # SGLang ---------------------------------------------------------------
     KnownDisagreement(
         "sglang", "*/eagle3_llama/*flatten-for-sglang*", "dspark",

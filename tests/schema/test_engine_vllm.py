@@ -1002,3 +1002,30 @@ def test_srv001_names_a_convert_that_works_or_says_what_blocks_it(tmp_path):
     args = shlex.split(srv.detail["command"])
     convert_checkpoint(args[2], args[3], ConvertOptions(engine=args[args.index("--engine") + 1]))
     assert check_checkpoint(args[3], engine=VLLM).passed()
+
+
+def test_an_mla_eagle3_draft_typed_deepseek_v3_is_refused_by_vllm(tmp_path):
+    # config/speculative.py:749-763 turns model_type deepseek_v3 into deepseek_mtp, [DeepSeekMTPModel],
+    # which the eagle3 rename makes Eagle3DeepSeekMTPModel: not registered, refused at startup.
+    draft = write_eagle3_draft(tmp_path / "d", scale="tiny-mla", engine=VLLM,
+                               config_edit=lambda c: c.update(model_type="deepseek_v3"))
+    report = check_checkpoint(draft, engine=VLLM)
+    assert "SRV001" in errors(report) and "'deepseek_v3'" in message(report, "SRV001")
+    assert check_checkpoint(draft, engine="tokenspeed").passed()
+
+
+def test_a_dspark_draft_shipping_its_confidence_head_loads_on_vllm(tmp_path):
+    # qwen3_dspark.py:219-231, 366-368: the head is loaded when enable_confidence_head and dropped otherwise;
+    # speculators and SpecForge DSpark drafts ship it
+    import torch
+
+    from dspark.examples.fabricate import fabricate
+    from safetensors.torch import load_file, save_file
+
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", variant="dspark", engine=VLLM)
+    tensors = load_file(str(draft / "model.safetensors"))
+    hidden = json.loads((draft / "config.json").read_text())["hidden_size"]
+    tensors["confidence_head.proj.weight"] = torch.zeros(1, hidden, dtype=torch.bfloat16).normal_()
+    tensors["confidence_head.proj.bias"] = torch.zeros(1, dtype=torch.bfloat16)
+    save_file(tensors, str(draft / "model.safetensors"), metadata={"format": "pt"})
+    assert "INV002" not in errors(check_checkpoint(draft, engine=VLLM))

@@ -16,6 +16,7 @@ from dspark.schema.engines.base import (
     FamilyLoader,
     FeatureSupport,
     FusedParameter,
+    SkipRule,
     TapReading,
     VocabHandling,
 )
@@ -185,7 +186,13 @@ LOADER = FamilyLoader(
     # into fc / hidden_norm (390-410).
     name_rewrites=((r"^.*t2d.*$", "t2d"), (r"^encoder\.output_norm_enc\.", "hidden_norm."),
                    (r"^encoder\.fc\.", "fc."), (r"^midlayer\.", "layers.0.")),
-    skips=(T2D, ROTARY_CACHES),
+    skips=(T2D, ROTARY_CACHES,
+           # The DSpark confidence head (a training head speculators and
+           # SpecForge ship): built and loaded when enable_confidence_head,
+           # mapped to nothing otherwise, never refused
+           # (qwen3_dspark.py::Qwen3DSparkForCausalLM@0.33.0:219-231, 366-368).
+           SkipRule(r"^confidence_head\.", "the DSpark confidence head: loaded when enable_confidence_head, "
+                    "dropped otherwise", at("219-231, 366-368", QWEN3_DSPARK))),
     fused=(
         FusedParameter(
             "layers.{n}.self_attn.qkv_proj.weight",

@@ -142,7 +142,13 @@ LOADER = FamilyLoader(
     model_class="Eagle3DeepseekV2ForCausalLM",
     # llama too: LlamaConfig keeps the MLA fields as attributes and the
     # class comes from `architectures` (LLAMA_DEFAULTS says what it fills).
-    model_types=("deepseek_v3", "kimi_k2", "deepseek_v2", "llama"),
+    # Not deepseek_v3: the draft's config override turns that model_type into
+    # deepseek_mtp with architectures [DeepSeekMTPModel], which the eagle3
+    # rename makes Eagle3DeepSeekMTPModel, a class the registry does not have
+    # (config/speculative.py::SpeculativeConfig.hf_config_override@0.33.0:749-763;
+    # transformers_utils/configs/eagle.py:55-64): refused at startup. Found by
+    # running that code; convert writes kimi_k2.
+    model_types=("kimi_k2", "deepseek_v2", "llama"),
     # Same load_weights as the Llama draft (deepseek_eagle3.py:370-398):
     # "t2d" skipped, "d2t" renamed, "model." prepended to everything but
     # lm_head, then "midlayer." -> "layers.0." (259-266).
@@ -210,7 +216,7 @@ LOADER = FamilyLoader(
         "never loaded": at("503-523", DEFAULT_LOADER),
     },
     config_defaults={"deepseek_v3": DEEPSEEK_V3_DEFAULTS, "kimi_k2": DEEPSEEK_V3_DEFAULTS, "llama": LLAMA_DEFAULTS},
-    # convert writes deepseek_v3 for llama (LlamaConfig defaults no MLA field).
+    # convert writes kimi_k2 for llama (LlamaConfig defaults no MLA field).
     generic_model_types=("llama",),
     # MLA attention uses num_attention_heads only.
     ignored_fields=("num_key_value_heads",),
