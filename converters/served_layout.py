@@ -19,6 +19,7 @@ from dspark.converters.readers import Checkpoint
 from dspark.schema.engines import FamilyLoader
 from dspark.schema.engines.base import HIDDEN_STATES, LAYER_OUTPUT
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, target_capture_ids
+from dspark.schema.findings import Finding
 from dspark.schema.inventory import printable_name
 from dspark.schema.rules import ServedLayout
 
@@ -106,12 +107,43 @@ def config_for_engine(checkpoint: Checkpoint, loader: FamilyLoader | None) -> tu
     vLLM's numbering reads it (speculators' ids as written, the --vllm
     export as it is), or with TorchSpec's --vllm shift taken off."""
     if reads_vllm_numbering(loader, checkpoint.config):
-        return config_as_convert_writes_it(checkpoint, vllm_numbering=True), []
+        config = config_as_convert_writes_it(checkpoint, vllm_numbering=True)
+        trainer = _trainer_shape(checkpoint)
+        if trainer is not None and trainer.detail.get("norm_before_residual_absent"):
+            # written out as trained: the engine reads the converted config as
+            # its own, where an absent one means false too
+            config["norm_before_residual"] = False
+            return config, ["norm_before_residual: absent -> False (speculators' default, as the draft was "
+                            "trained; vLLM's reader of speculators' shape would take an absent one as true)"]
+        return config, []
     from dspark.converters.layouts.torchspec import unshift_vllm_taps, vllm_shifted_taps
 
     if vllm_shifted_taps(checkpoint.config, [e.stored_name for e in checkpoint.entries]):
         return unshift_vllm_taps(checkpoint.config)
     return checkpoint.config, []
+
+
+def speculators_default_findings(checkpoint: Checkpoint, native_shapes: tuple[str, ...],
+                                 config_file: str) -> list[Finding]:
+    """ENG001 for a speculators EAGLE-3 config without norm_before_residual,
+    on an engine that parses that shape itself (vLLM): its reader takes an
+    absent one as true (vllm/transformers_utils/configs/speculators/algos.py::
+    update_eagle3@vllm==0.33.0:33-35) where speculators' own class defaults it
+    to false, so the draft is served the norm it was not trained with."""
+    trainer = _trainer_shape(checkpoint)
+    if (trainer is None or trainer.detail.get("trainer") not in native_shapes
+            or not trainer.detail.get("norm_before_residual_absent")):
+        return []
+    return [Finding(
+        "ENG001",
+        f"{config_file}: norm_before_residual is absent; speculators' Eagle3SpeculatorConfig defaults it to false "
+        "(models/eagle3/config.py@speculators==0.9.0:43-46), so the draft was trained without it, but the engine's "
+        "reader of speculators' shape takes an absent one as true "
+        "(vllm/transformers_utils/configs/speculators/algos.py@vllm==0.33.0:33-35) and serves the norm before "
+        "the residual without a word. Write norm_before_residual: false in config.json (or convert).",
+        file=config_file,
+        detail={"feature": "norm_before_residual", "declared": None, "trained": False, "served": True},
+    )]
 
 
 def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True, loader=None,

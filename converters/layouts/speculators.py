@@ -135,7 +135,11 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
                 # (vllm/transformers_utils/configs/speculators/algos.py:15-50@vllm==0.33.0):
                 # the ids in its numbering, norm_before_residual true when absent.
                 "as_written": {TAP_IDS_FIELD: copy.deepcopy(config.get(TAP_IDS_FIELD)),
-                               "norm_before_residual": config.get("norm_before_residual", True)}},
+                               "norm_before_residual": config.get("norm_before_residual", True)},
+                # speculators' own class defaults it to false
+                # (models/eagle3/config.py::Eagle3SpeculatorConfig@0.9.0:43-46): absent, the
+                # draft was trained without it, and vLLM's reader serves it with it
+                "norm_before_residual_absent": "norm_before_residual" not in config},
     )]
     ids = config.get(TAP_IDS_FIELD)
     if isinstance(ids, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in ids):

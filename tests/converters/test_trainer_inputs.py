@@ -589,3 +589,22 @@ def test_an_engine_that_parses_speculators_configs_judges_the_folder_as_it_is(tm
     assert rows["fake@1"].resolved.target_layer_ids == TAPS  # read as written
     assert rows["fake@1"].resolved.tap_layers == rows["tokenspeed@0.1.1"].resolved.tap_layers == [t - 1 for t in TAPS]
     assert not [f for f in report.findings if f.code in ("TAP006", "TAP007")]
+
+
+def test_an_absent_norm_before_residual_is_served_true_by_vllm_and_converted_as_trained(tmp_path):
+    # vLLM's reader of speculators' shape takes it as true when absent (algos.py::update_eagle3@vllm==0.33.0:33-35);
+    # speculators' own class defaults it to false (models/eagle3/config.py@speculators==0.9.0:43-46)
+    source = write_speculators_draft(tmp_path / "spec")
+    config = json.loads((source / "config.json").read_text())
+    del config["norm_before_residual"]
+    (source / "config.json").write_text(json.dumps(config))
+    report = check_checkpoint(source, engine="vllm")
+    [served] = [f for f in report.errors if f.code == "ENG001"]
+    assert served.detail["feature"] == "norm_before_residual" and served.detail["served"] is True
+    out = tmp_path / "out"
+    converted = convert_checkpoint(source, out, ConvertOptions(engine="vllm"))
+    assert json.loads((out / "config.json").read_text())["norm_before_residual"] is False
+    assert any(c.startswith("norm_before_residual: absent -> False") for c in converted.plan.config_changes)
+    assert check_checkpoint(out, engine="vllm").passed()
+    # an engine that parses no speculators config says nothing of the reader's default
+    assert "ENG001" not in {f.code for f in check_checkpoint(source, engine="tokenspeed").findings}

@@ -595,6 +595,8 @@ def write_speculators_eagle3(folder: Path, *, taps=(2, 4, 5), scale: str = "tiny
         "architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "speculators_version": "0.3.0",
         "transformer_layer_config": layer, "draft_vocab_size": flat["draft_vocab_size"],
         "eagle_aux_hidden_state_layer_ids": list(taps), "torch_dtype": "bfloat16",
+        # save_pretrained writes every field of the config class (its default false)
+        "norm_before_residual": False,
         "speculators_config": {"algorithm": "eagle3", "proposal_methods": [{"speculative_tokens": 3}],
                                "verifier": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}},
         **top_level,
@@ -605,7 +607,8 @@ def write_speculators_eagle3(folder: Path, *, taps=(2, 4, 5), scale: str = "tiny
 
 def test_a_speculators_folder_is_served_as_it_is_with_its_own_numbering(tmp_path):
     # transformers_utils/config.py:360-366 parses it as SpeculatorsConfig; speculators/algos.py:15-50 keeps the
-    # ids as written (vLLM numbers taps as speculators does) and turns norm_before_residual on when absent.
+    # ids as written (vLLM numbers taps as speculators does); norm_before_residual as written (on when absent:
+    # tests/converters/test_trainer_inputs.py).
     draft = write_speculators_eagle3(tmp_path / "d")
     report = check_checkpoint(draft, engine=VLLM)
     assert report.passed(strict=True), [(f.code, f.message) for f in report.findings]
@@ -621,7 +624,7 @@ def test_convert_for_vllm_writes_what_vllm_reads_from_a_speculators_folder(tmp_p
     convert_checkpoint(write_speculators_eagle3(tmp_path / "d"), out, ConvertOptions(engine=VLLM))
     config = json.loads((out / "config.json").read_text())
     assert config["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
-    assert config["norm_before_residual"] is True  # speculators/algos.py:33-35: true when absent
+    assert config["norm_before_residual"] is False  # as written (speculators/algos.py:33-35 reads it so)
     assert check_checkpoint(out, engine=VLLM).passed(strict=True)
 
 
