@@ -72,7 +72,8 @@ def contract_table(family: str | None = None, engine: str | None = None) -> list
                 "stream": None if loader.stream is None else {
                     "fixed": loader.stream.fixed_stream, "target_decides": loader.stream.target_decides,
                     "env_override": loader.stream.env_override, "source": loader.stream.source.cite()},
-                "skipped": [{"pattern": s.pattern, "source": s.source.cite()} for s in loader.skips],
+                "skipped": [{"pattern": s.pattern, "source": s.source.cite(), "unless": s.unless}
+                            for s in loader.skips],
                 "fused": [{"parameter": f.fused, "parts": list(f.parts), "pre_fused_accepted": f.fused_accepted,
                            "pre_fused": f.when_pre_fused or None, "source": f.source.cite()} for f in loader.fused],
                 "taps": [loader.tap_low, f"N{loader.tap_high_offset:+d}"],
@@ -155,7 +156,9 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
             if fused["pre_fused"]:
                 lines.extend(wrap(f"pre-fused: {fused['pre_fused']}", width, first="    ", indent="      "))
         for skip in row["skipped"]:
-            rule(f"skipped: /{skip['pattern']}/", skip["source"])
+            # a name the loader keeps when a flag is set is loaded then: say so
+            unless = f" (loaded when {skip['unless']})" if skip.get("unless") else ""
+            rule(f"skipped: /{skip['pattern']}/{unless}", skip["source"])
         rule(f"taps accepted by the target: [{row['taps'][0]}, {row['taps'][1]}]")
         if row["tap_ids"] is not None:
             taps = row["tap_ids"]

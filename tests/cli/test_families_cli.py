@@ -74,3 +74,12 @@ def test_families_on_sglang_say_the_target_picks_the_gqa_stream_and_k3_is_not_se
     assert run.exit_code == 0
     assert "k3_dspark on sglang@0.5.23: NOT served" in run.stdout
     assert "aux_hidden_stream: the target's (AttnRes on a Kimi-K3 target" in run.stdout
+
+
+def test_a_name_skipped_unless_a_flag_says_when_it_is_loaded(dspark):
+    # vLLM's K3 DSpark loader keeps confidence_head when enable_confidence_head (dspark_mla.py@vllm==0.33.0:459-464)
+    run = dspark("families", "--family", "k3_dspark", "--engine", "vllm@0.33.0")
+    assert "skipped: /confidence_head/ (loaded when enable_confidence_head)" in run.stdout
+    [row] = json.loads(dspark("families", "--family", "k3_dspark", "--engine", "vllm@0.33.0", "--format",
+                              "json").stdout)
+    assert {"pattern": "confidence_head", "unless": "enable_confidence_head"}.items() <= row["skipped"][1].items()
