@@ -863,3 +863,23 @@ def test_input_norm_spans_the_taps_at_target_hidden_size(tmp_path):
     draft = llama(tmp_path / "d", norm_before_fc=True, edit=lambda c: c.update(target_hidden_size=wide),
                   tensor_edit=tensors)
     assert sglang(draft).passed()
+
+
+def test_a_markov_head_type_declared_only_in_dflash_config_is_built_vanilla(tmp_path):
+    # dspark_config.py@0.5.23:194-212 reads the nested type; build_markov_head reads the top level only
+    # (models/dspark.py::build_markov_head@0.5.23:385-405), vanilla when absent
+    import json as _json
+
+    from dspark.examples.fabricate import fabricate
+
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", variant="dspark", engine="sglang")
+    config = _json.loads((draft / "config.json").read_text())
+    config.pop("markov_head_type")
+    config["dflash_config"]["markov_head_type"] = "gated"
+    (draft / "config.json").write_text(_json.dumps(config))
+    report = check_checkpoint(draft, engine="sglang@0.5.23")
+    [finding] = [f for f in report.errors if f.code == "ENG001"]
+    assert "builds a vanilla head" in finding.message and not report.passed()
+    config["dflash_config"]["markov_head_type"] = "vanilla"  # the same head either way
+    (draft / "config.json").write_text(_json.dumps(config))
+    assert "ENG001" not in {f.code for f in check_checkpoint(draft, engine="sglang@0.5.23").errors}

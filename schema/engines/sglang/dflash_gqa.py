@@ -19,6 +19,7 @@ from dspark.schema.engines.base import (
     StreamResolution,
     TapPaths,
     TapReading,
+    served_wrong,
 )
 from dspark.schema.engines.sglang.common import (
     DFLASH_MODEL,
@@ -196,6 +197,16 @@ def _markov_head(config: Mapping[str, Any], config_file: str, sections: tuple[st
             findings.append(refused(config_file, "markov_head_type", f"{type_path} = {raw_type!r}: SGLang builds "
                                     "vanilla, gated and rnn Markov heads only", at("269-275", DSPARK_CONFIG),
                                     "Set the head type the draft was trained with."))
+        elif raw_type is not None and str(config.get("markov_head_type", "vanilla")).lower() != str(raw_type).lower():
+            # the config parser takes the nested type, but build_markov_head
+            # reads the top-level attribute (vanilla when absent): the head
+            # built is another than the one declared, without a word
+            built_type = str(config.get("markov_head_type", "vanilla")).lower()
+            findings.append(served_wrong(
+                config_file, f"{type_path} = {raw_type!r} is the head SGLang's DSpark config reads, but "
+                f"build_markov_head reads the top-level markov_head_type and builds a {built_type} head",
+                at("385-405", DSPARK_MODEL), "markov_head_type",
+                "Write markov_head_type at the top level of config.json."))
     mask, _ = _dspark_field(config, "mask_token_id")
     if mask is None:
         findings.append(refused(config_file, "mask_token_id", "mask_token_id is not set (top level, dflash_config, "
