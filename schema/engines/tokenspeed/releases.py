@@ -36,6 +36,9 @@ from __future__ import annotations
 import dataclasses
 
 from dspark.schema.engines.base import ArchitectureResolution, FamilyLoader, Source, StreamResolution
+from dspark.schema.engines.tokenspeed.common import ARCHITECTURES as MAIN_ARCHITECTURES
+
+MAIN_REGISTERED = MAIN_ARCHITECTURES.registered
 
 RELEASE_0_1_1 = "tokenspeed==0.1.1"
 RELEASE_0_1_0 = "tokenspeed==0.1.0"
@@ -49,25 +52,21 @@ def at_0_1_1(lines: str, path: str) -> Source:
     return Source(path, lines, RELEASE_0_1_1)
 
 
-# Every class 0.1.1 registers (each models/*.py `EntryClass`): DFlash2 is
-# new (a family dspark does not model: ENG007), the MiniMax-M2 target and its
-# EAGLE-3 rewrite are gone.
-_REGISTERED_0_1_1 = frozenset({
-    "DFlash2DraftModel", "DFlashDraftModel", "DSparkDraftModel", "DeepseekV32ForCausalLM",
-    "DeepseekV32ForCausalLMNextN", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN", "DeepseekV41ForCausalLM",
-    "DeepseekV41ForCausalLMDSpark", "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMDSpark",
-    "DeepseekV4ForCausalLMNextN", "Eagle3DeepseekV2ForCausalLM", "Glm53FlashForConditionalGeneration",
-    "Glm53FlashForConditionalGenerationNextN", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
-    "GptOssForCausalLM", "InklingForConditionalGeneration", "InklingForConditionalGenerationNextN",
-    "K3DSparkModel", "KimiK25ForConditionalGeneration", "KimiK3ForConditionalGeneration",
-    "KimiK3ForConditionalGenerationNextN", "LlamaForCausalLM", "LlamaForCausalLMEagle3", "LongcatFlashForCausalLM",
-    "MiniMaxM3SparseForConditionalGeneration", "NemotronHForCausalLM", "NemotronHForCausalLMNextN",
-    "Qwen2ForCausalLM", "Qwen3ASRForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
-    "Qwen3OmniMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForConditionalGenerationNextN",
-    "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForCausalLMNextN", "Qwen3_5MoeForConditionalGeneration",
-    "Qwen3_5MoeForConditionalGenerationNextN", "Qwen4ExpForCausalLM", "Qwen4ExpForCausalLMNextN",
-    "Qwen4ExpForConditionalGeneration",
-})
+# The classes each release registers (each models/*.py `EntryClass`), as
+# what it adds to and drops from main's (common.py): 0.1.1 adds DFlash2 (a
+# family dspark does not model: ENG007) and drops the MiniMax-M2 target and
+# its EAGLE-3 rewrite; 0.1.0 has no Kimi-K3 target, K3 DSpark, GQA DSpark nor
+# DeepSeek-V3.2.
+_REGISTERED_0_1_1 = (MAIN_REGISTERED | {
+    "DFlash2DraftModel", "DeepseekV41ForCausalLM", "DeepseekV41ForCausalLMDSpark",
+    "Glm53FlashForConditionalGeneration", "Glm53FlashForConditionalGenerationNextN", "NemotronHForCausalLM",
+    "NemotronHForCausalLMNextN", "Qwen4ExpForCausalLM", "Qwen4ExpForCausalLMNextN", "Qwen4ExpForConditionalGeneration",
+}) - {"MiniMaxM2ForCausalLM"}
+_REGISTERED_0_1_0 = MAIN_REGISTERED - {
+    "DSparkDraftModel", "DeepseekV32ForCausalLM", "DeepseekV32ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark",
+    "K3DSparkModel", "KimiK3ForConditionalGeneration", "KimiK3ForConditionalGenerationNextN", "Qwen3_5MoeForCausalLM",
+    "Qwen3_5MoeForCausalLMNextN",
+}
 
 ARCHITECTURES_0_1_1 = ArchitectureResolution(
     registered=_REGISTERED_0_1_1,
@@ -84,19 +83,6 @@ ARCHITECTURES_0_1_1 = ArchitectureResolution(
     source=at_0_1_1("442-478 (rewrite); models/registry.py:86-97 (first registered wins)",
                     _RUNTIME + "utils/hf_transformers_utils.py"),
 )
-
-
-# Every class 0.1.0 registers (each models/*.py `EntryClass`).
-_REGISTERED_0_1_0 = frozenset({
-    "DFlashDraftModel", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN", "DeepseekV4ForCausalLM",
-    "DeepseekV4ForCausalLMNextN", "Eagle3DeepseekV2ForCausalLM", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
-    "GptOssForCausalLM", "InklingForConditionalGeneration", "InklingForConditionalGenerationNextN",
-    "KimiK25ForConditionalGeneration", "LlamaForCausalLM", "LlamaForCausalLMEagle3", "LongcatFlashForCausalLM",
-    "MiniMaxM2ForCausalLM", "MiniMaxM3SparseForConditionalGeneration", "Qwen2ForCausalLM",
-    "Qwen3ASRForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
-    "Qwen3OmniMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForConditionalGenerationNextN",
-    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForConditionalGenerationNextN",
-})
 
 
 def architectures_0_1_0(base: ArchitectureResolution) -> ArchitectureResolution:
