@@ -9,7 +9,8 @@ right:
 - "engine": dspark is wrong and not yet fixed; the case stays a
   disagreement in the summary, carrying its reason.
 
-`engine` is a release (`vllm@0.33.0`) or a whole engine (`vllm`); `case`
+`engine` is a release (`vllm@0.33.0`), a whole engine (`vllm`) or every
+engine (`*`); `case`
 is an fnmatch pattern over case ids.
 """
 
@@ -17,6 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+
+
+ANY_ENGINE = "*"  # a disagreement of the folder itself, whichever engine reads it
 
 
 @dataclass(frozen=True)
@@ -29,46 +33,41 @@ class KnownDisagreement:
 
     def matches(self, engine_release: str, case_id: str) -> bool:
         name = engine_release.partition("@")[0]
-        return self.engine in (engine_release, name) and fnmatchcase(case_id, self.case)
+        return self.engine in (ANY_ENGINE, engine_release, name) and fnmatchcase(case_id, self.case)
 
 
 KNOWN: tuple[KnownDisagreement, ...] = (
     # Any engine -------------------------------------------------------------
     # The folder names other layers than the draft was trained on, and nothing
     # in it says so: no reading of the folder can tell.
-    *(KnownDisagreement(
-        engine, "*specforge/eagle3_llama/export-sglang-run-config-taps", "engine",
+    KnownDisagreement(
+        ANY_ENGINE, "*specforge/eagle3_llama/export-sglang-run-config-taps", "engine",
         "SpecForge trains on the run config's tap ids when it has them, but its export writes eagle_config's "
         "defaults, so the folder names other layers than the draft was trained on and nothing in it says so; "
         "dspark judges the folder, which is self-consistent",
-        "specforge/algorithms/model_providers.py::resolve_eagle_capture_layers@0.2.0:188-211")
-      for engine in ("tokenspeed", "vllm", "sglang")),
-    *(KnownDisagreement(
-        engine, "*speculators/eagle3_llama/convert-specforge-export", "engine",
+        "specforge/algorithms/model_providers.py::resolve_eagle_capture_layers@0.2.0:188-211"),
+    KnownDisagreement(
+        ANY_ENGINE, "*speculators/eagle3_llama/convert-specforge-export", "engine",
         "`speculators convert` of that SpecForge export drops its tap ids (it takes them only from "
         "--algorithm-kwargs), so the converted folder names the target's defaults, not the layers trained on; "
         "nothing in it says so",
-        "speculators/convert/eagle3/converter.py::Eagle3Converter._build_eagle3_speculator_config@0.9.0")
-      for engine in ("tokenspeed", "vllm", "sglang")),
-    *(KnownDisagreement(
-        engine, "*specforge/eagle3_llama/edit-set-tap-ids-vllm-numbering", "engine",
+        "speculators/convert/eagle3/converter.py::Eagle3Converter._build_eagle3_speculator_config@0.9.0"),
+    KnownDisagreement(
+        ANY_ENGINE, "*specforge/eagle3_llama/edit-set-tap-ids-vllm-numbering", "engine",
         "the user wrote the tap ids one higher (vLLM's hidden_states numbering) under eagle_config, where SpecForge "
         "and SGLang read layer outputs: the folder names other layers than trained and nothing in it says so",
-        "specforge/algorithms/model_providers.py::resolve_eagle_capture_layers@0.2.0:188-211")
-      for engine in ("tokenspeed", "vllm", "sglang")),
-    *(KnownDisagreement(
-        engine, "*speculators/eagle3_llama/edit-flatten-for-sglang", "engine",
+        "specforge/algorithms/model_providers.py::resolve_eagle_capture_layers@0.2.0:188-211"),
+    KnownDisagreement(
+        ANY_ENGINE, "*speculators/eagle3_llama/edit-flatten-for-sglang", "engine",
         "the user flattened a speculators config into SGLang's shape and copied its ids as written (hidden_states "
         "indices) under eagle_config, where they read as layer outputs: the folder names other layers than trained "
         "and nothing in it says so",
-        "speculators/models/eagle3/config.py@0.9.0; sglang/srt/models/llama.py::set_eagle3_layers_to_capture@0.5.23")
-      for engine in ("tokenspeed", "vllm", "sglang")),
-    *(KnownDisagreement(
-        engine, "*speculators/eagle3_llama/edit-remove-tap-ids", "engine",
+        "speculators/models/eagle3/config.py@0.9.0; sglang/srt/models/llama.py::set_eagle3_layers_to_capture@0.5.23"),
+    KnownDisagreement(
+        ANY_ENGINE, "*speculators/eagle3_llama/edit-remove-tap-ids", "engine",
         "the user removed the tap ids the draft was trained on: the engine captures its defaults, other layers, and "
         "nothing in the folder says which were trained (TAP003 names the defaults served)",
-        "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py@0.33.0")
-      for engine in ("tokenspeed", "vllm", "sglang")),
+        "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py@0.33.0"),
     # SGLang ---------------------------------------------------------------
     KnownDisagreement(
         "sglang", "*/eagle3_llama/*flatten-for-sglang*", "dspark",

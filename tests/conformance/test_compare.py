@@ -53,3 +53,9 @@ def test_a_known_disagreement_matches_a_release_or_the_whole_engine():
     assert entry.matches("vllm@0.32.0", "fabricated/eagle3_llama/good")
     assert not entry.matches("sglang@0.5.23", "fabricated/eagle3_llama/good")
     assert not KnownDisagreement("vllm@0.33.0", "*", "dspark", "why").matches("vllm@0.32.0", "x")
+
+
+def test_a_disagreement_of_the_folder_itself_matches_every_engine():
+    entry = KnownDisagreement("*", "trainers/*", "engine", "why")
+    assert entry.matches("vllm@0.33.0", "trainers/x") and entry.matches("tokenspeed@0.1.1", "trainers/x")
+    assert not entry.matches("vllm@0.33.0", "fabricated/x")
