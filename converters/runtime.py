@@ -108,7 +108,7 @@ def describe_kernel(runtime: Runtime) -> str:
             return (f"{serving.describe()}: its K3 DSpark model imports no {ts.KERNEL_FUNCTION} "
                     f"(it builds no fc_norm)")
         return f"{serving.describe()}: dspark reads no {ts.KERNEL_FUNCTION} for this engine"
-    where = "engine-local, no kernel wheel needed" if kernel.module.startswith(serving.distribution + ".") else (
+    where = "engine-local" if kernel.module.startswith(serving.distribution + ".") else (
         f"from the {kernel.module.split('.')[0]} package")
     if kernel.importable:
         return f"{ts.KERNEL_FUNCTION} from {kernel.module} ({kernel.file}; {where}), imported at {kernel.import_site}"

@@ -498,11 +498,20 @@ def _engine_findings(result: ProjectionSmokeResult, kernel: str, engine_kernel) 
             detail=engine_kernel.to_dict() | {"reason": why},
         )]
     findings = []
-    side = (f"{name}'s segmented_rmsnorm ({engine_kernel.module}) beside dspark's on the fc_norm step: relative RMS "
+    compiled = f", compiled by {engine_kernel.triton}" if engine_kernel.triton else ""
+    why_alone = engine_kernel.loaded_alone_why
+    alone = (f" (its package did not import here: {why_alone.split('; ')[0].removeprefix('importing ')}"
+             f"; the kernel's file was loaded alone)" if why_alone else "")
+    if engine_kernel.in_child:
+        alone += " in a child process (timed there)"
+    side = (f"{name}'s segmented_rmsnorm ({engine_kernel.module}{compiled}){alone} beside dspark's on the fc_norm "
+            f"step: relative RMS "
             f"error {check.engine_norm.rel_rms_error:.3e} against dspark's {check.dspark_norm.rel_rms_error:.3e}; "
             f"the projection through it {check.engine_projection.rel_rms_error:.3e} (tolerance "
             f"{check.engine_norm.tolerance:.0e})")
     detail = {"engine": name, "module": engine_kernel.module, "call": engine_kernel.call_source,
+              "triton": engine_kernel.triton, "loaded_alone": why_alone,
+              "in_child": engine_kernel.in_child,
               "engine_norm_rel_rms": check.engine_norm.rel_rms_error,
               "dspark_norm_rel_rms": check.dspark_norm.rel_rms_error,
               "engine_projection_rel_rms": check.engine_projection.rel_rms_error,

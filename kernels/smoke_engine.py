@@ -13,16 +13,27 @@ also refuses tensors that are not on a GPU), and the K3 model calls it with
 the taps unflattened to ``[T, S, th]``
 (models/kimi_k3_dspark.py@5f1e48b5:367-372, @4b9766f6:369-375).
 
+Where the engine's package does not import here but its kernel can run (a
+host that has the engine's Triton but not every library its package
+imports), the kernel's own file is loaded alone, with the engine modules it
+imports when those import nothing more of the engine
+(`engine_loading.load_kernel_alone`): the same kernel source, compiled by
+the same Triton, as the engine serves with. `EngineKernel.loaded_alone`
+says so, and why. A kernel compiled by a Triton of the engine's own
+(TokenSpeed 0.1.1's `tokenspeed_triton`) runs in a child process
+(`ChildKernel`, engine_child.py): the two Triton builds cannot share one.
+
 Where the kernel cannot run here, `EngineKernel.reason` says why.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import importlib
-import inspect
+import json
+import os
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +44,7 @@ from dspark.converters.runtime import Runtime
 from dspark.schema.engines.tokenspeed import revisions as ts
 from dspark.schema.errors import first_line
 
+from . import engine_loading as loading
 from .reference import segmented_rmsnorm_reference
 
 # (x [T, S*th], weight [S, th], eps, out [T, S*th] or None) -> [T, S*th]
@@ -49,19 +61,31 @@ class EngineKernel:
     run: SegmentedNorm | None
     reason: str | None  # why it cannot run here; None when `run` is set
     call_source: str | None = None  # where its signature was read
+    # How it was loaded: None (the engine's package imported it, as serving
+    # does), or why its file was loaded alone.
+    loaded_alone: str | None = None
+    triton: str | None = None  # the Triton that compiles it: "tokenspeed_triton 3.9.10"
+    in_child: str | None = None  # why it runs in a child process; None: in this one
 
     @property
     def available(self) -> bool:
         return self.run is not None
 
+    @property
+    def loaded_alone_why(self) -> str | None:
+        """Why its file was loaded alone, here or (once it ran) in its child."""
+        return self.loaded_alone or getattr(self.run, "answer", {}).get("loaded_alone")
+
     def to_dict(self) -> dict:
         return {"engine": self.engine, "module": self.module, "file": self.file, "available": self.available,
-                "reason": self.reason, "call_source": self.call_source}
+                "reason": self.reason, "call_source": self.call_source, "loaded_alone": self.loaded_alone_why,
+                "triton": self.triton, "in_child": self.in_child}
 
 
 def load_engine_kernel(runtime: Runtime) -> EngineKernel:
     """Import the installed engine's `segmented_rmsnorm`, as its K3 DSpark
-    model does, and adapt it to dspark's call."""
+    model does, and adapt it to dspark's call; where it is compiled by a
+    Triton of the engine's own, ready to run in a child process."""
     serving = runtime.serving
     if serving is None:
         return EngineKernel(runtime.profile, None, None, None, "no serving engine is installed here")
@@ -82,95 +106,100 @@ def load_engine_kernel(runtime: Runtime) -> EngineKernel:
     if call is None:
         return EngineKernel(profile, kernel.module, kernel.file, None,
                             f"dspark has not read how {kernel.module}.{ts.KERNEL_FUNCTION} is called")
+    foreign = loading.foreign_tritons(kernel.module, kernel.file, kernel.root)
+    if foreign:
+        version = loading.distribution_version(foreign[0], kernel.root)
+        triton = f"{foreign[0]} {version}" if version else foreign[0]
+        child = ChildKernel(kernel.module, kernel.file, kernel.root, call.segments_axis, call.parameters[:3])
+        return EngineKernel(profile, kernel.module, kernel.file, child, None, call.source.cite(), triton=triton,
+                            in_child=f"compiled by {triton}, which cannot share a process with PyPI's triton "
+                                     "that compiles dspark's: run in a child process")
     try:
-        function = _import(kernel.module, kernel.root)
-    except Exception as error:  # noqa: BLE001 - any failure of the engine's import is what is reported
-        return EngineKernel(profile, kernel.module, kernel.file, None,
-                            f"importing {kernel.module} failed: {type(error).__name__}: {first_line(error)}",
-                            call.source.cite())
-    parameters = _parameters(function)
+        function, loaded_alone = loading.load_function(kernel.module, kernel.file, kernel.root, ts.KERNEL_FUNCTION)
+    except loading.KernelLoadError as error:
+        return EngineKernel(profile, kernel.module, kernel.file, None, str(error), call.source.cite())
+    parameters = loading.parameters(function)
     if parameters is not None and tuple(parameters[:3]) != call.parameters[:3]:
         return EngineKernel(profile, kernel.module, kernel.file, None,
                             f"{kernel.module}.{ts.KERNEL_FUNCTION} takes ({', '.join(parameters)}), not the "
                             f"({', '.join(call.parameters)}) read at {call.source.cite()}", call.source.cite())
     takes_out = parameters is None or "out" in parameters
-    return EngineKernel(profile, kernel.module, kernel.file, _adapt(function, call.segments_axis, takes_out), None,
-                        call.source.cite())
+    return EngineKernel(profile, kernel.module, kernel.file, loading.adapt(function, call.segments_axis, takes_out),
+                        None, call.source.cite(), loaded_alone, loading.triton_of(function))
 
 
-def _parameters(function) -> list[str] | None:
-    try:
-        return list(inspect.signature(function).parameters)
-    except (TypeError, ValueError):  # a builtin or a Triton-wrapped callable without one
-        return None
+class ChildKernelError(RuntimeError):
+    """The engine's kernel failed in its child process; the message says how."""
 
 
-def _import(module: str, root: str | None):
-    """`module`'s segmented_rmsnorm, imported from `root` first. A package
-    of the same name imported earlier from elsewhere is set aside, so the
-    installed one is the one that runs."""
-    head = module.split(".")[0]
-    set_aside = {}
-    if root is not None:
-        for name in [n for n in sys.modules if n == head or n.startswith(head + ".")]:
-            if not _under(sys.modules[name], root):
-                set_aside[name] = sys.modules.pop(name)
-    before = set(sys.modules)
-    try:
-        with _on_path(root):
-            loaded = importlib.import_module(module)
-        return getattr(loaded, ts.KERNEL_FUNCTION)
-    finally:
-        if root is not None:
-            # The function keeps what it needs; left in sys.modules, the
-            # engine's package would be what a later look-up in this
-            # process finds (the runtime probe, another --engine-path)
-            # instead of what is installed where it looks.
-            added = [name for name in set(sys.modules) - before if _under(sys.modules[name], root)]
-            for name in added:
-                sys.modules.pop(name, None)
-            sys.modules.update(set_aside)
+CHILD_SCRIPT = Path(__file__).with_name("engine_child.py")
 
 
-def _under(module, root: str) -> bool:
-    places = [getattr(module, "__file__", None)]
-    try:  # a namespace package's path is computed from its parent's
-        places += list(getattr(module, "__path__", None) or ())
-    except (KeyError, AttributeError):
-        pass
-    base = Path(root).resolve()
-    return any(place and Path(place).resolve().is_relative_to(base) for place in places)
+@dataclasses.dataclass(frozen=True)
+class ChildKernel:
+    """The engine's kernel, run in a child process (engine_child.py): called
+    as dspark calls a kernel, or asked to time itself there, where its own
+    Triton runs."""
 
+    module: str
+    file: str | None
+    root: str | None
+    segments_axis: bool
+    expected_parameters: tuple[str, ...]
 
-@contextlib.contextmanager
-def _on_path(root: str | None):
-    if root is None or root in sys.path:
-        yield
-        return
-    sys.path.insert(0, root)
-    importlib.invalidate_caches()
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(root)
+    # What the child said last (how it loaded the kernel, which Triton).
+    answer: dict = dataclasses.field(default_factory=dict, compare=False)
 
+    times_itself = True  # timings of it taken in this process would time the process round trip
 
-def _adapt(function, segments_axis: bool, takes_out: bool) -> SegmentedNorm:
-    def run(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None = None) -> torch.Tensor:
-        rows = x.shape[0]
-        segments, width = weight.shape
-        shaped = x.view(rows, segments, width) if segments_axis else x
-        if out is not None and takes_out:
-            result = function(shaped, weight.contiguous(), float(eps), out=out.view_as(shaped))
-        else:
-            result = function(shaped, weight.contiguous(), float(eps))
-            if out is not None:
-                out.copy_(result.reshape(out.shape))
-                return out
-        return result.reshape(rows, segments * width)
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, eps: float,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+        result, _ = self.run_timed(x, weight, eps, measure_time=False)
+        if out is not None:
+            out.copy_(result)
+            return out
+        return result
 
-    return run
+    def run_timed(self, x: torch.Tensor, weight: torch.Tensor, eps: float,
+                  measure_time: bool) -> tuple[torch.Tensor, dict]:
+        """The kernel's output on `x`, and (with measure_time, on a GPU) its
+        median time and a copy's of the same bytes, both taken in the child."""
+        with tempfile.TemporaryDirectory(prefix="dspark-engine-kernel-") as folder:
+            inputs, output = Path(folder, "inputs.pt"), Path(folder, "output.pt")
+            torch.save({"x": x.detach().contiguous(), "weight": weight.detach().contiguous()}, inputs)
+            answer = self._ask({"job": "run", "inputs": str(inputs), "output": str(output), "eps": float(eps),
+                                "device": x.device.type, "measure_time": measure_time and x.device.type == "cuda"},
+                               folder)
+            result = torch.load(output, map_location=x.device, weights_only=True)
+        return result, {name: answer[f"{name}_ms"] for name in ("engine", "copy") if f"{name}_ms" in answer}
+
+    def bench(self, shapes, tokens, eps: float) -> list[dict]:
+        """Each shape at each T, made, checked and timed in the child
+        (engine_child.py's `bench`)."""
+        with tempfile.TemporaryDirectory(prefix="dspark-engine-kernel-") as folder:
+            return self._ask({"job": "bench", "eps": float(eps), "device": "cuda",
+                              "bench": {"shapes": [list(s) for s in shapes], "tokens": list(tokens)}}, folder)["rows"]
+
+    def _ask(self, job: dict, folder: str) -> dict:
+        request = Path(folder, "request.json")
+        request.write_text(json.dumps({
+            "module": self.module, "file": self.file, "root": self.root, "function": ts.KERNEL_FUNCTION,
+            "segments_axis": self.segments_axis, "expected_parameters": list(self.expected_parameters), **job}))
+        # TRITON_INTERPRET would make the engine's Triton interpret too: the
+        # child runs the kernel as the engine does.
+        environ = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        done = subprocess.run([sys.executable, str(CHILD_SCRIPT), str(request)], capture_output=True, text=True,
+                              env=environ, check=False)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if not lines:
+            why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise ChildKernelError(f"its child process ended without an answer ({why})")
+        answer = json.loads(lines[-1])
+        self.answer.clear()
+        self.answer.update(answer)
+        if not answer.get("ok"):
+            raise ChildKernelError(answer.get("error") or "its child process failed")
+        return answer
 
 
 # Rows x taps x width of the self-test, as dspark's kernel row.
@@ -202,8 +231,12 @@ def engine_kernel_row(runtime: Runtime) -> DoctorRow:
     expected = segmented_rmsnorm_reference(x, weight, 1e-5)
     max_abs = float((got.float() - expected.float()).abs().max())
     data = {**kernel.to_dict(), "device": device, "max_abs_error": max_abs}
+    how = (f" (compiled by {kernel.triton})" if kernel.triton else "") + (
+        " in a child process" if kernel.in_child else "") + (
+        f"; its package did not import here ({kernel.loaded_alone_why.split('; ')[0].removeprefix('importing ')}), "
+        "so its file was loaded alone" if kernel.loaded_alone_why else "")
     if torch.allclose(got, expected, rtol=1e-5, atol=1e-6):
-        return DoctorRow("engine kernel", OK, f"{kernel.module}.{ts.KERNEL_FUNCTION} ran on {device}; matches the "
-                         f"reference (max abs error {max_abs:.1e})", data)
-    return DoctorRow("engine kernel", PROBLEM, f"{kernel.module}.{ts.KERNEL_FUNCTION} ran on {device} but differs "
-                     f"from the reference (max abs error {max_abs:.3e})", data)
+        return DoctorRow("engine kernel", OK, f"{kernel.module}.{ts.KERNEL_FUNCTION}{how} ran on {device}; matches "
+                         f"the reference (max abs error {max_abs:.1e})", data)
+    return DoctorRow("engine kernel", PROBLEM, f"{kernel.module}.{ts.KERNEL_FUNCTION}{how} ran on {device} but "
+                     f"differs from the reference (max abs error {max_abs:.3e})", data)

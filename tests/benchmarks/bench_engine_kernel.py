@@ -9,15 +9,16 @@ triton). It is called as the engine calls it: taps as ``[T, S, th]``,
 weights ``[S, th]``, eps, ``out`` (schema/engines/tokenspeed/revisions.py,
 KERNEL_CALLS).
 
-For each shape, bf16 taps and bf16 weights, T in {1, 64, 2048, 8192}:
+For each shape, bf16 taps and bf16 weights, T in {1, 64, 256, 1024, 2048, 8192}:
 
 * copy    -- ``out.copy_(x)``: the same bytes read and written, the floor;
 * dspark  -- ``dspark.kernels.segmented_rmsnorm(x, w, eps, out=out)``;
 * engine  -- the engine's ``segmented_rmsnorm(x.view(T, S, th), w, eps, out=...)``.
 
-Shapes: Kimi-K3 DSpark (S = 5, th = 7168) and the EAGLE-3 families' three
+Shapes: Kimi-K3 DSpark (S = 5, th = 7168), the EAGLE-3 families' three
 taps (S = 3; th = 4096 Llama-3-8B, 5120 Qwen3-32B, 7168 Kimi-K2.5 /
-DeepSeek-V3, 8192 Llama-3.3-70B). Times are medians of
+DeepSeek-V3, 8192 Llama-3.3-70B) and DFlash2's five (S = 5; th = 4096
+Qwen3-8B, 5120 Qwen3-32B; a K3 DFlash2's 5 x 7168 is K3 DSpark's shape). Times are medians of
 ``triton.testing.do_bench`` (L2 flushed; for T <= 64 the better of two
 medians). Each output is compared with the fp32 reference first; a kernel
 that is wrong is reported, not timed. The table gives dspark / engine and
@@ -47,8 +48,12 @@ SHAPES = (
     ("EAGLE-3 Qwen3-32B", 3, 5120),
     ("EAGLE-3 Kimi-K2.5", 3, 7168),
     ("EAGLE-3 Llama-3.3-70B", 3, 8192),
+    # DFlash2's context is its five target taps side by side, as DFlash's
+    # (its fc reads taps x target width); Qwen3-8B and Qwen3-32B targets.
+    ("DFlash2 Qwen3-8B", 5, 4096),
+    ("DFlash2 Qwen3-32B", 5, 5120),
 )
-TOKENS = (1, 64, 2048, 8192)
+TOKENS = (1, 64, 256, 1024, 2048, 8192)
 EPS = 1e-5
 DTYPE = torch.bfloat16
 DEVICE = "cuda"
@@ -57,12 +62,12 @@ GPU_NEEDED = "a CUDA GPU (written for an NVIDIA H200; any GPU triton compiles fo
 
 def engine_kernel_from_file(path: Path):
     """The engine's kernel from one module file, adapted to dspark's call."""
-    from dspark.kernels.smoke_engine import _adapt
+    from dspark.kernels.engine_loading import adapt
 
     spec = importlib.util.spec_from_file_location("engine_segmented_rmsnorm", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return f"{path}", _adapt(module.segmented_rmsnorm, segments_axis=True, takes_out=True)
+    return f"{path}", adapt(module.segmented_rmsnorm, segments_axis=True, takes_out=True)
 
 
 def engine_kernel_installed(engine_path: str | None):
@@ -72,7 +77,14 @@ def engine_kernel_installed(engine_path: str | None):
     kernel = load_engine_kernel(probe_runtime(engine_path))
     if not kernel.available:
         raise SystemExit(f"no engine kernel to compare with: {kernel.reason}")
-    return f"{kernel.engine}: {kernel.module} ({kernel.file})", kernel.run
+    label = f"{kernel.engine}: {kernel.module} ({kernel.file})"
+    if kernel.triton:
+        label += f", compiled by {kernel.triton}"
+    if kernel.loaded_alone:
+        label += f"; loaded alone: {kernel.loaded_alone}"
+    if kernel.in_child:
+        label += f"; {kernel.in_child}"
+    return label, kernel.run
 
 
 def median_ms(fn, tokens: int) -> float:
@@ -82,7 +94,10 @@ def median_ms(fn, tokens: int) -> float:
     return min(do_bench(fn, warmup=25, rep=100, return_mode="median") for _ in range(runs))
 
 
-def measure(engine, segments: int, width: int, tokens: int) -> dict:
+def measure(engine, segments: int, width: int, tokens: int, engine_row: dict | None = None) -> dict:
+    """One shape at one T. `engine_row`: the engine's side, measured in its
+    own process (a kernel that runs in a child: its copy there is
+    `engine_copy_ms`)."""
     from dspark.kernels import segmented_rmsnorm, segmented_rmsnorm_reference
 
     x = torch.randn(tokens, segments * width, device=DEVICE, dtype=DTYPE)
@@ -90,8 +105,18 @@ def measure(engine, segments: int, width: int, tokens: int) -> dict:
     expected = segmented_rmsnorm_reference(x.float(), w.float(), EPS)
     ours, theirs, copy = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
     row = {"S": segments, "th": width, "T": tokens}
-    for name, fn in (("dspark", lambda: segmented_rmsnorm(x, w, EPS, out=ours)),
-                     ("engine", lambda: engine(x, w, EPS, out=theirs))):
+    sides = [("dspark", lambda: segmented_rmsnorm(x, w, EPS, out=ours))]
+    if engine_row is None:
+        sides.append(("engine", lambda: engine(x, w, EPS, out=theirs)))
+    else:
+        if "engine_error" in engine_row:
+            row["engine_error"] = engine_row["engine_error"]
+        else:
+            row["engine_rel_rms"] = engine_row["engine_rel_rms"]
+            row["engine_ok"] = bool(engine_row["engine_rel_rms"] <= 1e-2)
+            if row["engine_ok"]:
+                row["engine_ms"], row["engine_copy_ms"] = engine_row["engine_ms"], engine_row["copy_ms"]
+    for name, fn in sides:
         try:
             got = fn()
             torch.cuda.synchronize()
@@ -102,8 +127,7 @@ def measure(engine, segments: int, width: int, tokens: int) -> dict:
         row[f"{name}_rel_rms"] = float(diff)
         row[f"{name}_ok"] = bool(diff <= 1e-2)
     row["copy_ms"] = median_ms(lambda: copy.copy_(x), tokens)
-    for name, fn in (("dspark", lambda: segmented_rmsnorm(x, w, EPS, out=ours)),
-                     ("engine", lambda: engine(x, w, EPS, out=theirs))):
+    for name, fn in sides:
         if row.get(f"{name}_ok"):
             row[f"{name}_ms"] = median_ms(fn, tokens)
     bytes_moved = 2 * x.numel() * x.element_size()
@@ -148,6 +172,7 @@ def main() -> int:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
+        "triton (dspark's)": __import__("triton").__version__,
         "engine kernel": label,
         "command": "python " + " ".join(sys.argv),
         "dtype": f"{DTYPE} taps and weights, eps={EPS}",
@@ -160,15 +185,26 @@ def main() -> int:
               f"{'dspark/engine':>14} {'dspark/copy':>12} {'engine/copy':>12}")
     print(header)
     rows, all_right = [], True
+    in_child = {}
+    if hasattr(engine, "bench"):
+        # Its Triton cannot share this process with dspark's: the engine's
+        # side of every row is made, checked and timed in a child process,
+        # with the same do_bench (the engine's Triton's), each side against
+        # a copy in its own process.
+        measured = engine.bench([(s, w) for _, s, w in SHAPES], args.tokens, EPS)
+        in_child = {(r["S"], r["th"], r["T"]): r for r in measured}
+        print("engine kernel timed in a child process; engine/copy is against the child's own copy\n")
     for name, segments, width in SHAPES:
         for tokens in args.tokens:
-            row = {"shape": name, **measure(engine, segments, width, tokens)}
+            engine_row = in_child.get((segments, width, tokens)) if in_child else None
+            row = {"shape": name, **measure(engine, segments, width, tokens, engine_row)}
             rows.append(row)
             all_right &= bool(row.get("dspark_ok")) and bool(row.get("engine_ok"))
             print(f"{name:<24} {segments:>2} {width:>5} {tokens:>5} {us(row['copy_ms']):>9} "
                   f"{us(row.get('dspark_ms')):>10} {us(row.get('engine_ms')):>10} "
                   f"{ratio(row.get('dspark_ms'), row.get('engine_ms')):>14} "
-                  f"{ratio(row.get('dspark_ms'), row['copy_ms']):>12} {ratio(row.get('engine_ms'), row['copy_ms']):>12}")
+                  f"{ratio(row.get('dspark_ms'), row['copy_ms']):>12} "
+                  f"{ratio(row.get('engine_ms'), row.get('engine_copy_ms') or row['copy_ms']):>12}")
             for side in ("dspark", "engine"):
                 if not row.get(f"{side}_ok"):
                     print(f"    {side}: {row.get(f'{side}_error') or 'rel RMS %.3e off the fp32 reference' % row[f'{side}_rel_rms']}")

@@ -144,3 +144,100 @@ def test_the_engines_package_does_not_stay_imported_after_its_kernel_ran(tiny_dr
     assert report.engine_kernel is not None and report.engine_kernel.available
     assert not [name for name in sys.modules if name == "tokenspeed" or name.startswith("tokenspeed.")]
     assert probe_runtime(environ={}).profile != "tokenspeed@pr1031"
+
+
+# TokenSpeed 0.1.1's kernel imports its Triton through the engine's own
+# `tokenspeed.runtime.utils.triton`, and importing that runs the package's
+# `utils/__init__`, which needs every library the server needs.
+VENDOR_TRITON_KERNEL = '''
+import torch
+
+from tokenspeed.runtime.utils.triton import tl, triton
+
+
+def segmented_rmsnorm(x, weight, eps, out=None):
+    x32 = x.float()
+    y = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+    if out is None:
+        return y
+    out.copy_(y)
+    return out
+'''
+
+
+def _vendor_triton_engine(fabricated_engine, shim: str) -> "Path":
+    site = fabricated_engine("0.1.1", kernel=VENDOR_TRITON_KERNEL, version="0.1.1")
+    utils = site / "tokenspeed" / "runtime" / "utils"
+    utils.mkdir(parents=True, exist_ok=True)
+    (utils / "__init__.py").write_text("import cutlass_not_installed_here  # noqa: F401\n")
+    (utils / "triton.py").write_text(shim)
+    vendor = site / "vendor_triton"
+    vendor.mkdir()
+    (vendor / "__init__.py").write_text("__version__ = '3.9.10'\n\ndef jit(fn):\n    return fn\n\nlanguage = None\n")
+    metadata = site / "vendor_triton-3.9.10.dist-info"
+    metadata.mkdir()
+    (metadata / "METADATA").write_text("Metadata-Version: 2.1\nName: vendor-triton\nVersion: 3.9.10\n")
+    (metadata / "top_level.txt").write_text("vendor_triton\n")
+    return site
+
+
+def test_an_engine_package_that_does_not_import_here_still_runs_its_kernel_file(dspark_process, tiny_draft,
+                                                                                fabricated_engine):
+    """The kernel file and the engine module it imports are loaded alone
+    when the rest of the engine's package cannot be imported; the report
+    says so."""
+    site = _vendor_triton_engine(fabricated_engine, "tl = triton = None\n")
+    run, document = smoke(dspark_process, tiny_draft(fc_norm=True), "--kernel", "both", "--engine-path", site)
+    assert run.exit_code == EXIT_OK, run.stdout + run.stderr
+    engine = document["engine_kernel"]
+    assert engine["ran"] and "cutlass_not_installed_here" in engine["loaded_alone"] and not engine["in_child"]
+    (note,) = [f for f in document["findings"] if f["code"] == "SMK010"]
+    assert "loaded alone" in note["message"]
+
+
+def test_a_kernel_compiled_by_the_engines_own_triton_runs_in_a_child_process(dspark_process, tiny_draft,
+                                                                             fabricated_engine):
+    """TokenSpeed 0.1.1's kernel is compiled by tokenspeed_triton, which
+    aborts a process that imported PyPI's triton (or the reverse): it runs
+    in a child, which says how it loaded it."""
+    site = _vendor_triton_engine(fabricated_engine, "import vendor_triton as triton\ntl = triton.language\n")
+    run, document = smoke(dspark_process, tiny_draft(fc_norm=True), "--kernel", "both", "--engine-path", site)
+    assert run.exit_code == EXIT_OK, run.stdout + run.stderr
+    engine = document["engine_kernel"]
+    assert engine["ran"] and engine["triton"] == "vendor_triton 3.9.10" and "child process" in engine["in_child"]
+    assert "cutlass_not_installed_here" in engine["loaded_alone"]
+    assert engine["paths"]["engine_norm"]["within_tolerance"]
+    (note,) = [f for f in document["findings"] if f["code"] == "SMK010"]
+    assert "in a child process" in note["message"] and "vendor_triton 3.9.10" in note["message"]
+
+
+def test_a_child_that_fails_says_why_with_exit_2(dspark_process, tiny_draft, fabricated_engine):
+    site = _vendor_triton_engine(fabricated_engine, "import vendor_triton as triton\ntl = triton.language\n")
+    kernel = site / "tokenspeed" / "runtime" / "layers" / "segmented_rmsnorm.py"
+    kernel.write_text(kernel.read_text().replace("    x32 = x.float()", "    raise ValueError('refused in the child')"))
+    run = dspark_process("smoke", tiny_draft(fc_norm=True), "--device", DEVICE, "--kernel", "engine",
+                         "--engine-path", site)
+    assert run.exit_code == EXIT_USAGE, run.stdout + run.stderr
+    assert "refused in the child" in run.stdout + run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_kernel_whose_engine_imports_reach_further_is_not_loaded_alone(dspark_process, tiny_draft,
+                                                                         fabricated_engine):
+    site = _vendor_triton_engine(fabricated_engine, "from tokenspeed.runtime.utils import common\n")
+    run = dspark_process("smoke", tiny_draft(fc_norm=True), "--device", DEVICE, "--kernel", "engine",
+                         "--engine-path", site)
+    assert run.exit_code == EXIT_USAGE, run.stdout + run.stderr
+    assert "cutlass_not_installed_here" in run.stdout + run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.filterwarnings("ignore::dspark.kernels.KernelFallbackWarning")
+def test_a_kernel_loaded_alone_leaves_no_engine_module_behind(tiny_draft, fabricated_engine):
+    import sys
+
+    from dspark.kernels.smoke_checkpoint import smoke_checkpoint
+
+    site = _vendor_triton_engine(fabricated_engine, "tl = triton = None\n")
+    report = smoke_checkpoint(tiny_draft(fc_norm=True), device=DEVICE, kernel="both", engine_path=site,
+                              engine_required=True)
+    assert report.engine_kernel.available and report.engine_kernel.loaded_alone
+    assert not [name for name in sys.modules if name == "tokenspeed" or name.startswith("tokenspeed.")]
