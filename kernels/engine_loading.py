@@ -4,11 +4,13 @@ Imports only the standard library and torch, and no module of dspark's: the
 child process (`engine_child.py`, run as a script) loads this file as a
 top-level module so that it never imports `dspark.kernels`, whose kernel
 imports PyPI's `triton`. An engine that compiles its kernels with a Triton
-of its own (TokenSpeed 0.1.1 imports `tokenspeed_triton`:
-runtime/utils/triton.py@0.1.1:21-24) cannot share a process with PyPI's:
-both register the same compiler types with nanobind, and the second import
-aborts the process (seen on an H200 with triton 3.6.0 and tokenspeed_triton
-3.9.10, whichever is imported first).
+build of its own (TokenSpeed 0.1.1 imports `tokenspeed_triton`:
+runtime/utils/triton.py@0.1.1:21-24) runs its kernel in that child: two
+Triton builds register their compiler types with nanobind in one registry
+per process, and a clash there aborts the process, which no `except`
+catches (a compiled Triton module imported twice does it: `refusing to add
+duplicate key "PAD_ZERO"`). Whether two builds clash depends on the pair;
+the child keeps dspark's process safe for any pair.
 """
 
 from __future__ import annotations
@@ -72,8 +74,13 @@ def import_function(module: str, root: str | None, name: str):
             # The function keeps what it needs; left in sys.modules, the
             # engine's package would be what a later look-up in this
             # process finds (the runtime probe, another --engine-path)
-            # instead of what is installed where it looks.
-            for added in [n for n in set(sys.modules) - before if _under(sys.modules[n], root)]:
+            # instead of what is installed where it looks. Only the
+            # engine's own package goes: what it imported from beside it
+            # stays, since a compiled module imported a second time can
+            # abort the process (tokenspeed_triton's libtriton does:
+            # nanobind refuses to register its types twice).
+            for added in [n for n in set(sys.modules) - before
+                          if _in_package(n, head) and _under(sys.modules[n], root)]:
                 sys.modules.pop(added, None)
             sys.modules.update(set_aside)
 

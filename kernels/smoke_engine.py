@@ -21,7 +21,8 @@ imports when those import nothing more of the engine
 the same Triton, as the engine serves with. `EngineKernel.loaded_alone`
 says so, and why. A kernel compiled by a Triton of the engine's own
 (TokenSpeed 0.1.1's `tokenspeed_triton`) runs in a child process
-(`ChildKernel`, engine_child.py): the two Triton builds cannot share one.
+(`ChildKernel`, engine_child.py), so that two Triton builds never share
+one (engine_loading.py says why).
 
 Where the kernel cannot run here, `EngineKernel.reason` says why.
 """
@@ -112,8 +113,8 @@ def load_engine_kernel(runtime: Runtime) -> EngineKernel:
         triton = f"{foreign[0]} {version}" if version else foreign[0]
         child = ChildKernel(kernel.module, kernel.file, kernel.root, call.segments_axis, call.parameters[:3])
         return EngineKernel(profile, kernel.module, kernel.file, child, None, call.source.cite(), triton=triton,
-                            in_child=f"compiled by {triton}, which cannot share a process with PyPI's triton "
-                                     "that compiles dspark's: run in a child process")
+                            in_child=f"compiled by {triton}, not by PyPI's triton that compiles dspark's: run "
+                                     "in a child process, so that the two Triton builds never share one")
     try:
         function, loaded_alone = loading.load_function(kernel.module, kernel.file, kernel.root, ts.KERNEL_FUNCTION)
     except loading.KernelLoadError as error:

@@ -241,3 +241,22 @@ def test_a_kernel_loaded_alone_leaves_no_engine_module_behind(tiny_draft, fabric
                               engine_required=True)
     assert report.engine_kernel.available and report.engine_kernel.loaded_alone
     assert not [name for name in sys.modules if name == "tokenspeed" or name.startswith("tokenspeed.")]
+
+
+def test_what_the_engines_package_imported_from_beside_it_stays_imported(fabricated_engine):
+    """Only the engine's own package leaves sys.modules after its kernel
+    was imported: a compiled module beside it (tokenspeed_triton's
+    libtriton) imported a second time aborts the process."""
+    import sys
+
+    from dspark.kernels import engine_loading
+
+    site = fabricated_engine("0.1.1", kernel="import beside_the_engine\n" + VENDOR_TRITON_KERNEL.replace(
+        "from tokenspeed.runtime.utils.triton import tl, triton\n", ""), version="0.1.1")
+    (site / "beside_the_engine.py").write_text("LOADED = True\n")
+    sys.modules.pop("beside_the_engine", None)
+    module = "tokenspeed.runtime.layers.segmented_rmsnorm"
+    engine_loading.import_function(module, str(site), "segmented_rmsnorm")
+    assert "beside_the_engine" in sys.modules
+    assert not [name for name in sys.modules if name == "tokenspeed" or name.startswith("tokenspeed.")]
+    sys.modules.pop("beside_the_engine")
