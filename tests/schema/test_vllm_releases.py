@@ -84,7 +84,7 @@ def test_use_aux_hidden_state_false_is_served_on_0_33_0_and_refused_before(tmp_p
     assert not any("use_aux_hidden_state" in f.message for f in findings(folder, "vllm@0.33.0", "CFG003"))
     [refused] = [f for f in findings(folder, "vllm@0.32.0", "CFG003") if "use_aux_hidden_state" in f.message]
     assert "model_runner.py@vllm==0.32.0:300-307" in refused.message
-    assert "eagle3_utils.py@vllm==0.33.0:15-22" in refused.message
+    assert "eagle3_utils.py::requires_aux_hidden_states@vllm==0.33.0:15-22" in refused.message
     assert refused.severity is Severity.ERROR
 
 
@@ -124,7 +124,7 @@ def test_a_k3_confidence_head_is_loaded_from_0_31_0_only(tmp_path):
     assert errors(folder, "vllm@0.31.0")["INV003"] == 1
     assert not errors(folder, "vllm@0.30.0")
     dropped = [f for f in findings(folder, "vllm@0.30.0", "INV005") if f.tensor == "confidence_head.proj.weight"]
-    assert dropped and "dspark_mla.py@vllm==0.30.0:417-431" in json.dumps(dropped[0].detail) + dropped[0].message
+    assert dropped and "dspark_mla.py::K3DSparkForCausalLM.hf_to_vllm_mapper@vllm==0.30.0:417-431" in json.dumps(dropped[0].detail) + dropped[0].message
 
 
 def test_dflash_attention_value_scale_is_served_wrong_on_0_30_0_only(tmp_path):

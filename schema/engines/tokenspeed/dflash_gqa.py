@@ -215,7 +215,7 @@ LOADER = FamilyLoader(
         "load_weights": at_main("479-514", GQA_MODEL),
         "fc width": at_main("381-395", GQA_MODEL),
         "taps": at_main("382-385", GQA_MODEL),
-        "taps vs target": at_main("146-177", CAUSAL_LM),
+        "taps vs target": at_main("146-177", CAUSAL_LM, "BaseCausalLM"),
         "target classes": DFLASH_TARGET_SOURCE,
         "markov head": at_main("75-128", GQA_DSPARK_MODEL),
         "block size": at_main("81-97", DFLASH_DRAFTER),
