@@ -154,6 +154,16 @@ class Comparison:
     def matches(self) -> bool:
         return not self.differing and not self.unreadable
 
+    def describe(self) -> list[str]:
+        """Each differing function in words."""
+        return ([f"{f} (another source than {self.release}'s)" for f in self.changed]
+                + [f"{f} (not defined here; {self.release} defines it)" for f in self.gone]
+                + [f"{f} (defined here; {self.release} does not)" for f in self.added])
+
+    def to_dict(self) -> dict:
+        return {"release": self.release, "same": len(self.same), "changed": list(self.changed),
+                "gone": list(self.gone), "added": list(self.added), "unreadable": list(self.unreadable)}
+
 
 def compare(installed: Mapping[str, str | None], recorded: Mapping[str, str | None],
             readable_files: set[str], release: str) -> Comparison:
@@ -173,6 +183,13 @@ def compare(installed: Mapping[str, str | None], recorded: Mapping[str, str | No
         else:
             changed.append(function)
     return Comparison(release, tuple(same), tuple(changed), tuple(gone), tuple(added), tuple(unreadable))
+
+
+def holds_code(text: str | None) -> bool:
+    """A file that parses and defines something at its top: an empty or
+    stub file parses too, and would read as every definition gone."""
+    tree = parse_source(text) if text is not None else None
+    return tree is not None and any(isinstance(node, (*_DEFINITIONS, ast.Assign)) for node in tree.body)
 
 
 def read_installed(package_root: Path) -> Callable[[str], str | None]:

@@ -55,8 +55,11 @@ class Runtime:
     @property
     def profile(self) -> str:
         serving = self.serving
-        if serving is None or serving.profile is None:
+        if serving is None:
             return DEFAULT_ENGINE.spec
+        if serving.profile is None:
+            # an unknown release is still that engine: never another engine's verdict
+            return engine_by_spec(serving.distribution).spec
         return serving.profile
 
     @property
@@ -139,10 +142,13 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
     if serving.profile is None:
         findings.append(Finding(
             "RUN004",
-            f"{serving.describe()} is installed, but {serving.note}: the draft was judged with the default "
-            f"profile, {DEFAULT_ENGINE.spec}, which is not what this machine would run.",
+            f"{serving.describe()} is installed, but {serving.note}: the draft was judged with "
+            f"{runtime.profile}, the newest {serving.distribution} release dspark models, which may not be what "
+            "this machine would run. Reinstall the engine, or name the release with --engine.",
             detail=serving.to_dict(),
         ))
+    elif serving.functions is not None and not serving.exact:
+        findings.append(_release_finding(serving))
     elif serving.exact:
         evidence = "; ".join(f"{e.what}: {show_value(e.value)} ({e.where()})" for e in serving.evidence)
         name = _REVISION_NAMES.get(serving.revision or "", serving.profile)
@@ -177,6 +183,30 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
             detail={"kernel": kernel.to_dict(), "engine": serving.profile},
         ))
     return findings
+
+
+def _release_finding(serving: InstalledEngine) -> Finding:
+    """RUN006 or RUN007: an installed release judged as a modelled one whose
+    cited functions were compared with it."""
+    functions = serving.functions
+    what = (f"{serving.describe()} is a build of {serving.distribution} {serving.revision}" if serving.modelled
+            else f"{serving.describe()} is a release dspark does not model; the nearest it models is "
+                 f"{serving.revision}")
+    if functions.matches:
+        return Finding(
+            "RUN006",
+            f"{what}, and all {len(functions.same)} functions dspark's rules cite have {serving.revision}'s source "
+            f"there: judged as --engine {serving.profile}, and the verdict stands.",
+            detail=serving.to_dict(),
+        )
+    differing = serving.differences
+    return Finding(
+        "RUN007",
+        f"{what}, judged as --engine {serving.profile}; {len(differing)} of the functions dspark's rules cite "
+        f"differ from {serving.revision}'s, so the rules read there may not hold: {'; '.join(differing)}. "
+        f"Check the verdict against these functions, or waive RUN007 in the gate's policy once you have.",
+        detail=serving.to_dict(),
+    )
 
 
 def with_runtime_findings(report, runtime: Runtime | None = None):

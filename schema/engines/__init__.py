@@ -43,6 +43,15 @@ def profiles_of(name: str) -> tuple[EngineProfile, ...]:
     return tuple(_package(name).PROFILES)
 
 
+def release_profiles(name: str) -> tuple[EngineProfile, ...]:
+    """The profiles of an engine's releases (a version such as `0.33.0`, not
+    a git snapshot such as `pr1031`), newest first."""
+    from dspark.converters.engine_versions import release_numbers
+
+    releases = [p for p in profiles_of(name) if release_numbers(p.revision) is not None]
+    return tuple(sorted(releases, key=lambda p: release_numbers(p.revision), reverse=True))
+
+
 def all_profiles() -> tuple[EngineProfile, ...]:
     """Every revision of every engine (imports them all: `dspark families`)."""
     return tuple(profile for name in ENGINES for profile in profiles_of(name))
@@ -125,4 +134,5 @@ __all__ = [
     "engine_names",
     "engine_specs",
     "profiles_of",
+    "release_profiles",
 ]

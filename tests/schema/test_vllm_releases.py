@@ -53,10 +53,14 @@ def test_a_bare_vllm_stays_0_33_0_and_the_releases_are_listed_newest_first():
         assert engine_by_spec(f"vllm@{version}").commit == f"vllm=={version}"
 
 
-def test_an_installed_release_is_judged_by_its_own_profile():
+@pytest.mark.parametrize("version", ["0.33.0", "0.32.0", "0.31.0", "0.30.0"])
+def test_an_installed_release_is_judged_by_its_own_profile(released_engine, version):
     [detector] = [d for d in DETECTORS if d.distribution == "vllm"]
-    for version in ("0.33.0", "0.32.0", "0.31.0", "0.30.0"):
-        assert detector.identify(Path("/nowhere"), version, None).profile == f"vllm@{version}"
+    site = released_engine("vllm", version)
+    found = detector.identify(site / "vllm", version, site)
+    assert found.profile == f"vllm@{version}" and found.exact
+    # the version alone, without the files, is no evidence
+    assert detector.identify(Path("/nowhere/vllm"), version, None).profile is None
 
 
 def test_every_rule_of_an_older_release_cites_that_release():

@@ -1,0 +1,46 @@
+"""Fingerprints of the tokenspeed functions dspark's rules cite, in each
+release it models: `path::Qualified.name` -> a hash of the definition's
+source (converters/fingerprints.py), None where the release has no such
+definition. `--runtime` and `doctor` compare an installed engine with it.
+
+Generated from the released wheels by `python tests/conformance/fingerprints.py`:
+do not edit."""
+
+RELEASES: dict[str, dict[str, str | None]] = {
+    '0.1.1': {
+        'tokenspeed/runtime/configs/kimi_k3_dspark_config.py::KimiK3DSparkConfig.__init__': 'd26da5dddaa2e857',
+        'tokenspeed/runtime/configs/kimi_k3_dspark_config.py::validate_k3_dspark_config': 'e15793ea8d3399d5',
+        'tokenspeed/runtime/layers/segmented_rmsnorm.py::segmented_rmsnorm': 'e1177b6783939c20',
+        'tokenspeed/runtime/models/base/causal_lm.py::BaseCausalLM': '8a5930b14d6adaba',
+        'tokenspeed/runtime/models/base/causal_lm.py::BaseCausalLM.set_eagle3_layers_to_capture': '12a69b4d2b4d1ce8',
+        'tokenspeed/runtime/models/dflash.py::DFlashDraftModel._checkpoint_capture_field': '43f849f73ec7956e',
+        'tokenspeed/runtime/models/dflash.py::DFlashDraftModel.load_weights': '62e41abcb6a38ddf',
+        'tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.__init__': '658a39467d1713d8',
+        'tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.configure_target': '7de69978c0df78ac',
+        'tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.load_weights': '9b332ae1e33cd793',
+        'tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.project_target_hidden': 'd7943411cb9b1949',
+        'tokenspeed/runtime/models/llama_eagle3.py::Eagle3LlamaModel.forward': 'f16a0126f665ba8d',
+        'tokenspeed/runtime/models/llama_eagle3.py::LlamaForCausalLMEagle3.load_weights': '0c885b9f90219269',
+        'tokenspeed/runtime/models/llama_eagle3.py::LlamaForCausalLMEagle3.prepare_model_kwargs': '68bbb6694008e1bd',
+        'tokenspeed/runtime/models/llama_eagle3.py::LlamaMLP': '125d677cfb6594dc',
+        'tokenspeed/runtime/utils/hf_transformers_utils.py::get_config': '60b8b26ab2589866',
+    },
+    '0.1.0': {
+        'tokenspeed/runtime/configs/kimi_k3_dspark_config.py::KimiK3DSparkConfig.__init__': None,
+        'tokenspeed/runtime/configs/kimi_k3_dspark_config.py::validate_k3_dspark_config': None,
+        'tokenspeed/runtime/layers/segmented_rmsnorm.py::segmented_rmsnorm': None,
+        'tokenspeed/runtime/models/base/causal_lm.py::BaseCausalLM': '3db19a81fe81b5ee',
+        'tokenspeed/runtime/models/base/causal_lm.py::BaseCausalLM.set_eagle3_layers_to_capture': '12a69b4d2b4d1ce8',
+        'tokenspeed/runtime/models/dflash.py::DFlashDraftModel._checkpoint_capture_field': None,
+        'tokenspeed/runtime/models/dflash.py::DFlashDraftModel.load_weights': '62e41abcb6a38ddf',
+        'tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.__init__': None,
+        'tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.configure_target': None,
+        'tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.load_weights': None,
+        'tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.project_target_hidden': None,
+        'tokenspeed/runtime/models/llama_eagle3.py::Eagle3LlamaModel.forward': '96f6b14fccf1add0',
+        'tokenspeed/runtime/models/llama_eagle3.py::LlamaForCausalLMEagle3.load_weights': '02189ba3023fc9e5',
+        'tokenspeed/runtime/models/llama_eagle3.py::LlamaForCausalLMEagle3.prepare_model_kwargs': '68bbb6694008e1bd',
+        'tokenspeed/runtime/models/llama_eagle3.py::LlamaMLP': '125d677cfb6594dc',
+        'tokenspeed/runtime/utils/hf_transformers_utils.py::get_config': '054ae4427b08e117',
+    },
+}
