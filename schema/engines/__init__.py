@@ -62,7 +62,8 @@ def default_engine() -> EngineProfile:
 
 
 def _choices() -> str:
-    return ", ".join(ENGINES) + f", {ALL} (every engine), or NAME@REVISION (`dspark families` lists them)"
+    return (", ".join(ENGINES) + f", {ALL} (every engine), NAME@{ALL} (every release of one), or NAME@REVISION "
+            "(`dspark families` lists them)")
 
 
 def engine_by_spec(spec: str | None) -> EngineProfile:
@@ -79,6 +80,10 @@ def engine_by_spec(spec: str | None) -> EngineProfile:
     if not at:
         return package.DEFAULT
     revision = revision.strip()
+    if revision.lower() == ALL:
+        raise UsageError(f"--engine {spec!r} names every release of {name}, and this command judges with one.",
+                         hint=f"Name one release ({', '.join(p.spec for p in release_profiles(name))}), or use "
+                              f"{name}@{ALL} with check, inspect or gate.")
     for profile in package.PROFILES:
         if profile.revision == revision:
             return profile
@@ -87,9 +92,19 @@ def engine_by_spec(spec: str | None) -> EngineProfile:
                      hint=f"Known revisions: {known} ({name} alone means {package.DEFAULT.spec}).")
 
 
+def _every_release(item: str) -> list[EngineProfile]:
+    """`vllm@all`: every release of one engine dspark models, newest first
+    (TokenSpeed's git snapshots are not releases: name them one by one)."""
+    name = item.rpartition("@")[0].strip().lower()
+    if name not in ENGINES:
+        raise UsageError(f"--engine {item!r} is not an engine dspark models.", hint=f"Choices: {_choices()}.")
+    return list(release_profiles(name))
+
+
 def engine_specs(specs: Any) -> tuple[EngineProfile, ...]:
     """Several engines at once: `tokenspeed,vllm`, `all` (the default
-    revision of every engine), a list of such strings (a policy file's), or
+    revision of every engine), `vllm@all` (every release of one engine, one
+    verdict row each: what an upgrade changes), a list of such strings (a policy file's), or
     None (the default engine); a profile, or a list of profiles, as they
     are. Repeats are dropped, the order kept."""
     if specs is None:
@@ -106,7 +121,7 @@ def engine_specs(specs: Any) -> tuple[EngineProfile, ...]:
     profiles: list[EngineProfile] = []
     for item in items:
         chosen = ([_package(name).DEFAULT for name in ENGINES] if item.lower() == ALL
-                  else [engine_by_spec(item)])
+                  else _every_release(item) if item.lower().endswith("@" + ALL) else [engine_by_spec(item)])
         profiles += [p for p in chosen if not any(p is q for q in profiles)]
     return tuple(profiles)
 
