@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Mapping
 
+from dspark.converters.engine_lists import EngineLists, differences, read_engine_lists, recorded_lists
 from dspark.converters.engine_versions import nearest_release
 from dspark.converters.fingerprints import Comparison, compare, hashes_in, holds_code, read_installed, split_function
 from dspark.converters.python_source import (
@@ -111,6 +112,11 @@ class InstalledEngine:
     # The version is a release dspark models (or a post-release or local
     # build of one): False when `revision` is only the nearest.
     modelled: bool = True
+    # The draft classes and capturing targets read from its files
+    # (converters/engine_lists.py), and where they differ from `revision`'s:
+    # list -> (added, removed).
+    lists: EngineLists | None = None
+    list_changes: Mapping[str, tuple] = field(default_factory=dict)
 
     def describe(self) -> str:
         version = f" {self.version}" if self.version else " (version unknown)"
@@ -124,6 +130,8 @@ class InstalledEngine:
             "note": self.note or None, "kernel": self.kernel.to_dict() if self.kernel else None,
             "missing": list(self.missing), "modelled": self.modelled,
             "functions": self.functions.to_dict() if self.functions is not None else None,
+            "lists_differ": {key: {"added": list(added), "removed": list(removed)}
+                             for key, (added, removed) in self.list_changes.items()},
         }
 
 
@@ -457,5 +465,10 @@ def find_installed_engines(engine_path: Path | None = None) -> list[InstalledEng
             folders = _package_folders(detector.package)
         if not folders:
             continue
-        found.append(detector.identify(folders[0], _version(detector.distribution, root), root))
+        engine = detector.identify(folders[0], _version(detector.distribution, root), root)
+        recorded = recorded_lists(engine.distribution, engine.revision) if engine.profile else None
+        if recorded is not None:
+            lists = read_engine_lists(engine.distribution, folders[0])
+            engine = dataclasses.replace(engine, lists=lists, list_changes=differences(lists, recorded))
+        found.append(engine)
     return found

@@ -37,6 +37,9 @@ def _children(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
                                   *(s for h in node.handlers for s in h.body)])
 
 
+statements = _children
+
+
 def _assigned_name(node: ast.stmt) -> str | None:
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
         return node.targets[0].id

@@ -166,6 +166,8 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
             f"{'; '.join(serving.differences)}.",
             detail=serving.to_dict(),
         ))
+    if serving.list_changes:
+        findings.append(_lists_finding(serving))
     findings.append(Finding("RUN002", f"serving kernels here: {describe_kernel(runtime)}.",
                             detail={"kernel": runtime.kernel.to_dict() if runtime.kernel else None,
                                     "engine": serving.profile}))
@@ -209,6 +211,39 @@ def _release_finding(serving: InstalledEngine) -> Finding:
     )
 
 
+def _lists_finding(serving: InstalledEngine) -> Finding:
+    """RUN008: what the installed engine registers, or lets capture, that
+    the release it is judged as does not (read alike in both)."""
+    from dspark.converters.engine_lists import WHAT
+
+    def names(items: tuple[str, ...]) -> str:
+        return ", ".join(items[:8]) + (f" and {len(items) - 8} more" if len(items) > 8 else "")
+
+    parts = []
+    for key, (added, removed) in serving.list_changes.items():
+        said = ([f"{names(added)} added"] if added else []) + ([f"{names(removed)} gone"] if removed else [])
+        parts.append(f"{WHAT[key]}: {'; '.join(said)}")
+    return Finding(
+        "RUN008",
+        f"{serving.describe()} differs from {serving.distribution} {serving.revision} in what its files register "
+        f"({', '.join(serving.lists.read_from)}): {'. '.join(parts)}. The draft was judged with the installed "
+        "engine's lists.",
+        detail={"engine": serving.profile, "lists_differ": serving.to_dict()["lists_differ"]},
+    )
+
+
+def installed_profile(runtime: Runtime, spec: str):
+    """The profile `spec` names, with the installed engine's own lists of
+    draft classes and capturing targets where they differ from its release's."""
+    from dspark.converters.engine_lists import as_installed
+
+    profile = engine_by_spec(spec)
+    serving = runtime.serving
+    if serving is None or not serving.list_changes or serving.profile != profile.spec:
+        return profile
+    return as_installed(profile, serving.list_changes)
+
+
 def with_runtime_findings(report, runtime: Runtime | None = None):
     """`report` (a CheckReport, judged with `runtime.profile`) with what the
     installed engine does to it."""
@@ -225,5 +260,6 @@ def check_with_runtime(path, *, engine: str | None = None, engine_path: Path | s
     from dspark.converters.check import check_checkpoint
 
     runtime = probe_runtime(engine_path) if runtime is None else runtime
-    report = check_checkpoint(path, engine=runtime_engine(runtime, engine, named_by=named_by), **options)
+    spec = runtime_engine(runtime, engine, named_by=named_by)
+    report = check_checkpoint(path, engine=installed_profile(runtime, spec), **options)
     return with_runtime_findings(report, runtime)

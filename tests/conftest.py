@@ -186,10 +186,12 @@ def install_release(root: Path, name: str, version: str, *, everything: bool = F
                     installed_version: str | None = None) -> Path:
     """A site folder holding a released wheel's files, as pip installs them:
     the whole package (`everything`), or the files holding the functions
-    dspark's rules cite, with the dist-info saying `installed_version` (the
+    dspark's rules cite and those its registry lists are read in
+    (converters/engine_lists.py), with the dist-info saying `installed_version` (the
     release's own by default). Skips the test when the cache has no wheel."""
     import zipfile
 
+    from dspark.converters.engine_lists import FOLDERS
     from dspark.converters.fingerprints import split_function
     from dspark.schema.engines.citations import cited_functions
 
@@ -201,7 +203,8 @@ def install_release(root: Path, name: str, version: str, *, everything: bool = F
         for member in archive.namelist():
             if member.endswith("/") or ".dist-info/" in member:
                 continue
-            if member in wanted or (everything and member.endswith(".py")):
+            listed = member.endswith(".py") and member.startswith(tuple(f + "/" for f in FOLDERS[name]))
+            if member in wanted or listed or (everything and member.endswith(".py")):
                 target = root / member
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(archive.read(member))

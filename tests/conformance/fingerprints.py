@@ -61,7 +61,28 @@ def table(engine: str, find_wheel: Callable[[str, str], Path | None] = wheel) ->
     return rows
 
 
-def render(engine: str, rows: dict[str, dict[str, str | None]]) -> str:
+def lists(engine: str, find_wheel: Callable[[str, str], Path | None] = wheel) -> dict[str, dict]:
+    """release -> the lists converters/engine_lists.py reads in its wheel
+    (the draft architectures it registers, the targets that capture)."""
+    import tempfile
+
+    from dspark.converters.engine_lists import FOLDERS, read_engine_lists
+
+    rows = {}
+    for profile in release_profiles(engine):
+        path = find_wheel(engine, profile.revision)
+        if path is None:
+            raise FileNotFoundError(f"{engine}=={profile.revision}: no wheel")
+        with tempfile.TemporaryDirectory() as site, zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                if member.endswith(".py") and member.startswith(tuple(f + "/" for f in FOLDERS[engine])):
+                    archive.extract(member, site)
+            read = read_engine_lists(engine, Path(site) / engine).to_dict()
+        rows[profile.revision] = {key: read[key] for key in ("drafts", "eagle3_targets", "dflash_targets")}
+    return rows
+
+
+def render(engine: str, rows: dict[str, dict[str, str | None]], listed: dict[str, dict] | None = None) -> str:
     lines = [
         f'"""Fingerprints of the {engine} functions dspark\'s rules cite, in each',
         "release it models: `path::Qualified.name` -> a hash of the definition's",
@@ -78,6 +99,21 @@ def render(engine: str, rows: dict[str, dict[str, str | None]]) -> str:
         lines += [f"        {function!r}: {value!r}," for function, value in hashes.items()]
         lines.append("    },")
     lines.append("}")
+    if listed is not None:
+        lines += ["", "# What each release registers and which targets capture, read in its wheel as",
+                  "# converters/engine_lists.py reads an installed engine (None: not read for this engine).",
+                  "LISTS: dict[str, dict[str, list[str] | None]] = {"]
+        for release, read in listed.items():
+            lines.append(f"    {release!r}: {{")
+            for key, names in read.items():
+                if names is None:
+                    lines.append(f"        {key!r}: None,")
+                else:
+                    lines.append(f"        {key!r}: [")
+                    lines += [f"            {name!r}," for name in names]
+                    lines.append("        ],")
+            lines.append("    },")
+        lines.append("}")
     return "\n".join(lines) + "\n"
 
 
@@ -88,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stale = []
     for engine in args.engines:
-        text = render(engine, table(engine))
+        text = render(engine, table(engine), lists(engine))
         if args.check:
             if table_file(engine).read_text(encoding="utf-8") != text:
                 stale.append(engine)

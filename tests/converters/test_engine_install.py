@@ -215,3 +215,35 @@ def test_an_unmodelled_tokenspeed_release_is_judged_by_the_nearest(released_engi
     engine = probe_runtime(released_engine("tokenspeed", "0.1.0", everything=True,
                                            installed_version="0.1.2")).serving
     assert engine.profile == "tokenspeed@0.1.1" and engine.functions.differing
+
+
+def test_the_installed_engines_lists_are_read_from_its_files(released_engine):
+    from dspark.converters.runtime import installed_profile
+
+    site = released_engine("vllm", "0.33.0")
+    (engine,) = find_installed_engines(site)
+    assert engine.exact and engine.list_changes == {}  # read alike in the wheel and the install
+    assert "GraniteMoeForCausalLM" in engine.lists.eagle3_targets and "DFlashDraftModel" in engine.lists.drafts
+    # a build whose GraniteMoe target no longer implements SupportsEagle3, and
+    # whose registry maps one more draft class
+    granite = site / "vllm/model_executor/models/granitemoe.py"
+    granite.write_text(granite.read_text().replace("SupportsPP, SupportsEagle3):", "SupportsPP):", 1))
+    registry = site / "vllm/model_executor/models/registry.py"
+    registry.write_text(registry.read_text().replace(
+        "_SPECULATIVE_DECODING_MODELS = {", '_SPECULATIVE_DECODING_MODELS = {\n    "NewDraftModel": ("new", "New"),', 1))
+    runtime = probe_runtime(site)
+    engine = runtime.serving
+    assert engine.list_changes["eagle3_targets"] == ((), ("GraniteMoeForCausalLM",))
+    assert engine.list_changes["drafts"] == (("NewDraftModel",), ())
+    [said] = [f for f in runtime_findings(runtime, family="eagle3_llama") if f.code == "RUN008"]
+    assert "GraniteMoeForCausalLM gone" in said.message and "NewDraftModel added" in said.message
+    judged = installed_profile(runtime, "vllm@0.33.0")
+    assert "GraniteMoeForCausalLM" in judged.loader_for("eagle3_llama").targets_without_capture
+    assert "NewDraftModel" in judged.architectures.registered
+    assert "GraniteMoeForCausalLM" not in engine_by_spec("vllm@0.33.0").loader_for("eagle3_llama").targets_without_capture
+
+
+@pytest.mark.parametrize("name, version", [("sglang", "0.5.22"), ("tokenspeed", "0.1.1")])
+def test_a_release_reads_as_the_lists_recorded_for_it(released_engine, name, version):
+    (engine,) = find_installed_engines(released_engine(name, version))
+    assert engine.exact and engine.lists.drafts and engine.list_changes == {}
