@@ -12,6 +12,11 @@ find and how to tell its revision. TokenSpeed installs as 0.1.0 at every
 revision dspark knows, so its code decides: the fingerprints of
 schema/engines/tokenspeed/revisions.py are read from its files. vLLM and
 SGLang are told by their distribution version.
+
+Why this module is long: telling a release takes three readings that feed
+one `InstalledEngine` (the version with the cited functions' fingerprints,
+TokenSpeed's git-snapshot facts, and the kernel its K3 model imports); split,
+each would import the others' result types.
 """
 
 from __future__ import annotations

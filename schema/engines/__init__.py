@@ -13,6 +13,7 @@ one; `--engine a,b` or `--engine all` several (`engine_specs`). Without
 from __future__ import annotations
 
 import importlib
+import re
 from types import ModuleType
 from typing import Any
 
@@ -46,10 +47,11 @@ def profiles_of(name: str) -> tuple[EngineProfile, ...]:
 def release_profiles(name: str) -> tuple[EngineProfile, ...]:
     """The profiles of an engine's releases (a version such as `0.33.0`, not
     a git snapshot such as `pr1031`), newest first."""
-    from dspark.converters.engine_versions import release_numbers
+    def numbers(revision: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in revision.split("."))
 
-    releases = [p for p in profiles_of(name) if release_numbers(p.revision) is not None]
-    return tuple(sorted(releases, key=lambda p: release_numbers(p.revision), reverse=True))
+    releases = [p for p in profiles_of(name) if re.fullmatch(r"\d+(\.\d+)*", p.revision)]
+    return tuple(sorted(releases, key=lambda p: numbers(p.revision), reverse=True))
 
 
 def all_profiles() -> tuple[EngineProfile, ...]:

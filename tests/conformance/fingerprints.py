@@ -90,7 +90,10 @@ def render(engine: str, rows: dict[str, dict[str, str | None]], listed: dict[str
         "definition. `--runtime` and `doctor` compare an installed engine with it.",
         "",
         "Generated from the released wheels by `python tests/conformance/fingerprints.py`:",
-        'do not edit."""',
+        "do not edit.",
+        "",
+        "Why this module is long: it is generated data, one row per cited function",
+        'and per registered class, for every release."""',
         "",
         "RELEASES: dict[str, dict[str, str | None]] = {",
     ]

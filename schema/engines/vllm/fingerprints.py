@@ -4,7 +4,10 @@ source (converters/fingerprints.py), None where the release has no such
 definition. `--runtime` and `doctor` compare an installed engine with it.
 
 Generated from the released wheels by `python tests/conformance/fingerprints.py`:
-do not edit."""
+do not edit.
+
+Why this module is long: it is generated data, one row per cited function
+and per registered class, for every release."""
 
 RELEASES: dict[str, dict[str, str | None]] = {
     '0.33.0': {
