@@ -151,6 +151,9 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
         findings.append(_release_finding(serving))
     elif serving.exact:
         evidence = "; ".join(f"{e.what}: {show_value(e.value)} ({e.where()})" for e in serving.evidence)
+        if serving.functions is not None:
+            evidence = (f"its version, {serving.version}, and the source of all {len(serving.functions.same)} "
+                        f"functions dspark's rules cite, {serving.revision}'s")
         name = _REVISION_NAMES.get(serving.revision or "", serving.profile)
         findings.append(Finding(
             "RUN003",
