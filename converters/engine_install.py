@@ -114,6 +114,8 @@ class InstalledEngine:
     # The cited functions compared with `revision`'s recorded fingerprints
     # (converters/fingerprints.py); None where they were not compared.
     functions: Comparison | None = None
+    # Where `functions` differ: another modelled release they all match.
+    same_as: str | None = None
     # The version is a release dspark models (or a post-release or local
     # build of one): False when `revision` is only the nearest.
     modelled: bool = True
@@ -133,7 +135,7 @@ class InstalledEngine:
             "profile": self.profile, "revision": self.revision, "exact": self.exact,
             "evidence": [e.to_dict() for e in self.evidence], "differences": list(self.differences),
             "note": self.note or None, "kernel": self.kernel.to_dict() if self.kernel else None,
-            "missing": list(self.missing), "modelled": self.modelled,
+            "missing": list(self.missing), "modelled": self.modelled, "same_as": self.same_as,
             "functions": self.functions.to_dict() if self.functions is not None else None,
             "lists_differ": {key: {"added": list(added), "removed": list(removed)}
                              for key, (added, removed) in self.list_changes.items()},
@@ -166,6 +168,8 @@ class ReleaseReading:
     modelled: bool  # the version is that release (or its post/local build)
     comparison: Comparison | None
     missing: tuple[str, ...]  # files the release holds cited code in that are not here (or not Python)
+    # Another modelled release whose cited functions these all are, if one.
+    same_as: str | None = None
 
 
 def read_release(distribution: str, package: Path, version: str | None) -> ReleaseReading:
@@ -201,7 +205,8 @@ def read_release(distribution: str, package: Path, version: str | None) -> Relea
         if comparison else ()
     if not readable or missing:
         return ReleaseReading(None, modelled, comparison, missing or tuple(str(package.parent / p) for p in texts))
-    return ReleaseReading(release, modelled, comparison, ())
+    same_as = next((r for r, c in comparisons.items() if r != release and c.matches), None)
+    return ReleaseReading(release, modelled, comparison, (), None if comparison.matches else same_as)
 
 
 def _unknown_note(missing: tuple[str, ...]) -> str:
@@ -220,7 +225,7 @@ def _by_release(distribution: str, package: Path, version: str | None, reading: 
     return InstalledEngine(
         distribution, version, str(package), f"{distribution}@{reading.release}", revision=reading.release,
         exact=reading.modelled and comparison.matches, functions=comparison, modelled=reading.modelled,
-        differences=tuple(comparison.describe()))
+        differences=tuple(comparison.describe()), same_as=reading.same_as)
 
 
 # ---------------------------------------------------------------------------

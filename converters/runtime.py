@@ -209,7 +209,9 @@ def _release_finding(serving: InstalledEngine) -> Finding:
         "RUN007",
         f"{what}, judged as --engine {serving.profile}; {len(differing)} of the functions dspark's rules cite "
         f"differ from {serving.revision}'s, so the rules read there may not hold: {'; '.join(differing)}. "
-        f"Check the verdict against these functions, or waive RUN007 in the gate's policy once you have.",
+        + (f"Every cited function is {serving.same_as}'s: --engine {serving.distribution}@{serving.same_as} judges "
+           f"it as that release. " if serving.same_as else "")
+        + "Check the verdict against these functions, or waive RUN007 in the gate's policy once you have.",
         detail=serving.to_dict(),
     )
 

@@ -115,9 +115,10 @@ def test_an_installed_vllm_is_told_by_its_version_and_its_cited_functions(releas
     findings = {f.code: f for f in runtime_findings(runtime, family="k3_dspark")}
     assert runtime.profile == judged_as and code in findings, [f.message for f in findings.values()]
     assert engine.exact is (code == "RUN003")
-    if code == "RUN007":  # the functions that differ are named
+    if code == "RUN007":  # the functions that differ are named, and the release they all are
         differing = engine.functions.differing
         assert differing and all(function in findings["RUN007"].message for function in differing)
+        assert engine.same_as == files and f"--engine vllm@{files} judges" in findings["RUN007"].message
     else:
         assert engine.functions.matches and engine.functions.same
 
