@@ -8,10 +8,16 @@ imported: importing a serving engine pulls in torch, triton and CUDA.
 
 The detection is a table, `DETECTORS`: one row per distribution (the name
 pip installs), in the order they are tried, each saying which package to
-find and how to tell its revision. TokenSpeed installs as 0.1.0 at every
-revision dspark knows, so its code decides: the fingerprints of
-schema/engines/tokenspeed/revisions.py are read from its files. vLLM and
-SGLang are told by their distribution version.
+find and how to tell its release. A release is told by its dist-info version
+and the fingerprints of the functions dspark's rules cite
+(converters/fingerprints.py; the table of each modelled release is
+schema/engines/<engine>/fingerprints.py): the version's release (a
+post-release or local build: its base) when they match, else the same
+engine's nearest modelled release with what differs named. A file the
+release holds cited code in that is not there is no evidence: such a tree is
+an unknown release. TokenSpeed's git snapshots all install as 0.1.0, so a
+0.1.0 whose functions are not the release's is told by the facts of
+schema/engines/tokenspeed/revisions.py.
 
 Why this module is long: telling a release takes three readings that feed
 one `InstalledEngine` (the version with the cited functions' fingerprints,

@@ -122,10 +122,11 @@ STREAM_ENV_READ = Fingerprint(
     },
 )
 
-# TokenSpeed 0.1.0, the first release, has no K3 DSpark model (no fingerprint
-# above applies): it is told by its version with the models it does ship.
+# TokenSpeed 0.1.0, the first release, has no K3 DSpark model (no fact above
+# applies). It and 0.1.1 are told by their version and the fingerprints of
+# the functions the rules cite (schema/engines/tokenspeed/fingerprints.py);
+# the git snapshots install as 0.1.0 too and are told by the facts above.
 RELEASE_WITHOUT_K3 = "0.1.0"
-RELEASE_WITHOUT_K3_FILES = ("runtime/models/dflash.py", "runtime/models/llama_eagle3.py", DRAFTER_FILE)
 
 FINGERPRINTS: tuple[Fingerprint, ...] = (KERNEL_IMPORT, FC_NORM_BUILT, STREAM_RESOLVER, STREAM_ENV_READ)
 # Known revisions, newest first: a tie in likeness goes to the earlier entry.
