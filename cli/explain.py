@@ -30,14 +30,18 @@ def _known(code: str) -> str:
 def _wrap_path(text: str, width: int | None, *, first: str, indent: str) -> list[str]:
     """A source citation (`path::qualname@commit:lines; other.py:lines`) in
     lines of at most `width`: broken at spaces, and a path longer than the
-    line after a `/` or before its `::function` or `@commit`, where a reader
+    line after a `/` (or a `.` of its qualified name) or before its
+    `::function` or `@commit`, where a reader
     sees it continue."""
     out: list[str] = []
     more = indent + "  "
     for line in wrap(text, width, first=first, indent=more):
         while width is not None and len(line) > width:
-            cut = max(line.rfind("/", len(more) + 1, width), line.rfind("@", len(more) + 1, width) - 1,
-                      line.rfind("::", len(more) + 1, width) - 1)
+            # after a `/` or a `.` of the qualified name, or before `::` or `@`
+            cut = max(line.rfind("/", len(more) + 1, width), line.rfind("@", len(more) + 1, width + 1) - 1,
+                      line.rfind("::", len(more) + 1, width + 1) - 1)
+            if cut <= len(more) and "::" in line:
+                cut = line.rfind(".", line.find("::") + 2, width)
             if cut <= len(more):
                 break  # nowhere to break it: the line stays whole
             out.append(line[:cut + 1])

@@ -128,7 +128,9 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
         if source:
             if width is not None and len(source.split(" ", 1)[0]) > width - 4:
                 # a path too long for the line: its function and version go below it, the path stays whole
-                source = source.replace("::", " ::", 1).replace("@", " @", 1)
+                source = source.replace("::", " ::", 1) if "::" in source else source.replace("@", " @", 1)
+                if "::" in source and len(source.split(" ")[1]) > width - 6:
+                    source = source.replace("@", " @", 1)
             lines.extend(wrap(source, width, first="    ", indent="      "))
 
     for row in rows:

@@ -77,9 +77,11 @@ def serving_engine_rows(runtime: Runtime) -> list[DoctorRow]:
     if serving is None:
         return [DoctorRow("serving engine", ABSENT, findings["RUN005"].message, runtime.to_dict()),
                 DoctorRow("serving kernels", ABSENT, describe_kernel(runtime))]
-    identity = findings.get("RUN004") or findings["RUN003"]
-    # A package without the files its release is told from would not serve.
-    rows = [DoctorRow("serving engine", PROBLEM if serving.missing else OK, identity.message, serving.to_dict())]
+    identity = next(findings[code] for code in ("RUN004", "RUN007", "RUN006", "RUN003") if code in findings)
+    # A package without the files its release is told from would not serve;
+    # one whose cited functions differ is not the code the rules were read in.
+    problem = serving.missing or identity.code == "RUN007"
+    rows = [DoctorRow("serving engine", PROBLEM if problem else OK, identity.message, serving.to_dict())]
     kernel = runtime.kernel
     if "RUN001" in findings:
         rows.append(DoctorRow("serving kernels", PROBLEM, findings["RUN001"].message, kernel.to_dict()))

@@ -8,15 +8,28 @@ imported: importing a serving engine pulls in torch, triton and CUDA.
 
 The detection is a table, `DETECTORS`: one row per distribution (the name
 pip installs), in the order they are tried, each saying which package to
-find and how to tell its revision. TokenSpeed installs as 0.1.0 at every
-revision dspark knows, so its code decides: the fingerprints of
-schema/engines/tokenspeed/revisions.py are read from its files. vLLM and
-SGLang are told by their distribution version.
+find and how to tell its release. A release is told by its dist-info version
+and the fingerprints of the functions dspark's rules cite
+(converters/fingerprints.py; the table of each modelled release is
+schema/engines/<engine>/fingerprints.py): the version's release (a
+post-release or local build: its base) when they match, else the same
+engine's nearest modelled release with what differs named. A file the
+release holds cited code in that is not there is no evidence: such a tree is
+an unknown release. TokenSpeed's git snapshots all install as 0.1.0, so a
+0.1.0 whose functions are not the release's is told by the facts of
+schema/engines/tokenspeed/revisions.py.
+
+Why this module is long: telling a release takes three readings that feed
+one `InstalledEngine` (the version with the cited functions' fingerprints,
+TokenSpeed's git-snapshot facts, and the kernel its K3 model imports); split,
+each would import the others' result types.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
 import importlib.util
 import os
 from dataclasses import dataclass, field
@@ -24,7 +37,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Mapping
 
+from dspark.converters.engine_lists import EngineLists, differences, read_engine_lists, recorded_lists
 from dspark.converters.engine_versions import nearest_release
+from dspark.converters.fingerprints import Comparison, compare, hashes_in, holds_code, read_installed, split_function
 from dspark.converters.python_source import (
     attribute_assigned,
     defines,
@@ -102,6 +117,19 @@ class InstalledEngine:
     # Files the revision is told from that are not there (or do not parse):
     # an empty or half-installed package, whose revision is unknown.
     missing: tuple[str, ...] = ()
+    # The cited functions compared with `revision`'s recorded fingerprints
+    # (converters/fingerprints.py); None where they were not compared.
+    functions: Comparison | None = None
+    # Where `functions` differ: another modelled release they all match.
+    same_as: str | None = None
+    # The version is a release dspark models (or a post-release or local
+    # build of one): False when `revision` is only the nearest.
+    modelled: bool = True
+    # The draft classes and capturing targets read from its files
+    # (converters/engine_lists.py), and where they differ from `revision`'s:
+    # list -> (added, removed).
+    lists: EngineLists | None = None
+    list_changes: Mapping[str, tuple] = field(default_factory=dict)
 
     def describe(self) -> str:
         version = f" {self.version}" if self.version else " (version unknown)"
@@ -113,7 +141,10 @@ class InstalledEngine:
             "profile": self.profile, "revision": self.revision, "exact": self.exact,
             "evidence": [e.to_dict() for e in self.evidence], "differences": list(self.differences),
             "note": self.note or None, "kernel": self.kernel.to_dict() if self.kernel else None,
-            "missing": list(self.missing),
+            "missing": list(self.missing), "modelled": self.modelled, "same_as": self.same_as,
+            "functions": self.functions.to_dict() if self.functions is not None else None,
+            "lists_differ": {key: {"added": list(added), "removed": list(removed)}
+                             for key, (added, removed) in self.list_changes.items()},
         }
 
 
@@ -123,6 +154,84 @@ class EngineDetector:
     package: str  # its top-level import name
     # (package folder, version, root folder or None) -> what it is
     identify: Callable[[Path, str | None, Path | None], InstalledEngine]
+
+
+# ---------------------------------------------------------------------------
+# Releases told by their version and the fingerprints of the functions cited
+
+
+def recorded_fingerprints(distribution: str) -> Mapping[str, Mapping[str, str | None]]:
+    """release -> {function: fingerprint} for each release dspark models
+    (schema/engines/<engine>/fingerprints.py, generated from the wheels)."""
+    return importlib.import_module(f"dspark.schema.engines.{distribution}.fingerprints").RELEASES
+
+
+@dataclass(frozen=True)
+class ReleaseReading:
+    """An installed package read against the recorded releases."""
+
+    release: str | None  # the release it is judged as; None: unknown
+    modelled: bool  # the version is that release (or its post/local build)
+    comparison: Comparison | None
+    missing: tuple[str, ...]  # files the release holds cited code in that are not here (or not Python)
+    # Another modelled release whose cited functions these all are, if one.
+    same_as: str | None = None
+
+
+def read_release(distribution: str, package: Path, version: str | None) -> ReleaseReading:
+    """Which modelled release an installed package is: its version's (a
+    post-release or local build is its base release), else the nearest of the
+    same engine; and its cited functions compared with that release's. The
+    files are read, never imported. A file the release holds cited code in
+    that is not here is no evidence of anything: the release is unknown."""
+    table = recorded_fingerprints(distribution)
+    functions = list(next(iter(table.values())))
+    read = read_installed(package.parent)
+    texts: dict[str, str | None] = {}
+    for function in functions:
+        path, _ = split_function(function)
+        if path not in texts:
+            texts[path] = read(path)
+    readable = {path for path, text in texts.items() if holds_code(text)}
+    installed = hashes_in(lambda path: texts.get(path) if path in readable else None, functions)
+    comparisons = {release: compare(installed, hashes, readable, release) for release, hashes in table.items()}
+    if version:
+        release, modelled = nearest_release(version, {r: r for r in table})
+    else:  # no version to go by: the release whose functions these are, if one
+        release = min(table, key=lambda r: (len(comparisons[r].unreadable), len(comparisons[r].differing),
+                                            list(table).index(r)))
+        modelled = False
+    comparison = comparisons[release] if release else None
+    if comparison is not None and not modelled and readable and comparison.unreadable:
+        # a release dspark does not model may have moved or dropped a file:
+        # what it lacks of the nearest release's cited code differs from it
+        comparison = dataclasses.replace(comparison, gone=(*comparison.gone, *comparison.unreadable),
+                                         unreadable=())
+    missing = tuple(sorted({str(package.parent / split_function(f)[0]) for f in comparison.unreadable})) \
+        if comparison else ()
+    if not readable or missing:
+        return ReleaseReading(None, modelled, comparison, missing or tuple(str(package.parent / p) for p in texts))
+    same_as = next((r for r, c in comparisons.items() if r != release and c.matches), None)
+    return ReleaseReading(release, modelled, comparison, (), None if comparison.matches else same_as)
+
+
+def _unknown_note(missing: tuple[str, ...]) -> str:
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return (f"its {shown} {'is' if len(missing) == 1 else 'are'} not there, empty or not Python (an empty or "
+            "partial install), so which release it is cannot be told")
+
+
+def _by_release(distribution: str, package: Path, version: str | None, reading: ReleaseReading) -> InstalledEngine:
+    """An InstalledEngine for a package read against the recorded releases."""
+    if reading.release is None:
+        return InstalledEngine(distribution, version, str(package), None, exact=False, missing=reading.missing,
+                               functions=reading.comparison, modelled=reading.modelled,
+                               note=_unknown_note(reading.missing))
+    comparison = reading.comparison
+    return InstalledEngine(
+        distribution, version, str(package), f"{distribution}@{reading.release}", revision=reading.release,
+        exact=reading.modelled and comparison.matches, functions=comparison, modelled=reading.modelled,
+        differences=tuple(comparison.describe()), same_as=reading.same_as)
 
 
 # ---------------------------------------------------------------------------
@@ -177,27 +286,25 @@ def _holds_its_code(path: Path) -> bool:
     return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for node in top_level(tree))
 
 
-def _is_release_without_k3(package: Path) -> bool:
-    """TokenSpeed 0.1.0's files: its GQA DFlash and EAGLE-3 models and its
-    drafter hold code, and no K3 DSpark model is there."""
-    return (not (package / ts.K3_MODEL_FILE).exists()
-            and all(_holds_its_code(package / name) for name in ts.RELEASE_WITHOUT_K3_FILES))
-
-
 def identify_tokenspeed(package: Path, version: str | None, root: Path | None) -> InstalledEngine:
+    # A release (0.1.1, 0.1.0) is told by its version and its cited
+    # functions. The git snapshots install as 0.1.0 too (python/pyproject.toml
+    # at each), so a 0.1.0 whose functions are not 0.1.0's, or a tree without
+    # a version, is told by the facts of revisions.py.
+    reading = read_release("tokenspeed", package, version)
+    release = reading.release
+    if release is not None and reading.comparison.matches:
+        return _with_kernel(_by_release("tokenspeed", package, version, reading), package, root)
+    if version and version != ts.RELEASE_WITHOUT_K3:
+        # no git snapshot installs as this version: a release dspark does not
+        # model (judged by the nearest), a build of one whose functions differ,
+        # or a partial tree (unknown)
+        return _with_kernel(_by_release("tokenspeed", package, version, reading), package, root)
     # main's facts are all absences (no kernel import, no fc_norm, no
     # resolver), so an empty package would match main exactly: a file that
     # is not there, or does not parse, is no evidence of any revision.
     missing = tuple(str(package / name) for name in sorted({fp.file for fp in ts.FINGERPRINTS})
                     if not _holds_its_code(package / name))
-    if version == ts.RELEASE_WITHOUT_K3 and _is_release_without_k3(package):
-        # the first release ships no K3 DSpark model at all: its absence is
-        # that release's fact, told with its version and the models it has
-        return InstalledEngine(
-            distribution="tokenspeed", version=version, location=str(package),
-            profile=f"tokenspeed@{ts.RELEASE_WITHOUT_K3}", revision=ts.RELEASE_WITHOUT_K3,
-            evidence=tuple(Evidence(name, f"its {name}", str(package / name), 1, True)
-                           for name in ts.RELEASE_WITHOUT_K3_FILES))
     if missing:
         return InstalledEngine(
             distribution="tokenspeed", version=version, location=str(package), profile=None, exact=False,
@@ -229,6 +336,17 @@ def identify_tokenspeed(package: Path, version: str | None, root: Path | None) -
         revision=revision, exact=not differing, evidence=evidence, differences=differences,
         kernel=kernel, has_kernel_import=module is not None,
     )
+
+
+def _with_kernel(engine: InstalledEngine, package: Path, root: Path | None) -> InstalledEngine:
+    """The segmented RMSNorm a release's K3 DSpark model imports, found."""
+    model = parse_file(package / ts.K3_MODEL_FILE)
+    module, line = import_of(model, ts.KERNEL_FUNCTION)
+    if module is None:
+        return engine
+    revision = engine.revision if module == _call_module(engine.revision or "") else _revision_for_module(str(module))
+    kernel = _kernel_install(str(module), f"{package / ts.K3_MODEL_FILE}:{line}", package, root, revision)
+    return dataclasses.replace(engine, kernel=kernel, has_kernel_import=True)
 
 
 def _call_module(revision: str) -> str | None:
@@ -282,27 +400,9 @@ def _package_folders(name: str) -> list[Path]:
 # engines told by their version
 
 
-def _by_version(distribution: str, versions: Mapping[str, str]) -> Callable[[Path, str | None, Path | None], InstalledEngine]:
+def _by_version(distribution: str) -> Callable[[Path, str | None, Path | None], InstalledEngine]:
     def identify(package: Path, version: str | None, root: Path | None) -> InstalledEngine:
-        known = ", ".join(f"{distribution}=={v}" for v in versions)
-        release, same = nearest_release(version, versions)
-        if release is None:
-            return InstalledEngine(distribution, version, str(package), None, note=f"dspark models {known} only")
-        from dspark.schema.engines import engine_by_spec
-
-        try:
-            spec = engine_by_spec(versions[release]).spec
-        except UsageError:
-            return InstalledEngine(distribution, version, str(package), None,
-                                   note=f"dspark has no {versions[release]!r} engine profile in this install")
-        if same:
-            return InstalledEngine(distribution, version, str(package), spec, revision=release)
-        # Never another engine's verdict: the same engine's nearest release
-        # judges, and the report says the two were not compared.
-        return InstalledEngine(distribution, version, str(package), spec, revision=release, exact=False,
-                               differences=(f"dspark models {known} only; {distribution} "
-                                            f"{version or '(version unknown)'} is judged as {release}, the "
-                                            "nearest, without comparing what changed between the two",))
+        return _by_release(distribution, package, version, read_release(distribution, package, version))
 
     return identify
 
@@ -310,8 +410,8 @@ def _by_version(distribution: str, versions: Mapping[str, str]) -> Callable[[Pat
 # Tried in this order; the first found is the engine judged.
 DETECTORS: tuple[EngineDetector, ...] = (
     EngineDetector("tokenspeed", "tokenspeed", identify_tokenspeed),
-    EngineDetector("vllm", "vllm", _by_version("vllm", {f"0.{n}.0": f"vllm@0.{n}.0" for n in (33, 32, 31, 30)})),
-    EngineDetector("sglang", "sglang", _by_version("sglang", {f"0.5.{n}": f"sglang@0.5.{n}" for n in (23, 22, 21, 20)})),
+    EngineDetector("vllm", "vllm", _by_version("vllm")),
+    EngineDetector("sglang", "sglang", _by_version("sglang")),
 )
 
 
@@ -381,5 +481,10 @@ def find_installed_engines(engine_path: Path | None = None) -> list[InstalledEng
             folders = _package_folders(detector.package)
         if not folders:
             continue
-        found.append(detector.identify(folders[0], _version(detector.distribution, root), root))
+        engine = detector.identify(folders[0], _version(detector.distribution, root), root)
+        recorded = recorded_lists(engine.distribution, engine.revision) if engine.profile else None
+        if recorded is not None:
+            lists = read_engine_lists(engine.distribution, folders[0])
+            engine = dataclasses.replace(engine, lists=lists, list_changes=differences(lists, recorded))
+        found.append(engine)
     return found

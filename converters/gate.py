@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dspark.converters.check import MANIFEST_NAME, CheckReport, check_checkpoint
-from dspark.converters.runtime import Runtime, runtime_engine, with_runtime_findings
+from dspark.converters.runtime import Runtime, installed_profile, runtime_engine, with_runtime_findings
 from dspark.schema.errors import CheckpointError, UsageError
 from dspark.schema.findings import Finding, count_by_severity
 from dspark.schema.policy import JudgedFinding, Policy, SmokePolicy, judge, unused_waivers
@@ -118,7 +118,7 @@ def run_gate(
     named_by = "--engine" if engine else f"{policy.source}: engine ="
     engine = engine or policy.engine
     if policy.runtime:
-        engine = runtime_engine(runtime, engine, named_by=named_by)
+        engine = installed_profile(runtime, runtime_engine(runtime, engine, named_by=named_by))
     has_manifest = (Path(checkpoint) / MANIFEST_NAME).is_file()
     check = check_checkpoint(
         checkpoint, target=target, deep=True, verify_hashes=has_manifest or verify, engine=engine, progress=progress,

@@ -55,8 +55,11 @@ class Runtime:
     @property
     def profile(self) -> str:
         serving = self.serving
-        if serving is None or serving.profile is None:
+        if serving is None:
             return DEFAULT_ENGINE.spec
+        if serving.profile is None:
+            # an unknown release is still that engine: never another engine's verdict
+            return engine_by_spec(serving.distribution).spec
         return serving.profile
 
     @property
@@ -139,12 +142,18 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
     if serving.profile is None:
         findings.append(Finding(
             "RUN004",
-            f"{serving.describe()} is installed, but {serving.note}: the draft was judged with the default "
-            f"profile, {DEFAULT_ENGINE.spec}, which is not what this machine would run.",
+            f"{serving.describe()} is installed, but {serving.note}: the draft was judged with "
+            f"{runtime.profile}, the newest {serving.distribution} release dspark models, which may not be what "
+            "this machine would run. Reinstall the engine, or name the release with --engine.",
             detail=serving.to_dict(),
         ))
+    elif serving.functions is not None and not serving.exact:
+        findings.append(_release_finding(serving))
     elif serving.exact:
         evidence = "; ".join(f"{e.what}: {show_value(e.value)} ({e.where()})" for e in serving.evidence)
+        if serving.functions is not None:
+            evidence = (f"its version, {serving.version}, and the source of all {len(serving.functions.same)} "
+                        f"functions dspark's rules cite, {serving.revision}'s")
         name = _REVISION_NAMES.get(serving.revision or "", serving.profile)
         findings.append(Finding(
             "RUN003",
@@ -160,6 +169,8 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
             f"{'; '.join(serving.differences)}.",
             detail=serving.to_dict(),
         ))
+    if serving.list_changes:
+        findings.append(_lists_finding(serving))
     findings.append(Finding("RUN002", f"serving kernels here: {describe_kernel(runtime)}.",
                             detail={"kernel": runtime.kernel.to_dict() if runtime.kernel else None,
                                     "engine": serving.profile}))
@@ -179,6 +190,65 @@ def runtime_findings(runtime: Runtime, *, family: str | None, environ=None) -> l
     return findings
 
 
+def _release_finding(serving: InstalledEngine) -> Finding:
+    """RUN006 or RUN007: an installed release judged as a modelled one whose
+    cited functions were compared with it."""
+    functions = serving.functions
+    what = (f"{serving.describe()} is a build of {serving.distribution} {serving.revision}" if serving.modelled
+            else f"{serving.describe()} is a release dspark does not model; the nearest it models is "
+                 f"{serving.revision}")
+    if functions.matches:
+        return Finding(
+            "RUN006",
+            f"{what}, and all {len(functions.same)} functions dspark's rules cite have {serving.revision}'s source "
+            f"there: judged as --engine {serving.profile}, and the verdict stands.",
+            detail=serving.to_dict(),
+        )
+    differing = serving.differences
+    return Finding(
+        "RUN007",
+        f"{what}, judged as --engine {serving.profile}; {len(differing)} of the functions dspark's rules cite "
+        f"differ from {serving.revision}'s, so the rules read there may not hold: {'; '.join(differing)}. "
+        + (f"Every cited function is {serving.same_as}'s: --engine {serving.distribution}@{serving.same_as} judges "
+           f"it as that release. " if serving.same_as else "")
+        + "Check the verdict against these functions, or waive RUN007 in the gate's policy once you have.",
+        detail=serving.to_dict(),
+    )
+
+
+def _lists_finding(serving: InstalledEngine) -> Finding:
+    """RUN008: what the installed engine registers, or lets capture, that
+    the release it is judged as does not (read alike in both)."""
+    from dspark.converters.engine_lists import WHAT
+
+    def names(items: tuple[str, ...]) -> str:
+        return ", ".join(items[:8]) + (f" and {len(items) - 8} more" if len(items) > 8 else "")
+
+    parts = []
+    for key, (added, removed) in serving.list_changes.items():
+        said = ([f"{names(added)} added"] if added else []) + ([f"{names(removed)} gone"] if removed else [])
+        parts.append(f"{WHAT[key]}: {'; '.join(said)}")
+    return Finding(
+        "RUN008",
+        f"{serving.describe()} differs from {serving.distribution} {serving.revision} in what its files register "
+        f"({', '.join(serving.lists.read_from)}): {'. '.join(parts)}. The draft was judged with the installed "
+        "engine's lists.",
+        detail={"engine": serving.profile, "lists_differ": serving.to_dict()["lists_differ"]},
+    )
+
+
+def installed_profile(runtime: Runtime, spec: str):
+    """The profile `spec` names, with the installed engine's own lists of
+    draft classes and capturing targets where they differ from its release's."""
+    from dspark.converters.engine_lists import as_installed
+
+    profile = engine_by_spec(spec)
+    serving = runtime.serving
+    if serving is None or not serving.list_changes or serving.profile != profile.spec:
+        return profile
+    return as_installed(profile, serving.list_changes)
+
+
 def with_runtime_findings(report, runtime: Runtime | None = None):
     """`report` (a CheckReport, judged with `runtime.profile`) with what the
     installed engine does to it."""
@@ -195,5 +265,6 @@ def check_with_runtime(path, *, engine: str | None = None, engine_path: Path | s
     from dspark.converters.check import check_checkpoint
 
     runtime = probe_runtime(engine_path) if runtime is None else runtime
-    report = check_checkpoint(path, engine=runtime_engine(runtime, engine, named_by=named_by), **options)
+    spec = runtime_engine(runtime, engine, named_by=named_by)
+    report = check_checkpoint(path, engine=installed_profile(runtime, spec), **options)
     return with_runtime_findings(report, runtime)

@@ -419,11 +419,25 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "Nothing."),
     "RUN003": _x("Which engine is installed here and which known revision its files are; the draft was judged "
                  "with that revision's profile.", "Nothing."),
-    "RUN004": _x("The installed engine's files match no revision dspark knows (judged by the nearest), or dspark "
-                 "models no profile for it (judged by the default): the verdict may not be this engine's.",
+    "RUN004": _x("The installed engine's files match no revision dspark knows (judged by the nearest), or the "
+                 "files its release is told from are not there (an empty or partial install: judged by the same "
+                 "engine's newest release, never another engine's): the verdict may not be this engine's.",
                  "Deploy a revision dspark knows, or judge it with --engine after reading its loader."),
     "RUN005": _x("No serving engine was found here, so the verdict is the default profile's, not this machine's.",
                  "Run where the engine is installed, or name its folder with --engine-path."),
+    "RUN006": _x("The installed engine is a release dspark does not model (or a build of one it does), and every "
+                 "function dspark's rules cite has the same source as in the nearest modelled release of that "
+                 "engine (a hash of each definition, read from the installed files): the verdict stands.",
+                 "Nothing; the note names the release the draft was judged as."),
+    "RUN007": _x("Functions dspark's rules cite differ between the installed engine and the release it is judged "
+                 "as (another source, or not defined): the rules read there may not hold, so the verdict is "
+                 "that release's guess. The gate fails on it unless its policy waives RUN007.",
+                 "Read the named functions in the installed engine; if they serve the draft as the release did, "
+                 "waive RUN007 in the policy with that reason, else judge with the release they match."),
+    "RUN008": _x("The installed engine registers other draft classes, or lets other target classes capture "
+                 "hidden states, than the release it is judged as: read from its files, these lists are the "
+                 "installed engine's.",
+                 "Nothing, unless the draft's class or its target is among those named."),
     "SMK009": _x("The installed engine's own segmented_rmsnorm is off the fp32 norm: the engine would serve "
                  "this draft's context wrong, whatever dspark's kernel does.",
                  "Do not deploy on this engine install; report the kernel to the engine."),

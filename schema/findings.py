@@ -169,6 +169,9 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("RUN003", I, "the serving engine installed here, its revision and the files that say so"),
     ("RUN004", W, "the installed engine's revision is unknown (judged by the nearest) or not modelled"),
     ("RUN005", W, "no serving engine installed here: judged with the default profile"),
+    ("RUN006", I, "an installed release dspark does not model: every cited function is the nearest modelled release's"),
+    ("RUN007", W, "the installed engine's cited functions differ from the release it is judged as (the gate fails)"),
+    ("RUN008", I, "the installed engine registers other draft classes or capturing targets than the modelled release"),
 )
 
 

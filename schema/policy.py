@@ -169,10 +169,17 @@ def _known_code(code: Any, key: str, fail) -> None:
                         "or run 'dspark explain').")
 
 
+# Warnings that fail the gate unless the policy waives them: the installed
+# engine's cited functions differ from the release it is judged as (RUN007),
+# so its verdict is a guess until someone has read them.
+FAIL_UNLESS_WAIVED = frozenset({"RUN007"})
+
+
 def judge(findings: Iterable[Finding], policy: Policy) -> list[JudgedFinding]:
     """What each finding does to the gate: an error fails it, a warning
-    fails it when `fail_on_warnings` names it (or is true), and a waived
-    finding fails nothing, whatever its severity; its reason is kept."""
+    fails it when `fail_on_warnings` names it (or is true) or it is one of
+    `FAIL_UNLESS_WAIVED`, and a waived finding fails nothing, whatever its
+    severity; its reason is kept."""
     judged = []
     for finding in findings:
         waived = policy.waivers.get(finding.code)
@@ -182,7 +189,8 @@ def judge(findings: Iterable[Finding], policy: Policy) -> list[JudgedFinding]:
         fails = finding.severity is Severity.ERROR
         if finding.severity is Severity.WARNING:
             fail_on = policy.fail_on_warnings
-            fails = fail_on is True or (isinstance(fail_on, frozenset) and finding.code in fail_on)
+            fails = (fail_on is True or (isinstance(fail_on, frozenset) and finding.code in fail_on)
+                     or finding.code in FAIL_UNLESS_WAIVED)
         judged.append(JudgedFinding(finding, fails))
     return judged
 

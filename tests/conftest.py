@@ -170,3 +170,52 @@ def fabricated_engine(tmp_path: Path) -> Callable[..., Path]:
 def versioned_engine(tmp_path: Path) -> Callable[[str, str], Path]:
     """`versioned_engine("vllm", "0.33.0")`: that distribution installed under a fresh folder."""
     return lambda name, version: write_versioned_engine(tmp_path / f"site-{name}-{version}", name, version)
+
+
+def cached_wheel(name: str, version: str) -> Path | None:
+    """The release's wheel in the conformance cache (tests/conformance/
+    environments.py fills it), or None: the tests that need it skip."""
+    import os
+
+    cache = Path(os.environ.get("DSPARK_CONFORMANCE_CACHE") or Path.home() / ".cache" / "dspark-conformance")
+    found = sorted((cache.expanduser() / "wheels" / f"{name}-{version}").glob("*.whl"))
+    return found[0] if found else None
+
+
+def install_release(root: Path, name: str, version: str, *, everything: bool = False,
+                    installed_version: str | None = None) -> Path:
+    """A site folder holding a released wheel's files, as pip installs them:
+    the whole package (`everything`), or the files holding the functions
+    dspark's rules cite and those its registry lists are read in
+    (converters/engine_lists.py), with the dist-info saying `installed_version` (the
+    release's own by default). Skips the test when the cache has no wheel."""
+    import zipfile
+
+    from dspark.converters.engine_lists import FOLDERS
+    from dspark.converters.fingerprints import split_function
+    from dspark.schema.engines.citations import cited_functions
+
+    wheel = cached_wheel(name, version)
+    if wheel is None:
+        pytest.skip(f"no {name}=={version} wheel in the conformance cache")
+    wanted = {split_function(function)[0] for function in cited_functions(name)} | {f"{name}/__init__.py"}
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            if member.endswith("/") or ".dist-info/" in member:
+                continue
+            listed = member.endswith(".py") and member.startswith(tuple(f + "/" for f in FOLDERS[name]))
+            if member in wanted or listed or (everything and member.endswith(".py")):
+                target = root / member
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(member))
+    _dist_info(root, name, installed_version or version)
+    return root
+
+
+@pytest.fixture
+def released_engine(tmp_path: Path) -> Callable[..., Path]:
+    """`released_engine("vllm", "0.33.0", installed_version=..., everything=...)`:
+    that release's files (from its cached wheel) under a fresh site folder."""
+    count = iter(range(1000))
+    return lambda name, version, **options: install_release(
+        tmp_path / f"site-{name}-{version}-{next(count)}", name, version, **options)

@@ -13,6 +13,7 @@ one; `--engine a,b` or `--engine all` several (`engine_specs`). Without
 from __future__ import annotations
 
 import importlib
+import re
 from types import ModuleType
 from typing import Any
 
@@ -43,6 +44,16 @@ def profiles_of(name: str) -> tuple[EngineProfile, ...]:
     return tuple(_package(name).PROFILES)
 
 
+def release_profiles(name: str) -> tuple[EngineProfile, ...]:
+    """The profiles of an engine's releases (a version such as `0.33.0`, not
+    a git snapshot such as `pr1031`), newest first."""
+    def numbers(revision: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in revision.split("."))
+
+    releases = [p for p in profiles_of(name) if re.fullmatch(r"\d+(\.\d+)*", p.revision)]
+    return tuple(sorted(releases, key=lambda p: numbers(p.revision), reverse=True))
+
+
 def all_profiles() -> tuple[EngineProfile, ...]:
     """Every revision of every engine (imports them all: `dspark families`)."""
     return tuple(profile for name in ENGINES for profile in profiles_of(name))
@@ -53,7 +64,8 @@ def default_engine() -> EngineProfile:
 
 
 def _choices() -> str:
-    return ", ".join(ENGINES) + f", {ALL} (every engine), or NAME@REVISION (`dspark families` lists them)"
+    return (", ".join(ENGINES) + f", {ALL} (every engine), NAME@{ALL} (every release of one), or NAME@REVISION "
+            "(`dspark families` lists them)")
 
 
 def engine_by_spec(spec: str | None) -> EngineProfile:
@@ -70,6 +82,10 @@ def engine_by_spec(spec: str | None) -> EngineProfile:
     if not at:
         return package.DEFAULT
     revision = revision.strip()
+    if revision.lower() == ALL:
+        raise UsageError(f"--engine {spec!r} names every release of {name}, and this command judges with one.",
+                         hint=f"Name one release ({', '.join(p.spec for p in release_profiles(name))}), or use "
+                              f"{name}@{ALL} with check, inspect or gate.")
     for profile in package.PROFILES:
         if profile.revision == revision:
             return profile
@@ -78,9 +94,19 @@ def engine_by_spec(spec: str | None) -> EngineProfile:
                      hint=f"Known revisions: {known} ({name} alone means {package.DEFAULT.spec}).")
 
 
+def _every_release(item: str) -> list[EngineProfile]:
+    """`vllm@all`: every release of one engine dspark models, newest first
+    (TokenSpeed's git snapshots are not releases: name them one by one)."""
+    name = item.rpartition("@")[0].strip().lower()
+    if name not in ENGINES:
+        raise UsageError(f"--engine {item!r} is not an engine dspark models.", hint=f"Choices: {_choices()}.")
+    return list(release_profiles(name))
+
+
 def engine_specs(specs: Any) -> tuple[EngineProfile, ...]:
     """Several engines at once: `tokenspeed,vllm`, `all` (the default
-    revision of every engine), a list of such strings (a policy file's), or
+    revision of every engine), `vllm@all` (every release of one engine, one
+    verdict row each: what an upgrade changes), a list of such strings (a policy file's), or
     None (the default engine); a profile, or a list of profiles, as they
     are. Repeats are dropped, the order kept."""
     if specs is None:
@@ -97,7 +123,7 @@ def engine_specs(specs: Any) -> tuple[EngineProfile, ...]:
     profiles: list[EngineProfile] = []
     for item in items:
         chosen = ([_package(name).DEFAULT for name in ENGINES] if item.lower() == ALL
-                  else [engine_by_spec(item)])
+                  else _every_release(item) if item.lower().endswith("@" + ALL) else [engine_by_spec(item)])
         profiles += [p for p in chosen if not any(p is q for q in profiles)]
     return tuple(profiles)
 
@@ -125,4 +151,5 @@ __all__ = [
     "engine_names",
     "engine_specs",
     "profiles_of",
+    "release_profiles",
 ]

@@ -36,16 +36,31 @@ def _is_git_commit(text: str) -> bool:
 
 @record
 class Source:
-    """Where a rule was read: a file of the engine's repository at a commit."""
+    """Where a rule was read: a file of the engine's repository at a commit,
+    and the function (or class, or module-level name) that holds the lines.
+
+    `qualname` (`Class.method`, dotted as Python's `__qualname__`) is what
+    survives a release: line numbers move, the function keeps its name, so a
+    reviewer finds the code again and `--runtime` compares the installed
+    function's source with the one the rule was read from
+    (converters/fingerprints.py). "" where the lines are not inside one."""
 
     path: str
     lines: str
     commit: str
+    qualname: str = ""
 
     def cite(self) -> str:
         # A git commit is shortened to 8 digits; a version (`vllm==0.33.0`) is kept whole.
         commit = self.commit[:8] if _is_git_commit(self.commit) else self.commit
-        return f"{self.path}@{commit}:{self.lines}"
+        where = f"{self.path}::{self.qualname}" if self.qualname else self.path
+        return f"{where}@{commit}:{self.lines}"
+
+    @property
+    def function(self) -> str | None:
+        """`path::qualname`, the key a fingerprint is recorded under; None
+        without a qualname."""
+        return f"{self.path}::{self.qualname}" if self.qualname else None
 
 
 @record

@@ -35,7 +35,8 @@ def test_families_fits_an_80_column_terminal(dspark_tty):
     assert "fc_norm: NOT honoured" in run.stdout and len(lines) > 100
     assert max(len(line) for line in lines) <= 80, max(lines, key=len)
     # a citation is never broken inside its path
-    assert "    python/tokenspeed/runtime/models/kimi_k3_dspark.py@4b9766f6:482-553" in lines
+    cited = [f"{a.strip()}{b.strip()}" for a, b in zip(lines, lines[1:]) if a.startswith("    python/")]
+    assert "python/tokenspeed/runtime/models/kimi_k3_dspark.py::K3DSparkModel.load_weights@4b9766f6:482-553" in cited
 
 
 def test_families_off_a_terminal_keeps_within_100_columns(dspark_process):

@@ -240,7 +240,7 @@ def test_the_0_1_1_release_serves_prefix_to_a_stream_declared_only_in_dflash_con
     served_wrong = check_checkpoint(draft, environ={}, engine="tokenspeed@0.1.1")
     [finding] = served_wrong.errors
     assert finding.code == "ENG001" and finding.detail["served"] == "prefix"
-    assert "configs/kimi_k3_dspark_config.py@tokenspeed==0.1.1" in finding.message
+    assert "configs/kimi_k3_dspark_config.py::KimiK3DSparkConfig.__init__@tokenspeed==0.1.1" in finding.message
     # the snapshot the release grew from read it first
     assert check_checkpoint(draft, environ={}, engine="tokenspeed@pr1031").resolved.stream == "attn_res"
 

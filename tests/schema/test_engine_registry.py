@@ -278,3 +278,23 @@ def test_a_citation_shortens_a_commit_and_keeps_a_version():
     assert Source("a.py", "1-2", "4b9766f6a").cite() == "a.py@4b9766f6:1-2"
     for kept in ("vllm==0.33.0", "4b9766f6", "F4D8EC6E0", "f4d8ec6g0123", "f" * 41):
         assert Source("a.py", "3", kept).cite() == f"a.py@{kept}:3"
+
+
+@pytest.mark.parametrize("name, releases", [
+    ("vllm", ["0.33.0", "0.32.0", "0.31.0", "0.30.0"]),
+    ("sglang", ["0.5.23", "0.5.22", "0.5.21", "0.5.20"]),
+    ("tokenspeed", ["0.1.1", "0.1.0"]),  # the git snapshots are not releases
+])
+def test_every_release_of_one_engine(name, releases):
+    assert [p.spec for p in engine_specs(f"{name}@all")] == [f"{name}@{r}" for r in releases]
+    assert [p.spec for p in engine_specs(f"{name}@all,{name}")] == [f"{name}@{r}" for r in releases]
+    with pytest.raises(UsageError, match="every release"):
+        engine_by_spec(f"{name}@all")  # a command that judges with one engine
+
+
+def test_every_release_gives_a_verdict_row_each(tmp_path):
+    from dspark.examples.fabricate import write_draft
+
+    draft = write_draft(tmp_path / "d", scale="tiny")
+    rows = check_checkpoint(draft, engine="vllm@all").engine_verdicts()
+    assert [row["engine"] for row in rows] == [f"vllm@0.{n}.0" for n in (33, 32, 31, 30)]

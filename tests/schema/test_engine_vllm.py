@@ -821,7 +821,8 @@ def test_a_qwen3_layer_draft_is_refused_where_no_class_is_registered(tmp_path, e
     from dspark.schema.engines.tokenspeed import eagle3_qwen3 as tokenspeed_qwen3
 
     assert engine_by_spec(engine).loader_for("eagle3_qwen3") is None
-    assert sglang_qwen3.NOT_SERVED.cite().startswith("sglang/srt/model_loader/utils.py@sglang==0.5.23")
+    assert sglang_qwen3.NOT_SERVED.cite().startswith(
+        "sglang/srt/model_loader/utils.py::resolve_transformers_arch@sglang==0.5.23")
     assert tokenspeed_qwen3.NOT_SERVED.cite().startswith("python/tokenspeed/runtime/models/registry.py@f4d8ec6e")
     draft = write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3")
     report = check_checkpoint(draft, engine=engine)

@@ -58,13 +58,12 @@ def test_a_bare_sglang_stays_0_5_23_and_the_releases_are_listed_newest_first():
         assert engine_by_spec(f"sglang@{version}").commit == f"sglang=={version}"
 
 
-def test_an_installed_release_is_judged_by_its_own_profile(tmp_path):
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.22", "0.5.21", "0.5.20"])
+def test_an_installed_release_is_judged_by_its_own_profile(released_engine, version):
     (detector,) = [d for d in DETECTORS if d.distribution == "sglang"]
-    package = tmp_path / "sglang"
-    package.mkdir()
-    for version in ("0.5.23", "0.5.22", "0.5.21", "0.5.20"):
-        found = detector.identify(package, version, tmp_path)
-        assert found.profile == f"sglang@{version}" and found.exact
+    site = released_engine("sglang", version)
+    found = detector.identify(site / "sglang", version, site)
+    assert found.profile == f"sglang@{version}" and found.exact, found.differences
 
 
 def test_a_markov_head_type_only_in_dflash_config_is_refused_before_0_5_23(tmp_path):

@@ -162,7 +162,8 @@ def test_every_stream_rule_cites_the_1031_drafter():
     # 0.1.1 resolves the GQA stream as 1031's drafter did, read where it now sits: the model
     released = engine_by_spec("tokenspeed@0.1.1").loader_for("dflash_gqa")
     assert dataclasses.replace(released, stream=loader.stream) == loader
-    assert released.stream.source.cite().startswith("tokenspeed/runtime/models/dflash.py@tokenspeed==0.1.1:316-319")
+    assert released.stream.source.cite().startswith(
+        "tokenspeed/runtime/models/dflash.py::DFlashDraftModel._checkpoint_capture_field@tokenspeed==0.1.1:316-319")
     cited = {(s.family, s.source) for s in rule_sources("STR006", [engine_by_spec("tokenspeed@pr1031")])}
     assert ("dflash_gqa", loader.sources["stream vs target"].cite()) in cited
 

@@ -53,10 +53,14 @@ def test_a_bare_vllm_stays_0_33_0_and_the_releases_are_listed_newest_first():
         assert engine_by_spec(f"vllm@{version}").commit == f"vllm=={version}"
 
 
-def test_an_installed_release_is_judged_by_its_own_profile():
+@pytest.mark.parametrize("version", ["0.33.0", "0.32.0", "0.31.0", "0.30.0"])
+def test_an_installed_release_is_judged_by_its_own_profile(released_engine, version):
     [detector] = [d for d in DETECTORS if d.distribution == "vllm"]
-    for version in ("0.33.0", "0.32.0", "0.31.0", "0.30.0"):
-        assert detector.identify(Path("/nowhere"), version, None).profile == f"vllm@{version}"
+    site = released_engine("vllm", version)
+    found = detector.identify(site / "vllm", version, site)
+    assert found.profile == f"vllm@{version}" and found.exact
+    # the version alone, without the files, is no evidence
+    assert detector.identify(Path("/nowhere/vllm"), version, None).profile is None
 
 
 def test_every_rule_of_an_older_release_cites_that_release():
@@ -84,7 +88,7 @@ def test_use_aux_hidden_state_false_is_served_on_0_33_0_and_refused_before(tmp_p
     assert not any("use_aux_hidden_state" in f.message for f in findings(folder, "vllm@0.33.0", "CFG003"))
     [refused] = [f for f in findings(folder, "vllm@0.32.0", "CFG003") if "use_aux_hidden_state" in f.message]
     assert "model_runner.py@vllm==0.32.0:300-307" in refused.message
-    assert "eagle3_utils.py@vllm==0.33.0:15-22" in refused.message
+    assert "eagle3_utils.py::requires_aux_hidden_states@vllm==0.33.0:15-22" in refused.message
     assert refused.severity is Severity.ERROR
 
 
@@ -124,7 +128,7 @@ def test_a_k3_confidence_head_is_loaded_from_0_31_0_only(tmp_path):
     assert errors(folder, "vllm@0.31.0")["INV003"] == 1
     assert not errors(folder, "vllm@0.30.0")
     dropped = [f for f in findings(folder, "vllm@0.30.0", "INV005") if f.tensor == "confidence_head.proj.weight"]
-    assert dropped and "dspark_mla.py@vllm==0.30.0:417-431" in json.dumps(dropped[0].detail) + dropped[0].message
+    assert dropped and "dspark_mla.py::K3DSparkForCausalLM.hf_to_vllm_mapper@vllm==0.30.0:417-431" in json.dumps(dropped[0].detail) + dropped[0].message
 
 
 def test_dflash_attention_value_scale_is_served_wrong_on_0_30_0_only(tmp_path):

@@ -68,9 +68,9 @@ DSPARK_WORKER = _SRT + "speculative/dspark_components/dspark_worker_v2.py"
 LAYER_STAGE = _SRT + "layers/layer_boundary/stage.py"
 
 
-def at(lines: str, path: str) -> Source:
-    """A rule read from the released wheel, `path:lines@sglang==0.5.23`."""
-    return Source(path, lines, PIN)
+def at(lines: str, path: str, qualname: str = "") -> Source:
+    """A rule read from the released wheel, `path::qualname@sglang==0.5.23:lines`."""
+    return Source(path, lines, PIN, qualname)
 
 
 # Architectures -----------------------------------------------------------------
@@ -190,7 +190,7 @@ ARCHITECTURES = ArchitectureResolution(
     aliases={"Qwen3DSparkModel": "DSparkDraftModel", "LingDSparkModel": "DSparkDraftModel",
              "Lfm2DSparkDraftModel": "DSparkDraftModel"},
     source=at("1010-1212 (draft rewrite); models/registry.py:74-114 (first registered wins); "
-              "model_loader/utils.py:111-168, 224-231 (unregistered: refused)", MODEL_CONFIG),
+              "model_loader/utils.py:111-168, 224-231 (unregistered: refused)", MODEL_CONFIG, "ModelConfig"),
 )
 
 # Target capture -------------------------------------------------------------------
@@ -200,7 +200,7 @@ ARCHITECTURES = ArchitectureResolution(
 # None, the target's defaults. The top-level list is never read by the
 # target (spec_aux_hidden_state.py:185-196).
 EAGLE3_TARGET_TAPS = TapPaths(paths=(f"eagle_config.{TAP_IDS_FIELD}",), pick=FIRST_NOT_NULL)
-EAGLE3_TARGET_SOURCE = at("185-196", SPEC_AUX)
+EAGLE3_TARGET_SOURCE = at("185-196", SPEC_AUX, "_resolve_eagle_aux_hidden_state")
 
 # The EAGLE-3 capture setters of DeepSeek-V2/V3 (and of every class that
 # inherits it, Kimi-K2.5's language model included) add 1 only when the
@@ -233,7 +233,7 @@ EAGLE3_NUMBERING = TapNumbering(
     text=("id k is the output of target layer k (the target adds 1 and captures the residual entering that "
           "layer); a DeepSeek-V3 or Kimi-K2.5 target adds 1 only when the first id is 1, else id k is the "
           "output of layer k-1"),
-    source=at("929-941", LLAMA),
+    source=at("929-941", LLAMA, "LlamaForCausalLM.set_eagle3_layers_to_capture"),
     shift=_eagle3_shift,
 )
 
@@ -244,7 +244,7 @@ EAGLE3_NUMBERING = TapNumbering(
 DFLASH_NUMBERING = TapNumbering(
     base=LAYER_OUTPUT,
     text="id k is the output of target layer k",
-    source=at("793-805", QWEN3),
+    source=at("793-805", QWEN3, "Qwen3ForCausalLM.set_dflash_layers_to_capture"),
 )
 
 # Target classes whose model implements set_eagle3_layers_to_capture: any
@@ -268,7 +268,7 @@ EAGLE3_TARGET_CLASSES = frozenset({
     "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration", "SarvamMoEForCausalLM",
     "TeleFLMForCausalLM",
 })
-EAGLE3_TARGET_CLASSES_SOURCE = at("40-61", CAPTURE_SETUP)
+EAGLE3_TARGET_CLASSES_SOURCE = at("40-61", CAPTURE_SETUP, "configure_aux_hidden_state_capture")
 
 # Target classes a DFLASH or DSPARK drafter can wire to: a capture setter
 # (set_dflash_layers_to_capture, or set_dspark_layers_to_capture for DSPARK;
@@ -301,7 +301,7 @@ DFLASH_TARGET_SOURCE = at("40-73 (capture setters); dflash_worker_v2.py:222-230;
 # with it on is served the other arithmetic.
 NORM_BEFORE_RESIDUAL = FeatureSupport(
     supported=False,
-    source=at("88-119 (never read)", LLAMA_EAGLE3),
+    source=at("88-119 (never read)", LLAMA_EAGLE3, "LlamaDecoderLayer.forward"),
     when_unsupported="no SGLang model reads norm_before_residual: the decoder layer adds the residual before "
     "its norm, whatever the draft was trained with",
 )
@@ -367,14 +367,14 @@ DEEPSEEK_V3_DEFAULTS = {
 # (RuntimeError, kept an error); which shard a tensor is listed in and
 # total_size are never read (model_loader/weight_utils.py:757-808).
 _INDEX_SEVERITIES = {"IDX003": "warning", "IDX004": "warning", "IDX006": "warning"}
-_INDEX_SOURCE = at("757-808", WEIGHT_UTILS)
+_INDEX_SOURCE = at("757-808", WEIGHT_UTILS, "filter_duplicate_safetensors_files")
 
 PROFILE_FACTS = dict(
     repository=REPOSITORY,
     # ModelConfig._parse_quant_hf_config reads quantization_config, else
     # compression_config (configs/model_config.py:1727-1746).
     quantization_keys=("quantization_config", "compression_config"),
-    quantization_source=at("1727-1746", MODEL_CONFIG),
+    quantization_source=at("1727-1746", MODEL_CONFIG, "ModelConfig._parse_quant_hf_config"),
     # get_hf_text_config turns a text_config given as a plain object into a
     # config and takes it as the draft's text config, asserting it has
     # num_attention_heads (utils/hf_transformers/common.py:561-572, 600-604),
@@ -383,9 +383,9 @@ PROFILE_FACTS = dict(
     # num_hidden_layers, vocab_size (configs/model_config.py:1341-1348, 1566,
     # 1581, 1605), an AttributeError at startup for one it lacks.
     text_config_model_types=(ANY_MODEL_TYPE,),
-    text_config_source=at("547-604", HF_COMMON),
+    text_config_source=at("547-604", HF_COMMON, "get_hf_text_config"),
     text_config_requires=("num_attention_heads", "hidden_size", "num_hidden_layers", "vocab_size"),
-    text_config_requires_source=at("1341-1348, 1566, 1581, 1605", MODEL_CONFIG),
+    text_config_requires_source=at("1341-1348, 1566, 1581, 1605", MODEL_CONFIG, "ModelConfig._derive_model_shapes"),
     architectures=ARCHITECTURES,
     # Weight files: *.safetensors, else *.bin, else *.pt (fall_back_to_pt),
     # the first pattern with matches (model_loader/loader.py:406-430,

@@ -55,7 +55,7 @@ _TAP_PATHS = TapPaths(paths=("dflash_config.target_layer_ids", "target_layer_ids
 TAPS = TapReading(
     target=_TAP_PATHS,
     numbering=DFLASH_NUMBERING,
-    source=at("588-660", DFLASH_UTILS),
+    source=at("588-660", DFLASH_UTILS, "parse_dflash_draft_config"),
     count_fallback_field="num_hidden_layers",
 )
 
@@ -122,7 +122,7 @@ def taps_within_declared_depth(config: Mapping[str, Any], config_file: str) -> l
         return []
     return [refused(config_file, "num_target_layers", f"{path} holds {outside}, outside [0, {depth_path} = {depth}): "
                     "SGLang reads num_target_layers as the target's layer count, not the number of taps, and "
-                    "the draft model raises on any id past it", at("766-776", _DF),
+                    "the draft model raises on any id past it", at("766-776", _DF, "DFlashDraftModel.__init__"),
                     "Set num_target_layers to the target's layer count, or remove it.")]
 
 
@@ -143,11 +143,12 @@ def activation_rule(supported: tuple[str, ...], source: Source, since: str = "")
 
 # The DFlash MLP builds silu or swigluoai and raises on anything else
 # (models/dflash.py:492-509).
-activation_supported = activation_rule(("silu", "swigluoai"), at("492-509", _DF))
+activation_supported = activation_rule(("silu", "swigluoai"), at("492-509", _DF, "DFlashMLP.__init__"))
 
 
 def dspark_markov_head_rule(sections: tuple[str, ...] = DSPARK_SECTIONS,
-                            required_source: Source = at("265-268", DSPARK_CONFIG), unread: str = ""):
+                            required_source: Source = at("265-268", DSPARK_CONFIG,
+                                                         "parse_dspark_draft_config"), unread: str = ""):
     """The DSpark Markov-head rule of a release whose config parser reads the
     nested fields from `sections` (the mask token always from dflash_config
     too, through the DFlash parser); `unread` says what it leaves unread."""
@@ -173,13 +174,14 @@ def _markov_head(config: Mapping[str, Any], config_file: str, sections: tuple[st
         rank = int(raw_rank) if raw_rank is not None else 0
     except (TypeError, ValueError, OverflowError):
         rank = None
-    source = at("385-405, 525-528", DSPARK_MODEL)
+    source = at("385-405, 525-528", DSPARK_MODEL, "build_markov_head")
     built = markov_rank(config)
     if rank is not None and rank > 0 and (built is None or built <= 0):
         findings.append(refused(config_file, "markov_rank", f"{rank_path} = {raw_rank!r}, but the top-level "
                                 f"markov_rank is {config.get('markov_rank')!r}: SGLang's DSpark config reads the "
                                 "nested value, while build_markov_head reads the top-level attribute only and "
-                                "raises ValueError for a rank <= 0", at("385-391, 537", DSPARK_MODEL),
+                                "raises ValueError for a rank <= 0", at("385-391, 537", DSPARK_MODEL,
+                                                                        "build_markov_head"),
                                 "Write markov_rank (and markov_head_type) at the top level of config.json."))
     elif rank is None or rank <= 0:
         findings.append(refused(config_file, "markov_rank", f"{rank_path} = {raw_rank!r}: a DSpark draft needs "
@@ -195,7 +197,8 @@ def _markov_head(config: Mapping[str, Any], config_file: str, sections: tuple[st
                                     required_source, "Set markov_head_type (vanilla, gated or rnn)."))
         elif raw_type is not None and str(raw_type).lower() not in _MARKOV_HEAD_TYPES:
             findings.append(refused(config_file, "markov_head_type", f"{type_path} = {raw_type!r}: SGLang builds "
-                                    "vanilla, gated and rnn Markov heads only", at("269-275", DSPARK_CONFIG),
+                                    "vanilla, gated and rnn Markov heads only", at("269-275", DSPARK_CONFIG,
+                                                                                   "parse_dspark_draft_config"),
                                     "Set the head type the draft was trained with."))
         elif raw_type is not None and str(config.get("markov_head_type", "vanilla")).lower() != str(raw_type).lower():
             # the config parser takes the nested type, but build_markov_head
@@ -205,13 +208,14 @@ def _markov_head(config: Mapping[str, Any], config_file: str, sections: tuple[st
             findings.append(served_wrong(
                 config_file, f"{type_path} = {raw_type!r} is the head SGLang's DSpark config reads, but "
                 f"build_markov_head reads the top-level markov_head_type and builds a {built_type} head",
-                at("385-405", DSPARK_MODEL), "markov_head_type",
+                at("385-405", DSPARK_MODEL, "build_markov_head"), "markov_head_type",
                 "Write markov_head_type at the top level of config.json."))
     mask, _ = _dspark_field(config, "mask_token_id")
     if mask is None:
         findings.append(refused(config_file, "mask_token_id", "mask_token_id is not set (top level, dflash_config, "
                                 "dspark_config or dspark_noise_token_id): the DSPARK worker needs it",
-                                at("112-121", DSPARK_CONFIG), "Set mask_token_id to the id it was trained with."))
+                                at("112-121", DSPARK_CONFIG,
+                                   "resolve_runtime_config"), "Set mask_token_id to the id it was trained with."))
     return findings
 
 
@@ -228,7 +232,7 @@ def derived_taps_note(config: Mapping[str, Any], config_file: str) -> list[Findi
         "TAP003",
         f"{config_file}: no target_layer_ids; SGLang builds one tap per draft layer "
         f"({config.get('num_hidden_layers')!r}), spread evenly over target layers 1..N-3 "
-        f"({at('348-385', DFLASH_UTILS).cite()}). Write the list the draft was trained on if it differs.",
+        f"({at('348-385', DFLASH_UTILS, 'build_target_layer_ids').cite()}). Write the list the draft was trained on if it differs.",
         file=config_file,
         detail={"draft_taps": config.get("num_hidden_layers"), "target_ids": None},
     )]
@@ -253,7 +257,8 @@ def derived_taps_depth(config: Mapping[str, Any], config_file: str) -> list[Find
         return []
     return [refused(config_file, "target_layer_ids", f"no target_layer_ids, so the draft spreads its {layers} taps "
                     f"over {depth_path} = {depth} layers, and SGLang's layer selection raises below 4",
-                    at("749-758", _DF), "Write the target_layer_ids the draft was trained on (in dflash_config), "
+                    at("749-758", _DF,
+                       "DFlashDraftModel.__init__"), "Write the target_layer_ids the draft was trained on (in dflash_config), "
                     "or num_target_layers = the target's layer count.")]
 
 
@@ -271,7 +276,7 @@ def sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]
     types, layers = config.get("layer_types"), config.get("num_hidden_layers")
     if not isinstance(types, list):
         return []
-    source = at("166-191", _DF)
+    source = at("166-191", _DF, "_get_dflash_layer_attention_params")
     if is_int(layers) and len(types) != layers:
         return [refused(config_file, "layer_types", f"layer_types lists {len(types)} layers but num_hidden_layers is "
                         f"{layers}", source, "List one type per layer.")]
@@ -288,9 +293,10 @@ def sliding_layers(config: Mapping[str, Any], config_file: str) -> list[Finding]
         f"{config_file}: layer_types has sliding_attention layers but SGLang finds no window (sliding_window "
         f"{config.get('sliding_window', 'absent')!r}, use_sliding_window {config.get('use_sliding_window')!r}; a "
         f"{config.get('model_type')} config keeps the window only with use_sliding_window): it refuses the draft "
-        f"({at('400-417', DFLASH_UTILS).cite()}). Set the window the draft was trained with.",
+        f"({at('400-417', DFLASH_UTILS, 'get_dflash_attention_sliding_window_size').cite()}). Set the window the draft was trained with.",
         file=config_file,
-        detail={"field": "sliding_window", "source": at("400-417", DFLASH_UTILS).cite()},
+        detail={"field": "sliding_window", "source": at("400-417", DFLASH_UTILS,
+                                                        "get_dflash_attention_sliding_window_size").cite()},
     )]
 
 
@@ -311,24 +317,25 @@ LOADER = FamilyLoader(
                    (r"^encoder\.output_norm_enc\.weight$", "hidden_norm.weight")),
     skips=(
         SkipRule(r"^(embed_tokens|lm_head)\.", "the draft uses the target's embedding and head",
-                 at("627-641", DSPARK_MODEL)),
-        SkipRule(r"rotary_emb\.", "recomputed by the rotary embedding", at("627-641", DSPARK_MODEL)),
+                 at("627-641", DSPARK_MODEL, "DSparkDraftMixin.load_weights")),
+        SkipRule(r"rotary_emb\.", "recomputed by the rotary embedding", at("627-641", DSPARK_MODEL,
+                                                                           "DSparkDraftMixin.load_weights")),
         # The confidence head is built only when SGLANG_RAGGED_VERIFY_MODE
         # is not "static", its default (models/dspark.py:487-489; environ.py:1572).
         SkipRule(r"^confidence_head\.", "the confidence head is not built in SGLang's default verify mode",
-                 at("487-489, 642-645", DSPARK_MODEL)),
+                 at("487-489, 642-645", DSPARK_MODEL, "build_confidence_head")),
     ),
     fused=(
         FusedParameter(
             "layers.{n}.self_attn.qkv_proj.weight",
             ("layers.{n}.self_attn.q_proj.weight", "layers.{n}.self_attn.k_proj.weight",
              "layers.{n}.self_attn.v_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at("886-940", _DF),
+            fused_accepted=True, partial_passes=True, source=at("886-940", _DF, "DFlashDraftModel.load_weights"),
         ),
         FusedParameter(
             "layers.{n}.mlp.gate_up_proj.weight",
             ("layers.{n}.mlp.gate_proj.weight", "layers.{n}.mlp.up_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at("886-940", _DF),
+            fused_accepted=True, partial_passes=True, source=at("886-940", _DF, "DFlashDraftModel.load_weights"),
         ),
     ),
     # "Ignore unexpected weights (e.g., HF rotary caches)" (models/dflash.py:
@@ -339,7 +346,7 @@ LOADER = FamilyLoader(
     # Markov head and raises ValueError for one it has no parameter for
     # (models/dspark.py:646-656); DFlashDraftModel drops them with the rest.
     unexpected_rejected=(("markov_head", SkipRule(r"^markov_head\.", "a Markov head name the built head lacks",
-                                                  at("646-656", DSPARK_MODEL))),),
+                                                  at("646-656", DSPARK_MODEL, "DSparkDraftMixin.load_weights"))),),
     missing="uninitialised",
     # The DFLASH worker takes the target tokenizer's "<|MASK|>" id, adding
     # the token when the tokenizer lacks it (speculative/dflash_worker_v2.py:
@@ -349,13 +356,13 @@ LOADER = FamilyLoader(
     features={
         "fc_norm": FeatureSupport(
             supported=False,
-            source=at("778-792", _DF),
+            source=at("778-792", _DF, "DFlashDraftModel.__init__"),
             when_unsupported="SGLang's DFlash/DSpark model has no fc_norm: the weights are dropped without a word "
             "and the taps reach fc unnormalised",
         ),
         "aux_hidden_stream": FeatureSupport(
             supported=False,
-            source=at("2871-2905, 3054-3071", KIMI_K3),
+            source=at("2871-2905, 3054-3071", KIMI_K3, "KimiK3LinearModel.forward"),
             when_unsupported="SGLang never reads aux_hidden_stream: a Kimi-K3 target with attn_res_block_size set "
             "feeds the aggregated AttnRes mixture, any other target the prefix stream, whatever the draft declares",
         ),
@@ -382,7 +389,8 @@ LOADER = FamilyLoader(
     # (models/kimi_k3.py:2765, 2871-2905, 2955-2982; any other target captures
     # the residual entering the next layer).
     stream=StreamResolution(nested_truthy_wins=False, validates_top_level=False, fixed_stream=None,
-                            source=at("2765, 2871-2905, 2955-2982", KIMI_K3), target_decides=True),
+                            source=at("2765, 2871-2905, 2955-2982", KIMI_K3,
+                                      "KimiK3LinearModel.__init__"), target_decides=True),
     taps=TAPS,
     # fc is built for the list's length, or one tap per draft layer
     # (models/dflash.py:766-792).
@@ -391,13 +399,13 @@ LOADER = FamilyLoader(
     config_defaults={"qwen3": QWEN3_DEFAULTS},
     sources={
         "load_weights": at("886-1000", _DF),
-        "load_weights (DSpark)": at("627-660", DSPARK_MODEL),
-        "fc width": at("766-792", _DF),
-        "taps": at("588-672", DFLASH_UTILS),
-        "taps vs target": at("207-283", SPEC_AUX),
-        "target capture": at("793-805", QWEN3),
+        "load_weights (DSpark)": at("627-660", DSPARK_MODEL, "DSparkDraftMixin.load_weights"),
+        "fc width": at("766-792", _DF, "DFlashDraftModel.__init__"),
+        "taps": at("588-672", DFLASH_UTILS, "parse_dflash_draft_config"),
+        "taps vs target": at("207-283", SPEC_AUX, "_resolve_dflash_aux_hidden_state"),
+        "target capture": at("793-805", QWEN3, "Qwen3ForCausalLM.set_dflash_layers_to_capture"),
         "target classes": DFLASH_TARGET_SOURCE,
-        "markov head": at("385-405", DSPARK_MODEL),
-        "attention": at("199-300", _DF),
+        "markov head": at("385-405", DSPARK_MODEL, "build_markov_head"),
+        "attention": at("199-300", _DF, "DFlashAttention"),
     },
 )

@@ -76,7 +76,7 @@ def draft_vocab_size_needed(config: Mapping[str, Any], config_file: str) -> list
         return []
     return [refused(config_file, "draft_vocab_size", "draft_vocab_size is absent and tie_word_embeddings is "
                     "false: LlamaForCausalLMEagle3 reads config.draft_vocab_size, which the config class does not "
-                    "define (AttributeError)", at("303-308", _LE3),
+                    "define (AttributeError)", at("303-308", _LE3, "LlamaForCausalLMEagle3.__init__"),
                     "Set draft_vocab_size to the head's row count, or to null to serve the target's head.")]
 
 
@@ -87,7 +87,8 @@ def target_width_readable(config: Mapping[str, Any], config_file: str) -> list[F
         return []
     return [refused(config_file, "target_hidden_size", "target_hidden_size is null: LlamaForCausalLMEagle3 "
                     "builds fc as target_hidden_size x taps whenever the key is present (TypeError)",
-                    at("151-167", _LE3), "Remove the key, or set it to the target's hidden_size.")]
+                    at("151-167", _LE3,
+                       "LlamaModel.__init__"), "Remove the key, or set it to the target's hidden_size.")]
 
 
 def qkv_without_bias(config: Mapping[str, Any], config_file: str) -> list[Finding]:
@@ -98,15 +99,17 @@ def qkv_without_bias(config: Mapping[str, Any], config_file: str) -> list[Findin
         return []
     return [engine_finding(config_file, "attention_bias is set, but LlamaForCausalLMEagle3 rebuilds the first "
                            "layer's qkv_proj without a bias: the q/k/v biases the draft was trained with are dropped",
-                           at("66-75", _LE3), "attention_bias")]
+                           at("66-75", _LE3, "LlamaDecoderLayer.__init__"), "attention_bias")]
 
 
 LIMITS = (
     qkv_without_bias,
     draft_vocab_size_needed,
     target_width_readable,
-    silu_only("LlamaForCausalLMEagle3", at("116-119", LLAMA)),
-    *eagle3_tap_rules(TAPS, "LlamaForCausalLMEagle3", at("156-161", _LE3), at("237-247", _LE3)),
+    silu_only("LlamaForCausalLMEagle3", at("116-119", LLAMA, "LlamaMLP.__init__")),
+    *eagle3_tap_rules(TAPS, "LlamaForCausalLMEagle3", at("156-161", _LE3,
+                                                         "LlamaModel.__init__"), at("237-247", _LE3,
+                                                                                                     "LlamaModel.forward")),
 )
 
 LOADER = FamilyLoader(
@@ -130,21 +133,22 @@ LOADER = FamilyLoader(
     name_rewrites=((r"^.*d2t.*$", "d2t"), (r"^.*t2d.*$", "t2d"), (r"aux_norm_low", "fc_norm.0"),
                    (r"aux_norm_mid", "fc_norm.1"), (r"aux_norm_high", "fc_norm.2"),
                    (r"^model\.(?!lm_head\.)", ""), (r"^layers\.0\.", "midlayer.")),
-    skips=(SkipRule(r"^t2d$", "the target-to-draft table is never read", at("355-356", _LE3)),
+    skips=(SkipRule(r"^t2d$", "the target-to-draft table is never read", at("355-356", _LE3,
+                                                                            "LlamaForCausalLMEagle3.load_weights")),
            SkipRule(r"rotary_emb\.inv_freq", "a buffer the rotary embedding recomputes; dropped",
-                    at("370-378", _LE3))),
+                    at("370-378", _LE3, "LlamaForCausalLMEagle3.load_weights"))),
     fused=(
         FusedParameter(
             "midlayer.self_attn.qkv_proj.weight",
             ("midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight",
              "midlayer.self_attn.v_proj.weight"),
             # A pre-stacked qkv_proj holds no `.q_proj` and is loaded whole.
-            fused_accepted=True, partial_passes=True, source=at("326-369", _LE3),
+            fused_accepted=True, partial_passes=True, source=at("326-369", _LE3, "LlamaForCausalLMEagle3.load_weights"),
         ),
         FusedParameter(
             "midlayer.mlp.gate_up_proj.weight",
             ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at("326-369", _LE3),
+            fused_accepted=True, partial_passes=True, source=at("326-369", _LE3, "LlamaForCausalLMEagle3.load_weights"),
         ),
     ),
     # Neither branch of load_weights has an else: a name found under neither
@@ -153,8 +157,8 @@ LOADER = FamilyLoader(
     unexpected="drops",
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("184-196, 241-246", _LE3)),
-        "norm_before_fc": FeatureSupport(supported=True, source=at("169-182, 239-240", _LE3)),
+        "fc_norm": FeatureSupport(supported=True, source=at("184-196, 241-246", _LE3, "LlamaModel.__init__")),
+        "norm_before_fc": FeatureSupport(supported=True, source=at("169-182, 239-240", _LE3, "LlamaModel.__init__")),
     },
     # fc_norm: `config.fc_norm or config.use_aux_norm`; norm_before_fc:
     # `eagle_config.get("norm_before_fc", config.norm_before_fc)`
@@ -175,23 +179,24 @@ LOADER = FamilyLoader(
     # target's embedding unless target_hidden_size differs from hidden_size
     # (speculative/eagle_worker_v2.py:336-369; models/llama.py:895-916).
     vocab=VocabHandling(d2t=HOT_TOKEN_MAP, t2d=DROPPED, embedding=TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER,
-                        source=at("336-369 (init_lm_head); models/llama.py:895-916", EAGLE_WORKER)),
+                        source=at("336-369 (init_lm_head); models/llama.py:895-916", EAGLE_WORKER,
+                                  "EagleDraftWorker.init_lm_head")),
     # `config.draft_vocab_size is None` -> load_lm_head_from_target, the
     # head as wide as the vocabulary, replaced by the target's
     # (models/llama_eagle3.py:300-314).
     head_from_target="draft_vocab_size_unset",
     sources={
         "target classes": EAGLE3_TARGET_CLASSES_SOURCE,
-        "load_weights": at("325-378", _LE3),
-        "taps (draft)": at("156-161", _LE3),
-        "taps (target)": at("185-196", SPEC_AUX),
-        "taps vs target": at("485-494, 929-941", LLAMA),
-        "fc width": at("151-167", _LE3),
-        "lm_head": at("300-314", _LE3),
-        "d2t": at("350-353", _LE3),
-        "embedding": at("336-369", EAGLE_WORKER),
-        "layers": at("46-86, 198-204", _LE3),
-        "head_dim": at("195-200", LLAMA),
+        "load_weights": at("325-378", _LE3, "LlamaForCausalLMEagle3.load_weights"),
+        "taps (draft)": at("156-161", _LE3, "LlamaModel.__init__"),
+        "taps (target)": at("185-196", SPEC_AUX, "_resolve_eagle_aux_hidden_state"),
+        "taps vs target": at("485-494, 929-941", LLAMA, "LlamaModel.forward"),
+        "fc width": at("151-167", _LE3, "LlamaModel.__init__"),
+        "lm_head": at("300-314", _LE3, "LlamaForCausalLMEagle3.__init__"),
+        "d2t": at("350-353", _LE3, "LlamaForCausalLMEagle3.load_weights"),
+        "embedding": at("336-369", EAGLE_WORKER, "EagleDraftWorker.init_lm_head"),
+        "layers": at("46-86, 198-204", _LE3, "LlamaDecoderLayer"),
+        "head_dim": at("195-200", LLAMA, "LlamaAttention.__init__"),
     },
     config_defaults={"llama": LLAMA_DEFAULTS, "qwen3": QWEN3_DEFAULTS},
 )

@@ -78,7 +78,8 @@ def q_lora_rank_set(config: Mapping[str, Any], config_file: str) -> list[Finding
     if "q_lora_rank" not in config or config["q_lora_rank"] is not None:
         return []
     return [refused(config_file, "q_lora_rank", "q_lora_rank is null: the EAGLE-3 MLA layer widens only the fused "
-                    "q_a/kv_a projection and raises ValueError without it", at("113-117", _MLA),
+                    "q_a/kv_a projection and raises ValueError without it", at("113-117", _MLA,
+                                                                               "Eagle3MLADecoderLayer.__init__"),
                     "Set q_lora_rank (TorchSpec's MLA drafts use 1536).")]
 
 
@@ -105,16 +106,19 @@ def mla_fields_present(config: Mapping[str, Any], config_file: str) -> list[Find
                     f"model_type {model_type!r} parses into a config class with no MLA fields, and "
                     f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} absent: SGLang reads "
                     f"{'it' if len(missing) == 1 else 'them'} as attributes (AttributeError)",
-                    at("1392, 1398-1401; models/kimi_k25_eagle3.py:95-99", MODEL_CONFIG),
+                    at("1392, 1398-1401; models/kimi_k25_eagle3.py:95-99", MODEL_CONFIG,
+                       "ModelConfig._derive_model_shapes"),
                     f"Write {', '.join(missing)} in the config, or set model_type to deepseek_v3.")]
 
 
 LIMITS = (
-    one_layer("Eagle3DeepseekV2ForCausalLM", at("243-244", _MLA).cite()),
+    one_layer("Eagle3DeepseekV2ForCausalLM", at("243-244", _MLA, "Eagle3MLAModel.__init__").cite()),
     q_lora_rank_set,
     mla_fields_present,
-    silu_only("Eagle3DeepseekV2ForCausalLM", at("330-334 (DeepseekV2MLP)", DEEPSEEK_V2)),
-    *eagle3_tap_rules(TAPS, "Eagle3DeepseekV2ForCausalLM", at("48-59, 211-219", _MLA), at("285-294", _MLA)),
+    silu_only("Eagle3DeepseekV2ForCausalLM", at("330-334 (DeepseekV2MLP)", DEEPSEEK_V2, "DeepseekV2MLP.__init__")),
+    *eagle3_tap_rules(TAPS, "Eagle3DeepseekV2ForCausalLM", at("48-59, 211-219", _MLA,
+                                                              "_get_eagle_aux_layer_count"), at("285-294", _MLA,
+                                                                                                                        "Eagle3MLAModel.forward")),
 )
 
 LOADER = FamilyLoader(
@@ -137,9 +141,10 @@ LOADER = FamilyLoader(
     # a stored `model.` prefix finds nothing (model.model.*) and is logged
     # and skipped (494-496).
     name_rewrites=((r"^(?:.*\.)?d2t$", "d2t"), (r"^(?:.*\.)?t2d$", "t2d"), (r"^layers\.0\.", "midlayer.")),
-    skips=(SkipRule(r"^t2d$", "the target-to-draft table is never read", at("442-443", _MLA)),
+    skips=(SkipRule(r"^t2d$", "the target-to-draft table is never read", at("442-443", _MLA,
+                                                                            "Eagle3DeepseekV2ForCausalLM.load_weights")),
            SkipRule(r"rotary_emb\.inv_freq", "a buffer the rotary embedding recomputes; logged and dropped",
-                    at("494-496", _MLA))),
+                    at("494-496", _MLA, "Eagle3DeepseekV2ForCausalLM.load_weights"))),
     fused=(
         FusedParameter(
             "midlayer.self_attn.fused_qkv_a_proj_with_mqa.weight",
@@ -148,7 +153,7 @@ LOADER = FamilyLoader(
             # Each half is held back until the other arrives; a lone half is
             # never loaded, and nothing notices (467-492).
             partial_passes=True,
-            source=at("467-492", _MLA),
+            source=at("467-492", _MLA, "Eagle3DeepseekV2ForCausalLM.load_weights"),
             when_pre_fused="drops it without a word: its name holds kv_a_proj_with_mqa, so the loader holds it "
             "back as one half of a pair whose other half never comes, and the fused projection is served "
             "uninitialised",
@@ -157,16 +162,17 @@ LOADER = FamilyLoader(
             "midlayer.mlp.gate_up_proj.weight",
             ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
             # A pre-stacked gate_up_proj holds no `.gate_proj`/`.up_proj` and is loaded whole.
-            fused_accepted=True, partial_passes=True, source=at("430-465", _MLA),
+            fused_accepted=True, partial_passes=True, source=at("430-465", _MLA,
+                                                                "Eagle3DeepseekV2ForCausalLM.load_weights"),
         ),
     ),
     unexpected="drops_logged",
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("228-241, 287-292", _MLA)),
+        "fc_norm": FeatureSupport(supported=True, source=at("228-241, 287-292", _MLA, "Eagle3MLAModel.__init__")),
         "norm_before_fc": FeatureSupport(
             supported=False,
-            source=at("190-255 (no input_norm)", _MLA),
+            source=at("190-255 (no input_norm)", _MLA, "Eagle3MLAModel"),
             when_unsupported="Eagle3MLAModel has no input_norm: a declaration is ignored and shipped weights are "
             "logged and skipped, so the taps reach fc unnormalised",
         ),
@@ -182,22 +188,23 @@ LOADER = FamilyLoader(
     stream=None,
     taps=TAPS,
     vocab=VocabHandling(d2t=HOT_TOKEN_MAP, t2d=DROPPED, embedding=TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER,
-                        source=at("336-369 (init_lm_head); models/kimi_k25_eagle3.py:404-423", EAGLE_WORKER)),
+                        source=at("336-369 (init_lm_head); models/kimi_k25_eagle3.py:404-423", EAGLE_WORKER,
+                                  "EagleDraftWorker.init_lm_head")),
     # getattr(config, "draft_vocab_size", None) is None -> the target's
     # embedding and head (models/kimi_k25_eagle3.py:350-364).
     head_from_target="draft_vocab_size_unset",
     sources={
         "target classes": EAGLE3_TARGET_CLASSES_SOURCE,
-        "load_weights": at("428-501", _MLA),
-        "one layer": at("243-244", _MLA),
-        "taps (draft)": at("48-59, 211", _MLA),
-        "taps (target)": at("185-196", SPEC_AUX),
-        "taps vs target": at("3458-3473", DEEPSEEK_V2),
-        "fc width": at("208-219", _MLA),
-        "lm_head": at("350-364", _MLA),
-        "d2t": at("437-441", _MLA),
-        "embedding": at("336-369", EAGLE_WORKER),
-        "unknown names": at("494-496", _MLA),
+        "load_weights": at("428-501", _MLA, "Eagle3DeepseekV2ForCausalLM.load_weights"),
+        "one layer": at("243-244", _MLA, "Eagle3MLAModel.__init__"),
+        "taps (draft)": at("48-59, 211", _MLA, "_get_eagle_aux_layer_count"),
+        "taps (target)": at("185-196", SPEC_AUX, "_resolve_eagle_aux_hidden_state"),
+        "taps vs target": at("3458-3473", DEEPSEEK_V2, "DeepseekV2ForCausalLM.set_eagle3_layers_to_capture"),
+        "fc width": at("208-219", _MLA, "Eagle3MLAModel.__init__"),
+        "lm_head": at("350-364", _MLA, "Eagle3DeepseekV2ForCausalLM.__init__"),
+        "d2t": at("437-441", _MLA, "Eagle3DeepseekV2ForCausalLM.load_weights"),
+        "embedding": at("336-369", EAGLE_WORKER, "EagleDraftWorker.init_lm_head"),
+        "unknown names": at("494-496", _MLA, "Eagle3DeepseekV2ForCausalLM.load_weights"),
     },
     # LlamaConfig fills the usual fields but none of the MLA ones (`mla_fields_present`).
     config_defaults={"deepseek_v3": DEEPSEEK_V3_DEFAULTS, "kimi_k2": DEEPSEEK_V3_DEFAULTS, "llama": LLAMA_DEFAULTS},

@@ -15,4 +15,4 @@ from __future__ import annotations
 from dspark.schema.engines.sglang.common import LOADER_UTILS, at
 
 NOT_SERVED = at("111-168, 198-231 (unregistered, no transformers class: refused); "
-                "models/llama_eagle3.py:387 (the only GQA EAGLE-3 class)", LOADER_UTILS)
+                "models/llama_eagle3.py:387 (the only GQA EAGLE-3 class)", LOADER_UTILS, "resolve_transformers_arch")

@@ -13,4 +13,4 @@ from __future__ import annotations
 
 from dspark.schema.engines.sglang.common import HF_CONFIG, at
 
-NOT_SERVED = at("336-380 (no k3_dspark config); models/registry.py:93-114 (no K3DSparkModel)", HF_CONFIG)
+NOT_SERVED = at("336-380 (no k3_dspark config); models/registry.py:93-114 (no K3DSparkModel)", HF_CONFIG, "get_config")

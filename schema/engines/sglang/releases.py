@@ -61,7 +61,7 @@ _SRT = "sglang/srt/"
 
 def at(version: str, lines: str, path: str, qualname: str = "") -> Source:
     """A rule read from release `version`'s wheel."""
-    return Source(f"{path}::{qualname}" if qualname else path, lines, f"sglang=={version}")
+    return Source(path, lines, f"sglang=={version}", qualname)
 
 
 def _both(old: Source, new: Source) -> str:

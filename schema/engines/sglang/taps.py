@@ -125,7 +125,8 @@ def eagle3_tap_rules(taps: TapReading, model: str, draft_source: Source, forward
             return []
         return [engine_finding(config_file, "eagle_config.use_aux_hidden_state is false: SGLang's target then "
                                "captures no taps and hands the draft its last hidden state, which the EAGLE-3 draft "
-                               "was not trained on", at("185-191", SPEC_AUX), "use_aux_hidden_state",
+                               "was not trained on", at("185-191", SPEC_AUX,
+                                                        "_resolve_eagle_aux_hidden_state"), "use_aux_hidden_state",
                                "Set use_aux_hidden_state to true (or drop it) for an EAGLE-3 draft.")]
 
     def fc_skipped_when_widths_meet(config: Mapping[str, Any], config_file: str) -> list[Finding]:

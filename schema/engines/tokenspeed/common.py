@@ -51,12 +51,12 @@ FACTORY = _RT + "execution/factory.py"
 MODEL_CONFIG = _RT + "configs/model_config.py"
 
 
-def at_pr1031(lines: str, path: str = K3_MODEL) -> Source:
-    return Source(path, lines, PR1031)
+def at_pr1031(lines: str, path: str = K3_MODEL, qualname: str = "") -> Source:
+    return Source(path, lines, PR1031, qualname)
 
 
-def at_main(lines: str, path: str) -> Source:
-    return Source(path, lines, MAIN)
+def at_main(lines: str, path: str, qualname: str = "") -> Source:
+    return Source(path, lines, MAIN, qualname)
 
 
 # Every class the engine registers (each models/*.py `EntryClass`), at both
@@ -136,7 +136,7 @@ TARGET_CAPTURE = dict(targets_without_capture=TARGETS_WITHOUT_CAPTURE,
 NUMBERING = TapNumbering(
     base=LAYER_OUTPUT,
     text="id k is the output of target layer k (the engine adds 1 and captures the residual entering that layer)",
-    source=at_main("133-171", CAUSAL_LM),
+    source=at_main("133-171", CAUSAL_LM, "BaseCausalLM"),
 )
 
 # The DFlash drafter reads `dflash_config.target_layer_ids` when non-empty,

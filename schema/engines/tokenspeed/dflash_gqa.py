@@ -49,8 +49,9 @@ from dspark.schema.findings import Finding
 
 _SKIPS = (
     SkipRule(r"^(embed_tokens|lm_head)\.", "the draft uses the target's embedding and head",
-             at_main("479-514", GQA_MODEL)),
-    SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding", at_main("479-514", GQA_MODEL)),
+             at_main("479-514", GQA_MODEL, "DFlashDraftModel.load_weights")),
+    SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding", at_main("479-514", GQA_MODEL,
+                                                                                    "DFlashDraftModel.load_weights")),
 )
 
 _FUSED = (
@@ -58,12 +59,12 @@ _FUSED = (
         "layers.{n}.self_attn.qkv_proj.weight",
         ("layers.{n}.self_attn.q_proj.weight", "layers.{n}.self_attn.k_proj.weight",
          "layers.{n}.self_attn.v_proj.weight"),
-        fused_accepted=True, partial_passes=True, source=at_main("479-514", GQA_MODEL),
+        fused_accepted=True, partial_passes=True, source=at_main("479-514", GQA_MODEL, "DFlashDraftModel.load_weights"),
     ),
     FusedParameter(
         "layers.{n}.mlp.gate_up_proj.weight",
         ("layers.{n}.mlp.gate_proj.weight", "layers.{n}.mlp.up_proj.weight"),
-        fused_accepted=True, partial_passes=True, source=at_main("479-514", GQA_MODEL),
+        fused_accepted=True, partial_passes=True, source=at_main("479-514", GQA_MODEL, "DFlashDraftModel.load_weights"),
     ),
 )
 
@@ -212,10 +213,10 @@ LOADER = FamilyLoader(
     target_width_field="hidden_size",
     sources={
         "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
-        "load_weights": at_main("479-514", GQA_MODEL),
+        "load_weights": at_main("479-514", GQA_MODEL, "DFlashDraftModel.load_weights"),
         "fc width": at_main("381-395", GQA_MODEL),
         "taps": at_main("382-385", GQA_MODEL),
-        "taps vs target": at_main("146-177", CAUSAL_LM),
+        "taps vs target": at_main("146-177", CAUSAL_LM, "BaseCausalLM"),
         "target classes": DFLASH_TARGET_SOURCE,
         "markov head": at_main("75-128", GQA_DSPARK_MODEL),
         "block size": at_main("81-97", DFLASH_DRAFTER),

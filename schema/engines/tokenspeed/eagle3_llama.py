@@ -177,8 +177,8 @@ LOADER = FamilyLoader(
     unexpected="drops",
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at_main("489-498", _LE3)),
-        "norm_before_fc": FeatureSupport(supported=True, source=at_main("480-488", _LE3)),
+        "fc_norm": FeatureSupport(supported=True, source=at_main("489-498", _LE3, "Eagle3LlamaModel.forward")),
+        "norm_before_fc": FeatureSupport(supported=True, source=at_main("480-488", _LE3, "Eagle3LlamaModel.forward")),
     },
     unread_flags={
         "norm_before_residual": NORM_BEFORE_RESIDUAL,
@@ -186,7 +186,7 @@ LOADER = FamilyLoader(
         # (models/llama_eagle3.py@f4d8ec6e:150-188, called with it at 268).
         "hidden_act": FeatureSupport(
             supported=False,
-            source=at_main("150-188, 268", _LE3),
+            source=at_main("150-188, 268", _LE3, "LlamaMLP"),
             when_unsupported="the EAGLE-3 MLP is always SiLU-gated: a draft trained with another activation "
             "is served with SiLU",
             fixed_value="silu",
@@ -218,12 +218,12 @@ LOADER = FamilyLoader(
     sources={
         "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
         "load_weights": at_main("675-719", _LE3),
-        "one layer": at_main("612-613", _LE3),
-        "taps (draft)": at_main("462-466", _LE3),
+        "one layer": at_main("612-613", _LE3, "LlamaForCausalLMEagle3.prepare_model_kwargs"),
+        "taps (draft)": at_main("462-466", _LE3, "Eagle3LlamaModel.forward"),
         "taps (target)": at_main("44-75, 95-102", FACTORY),
-        "taps vs target": at_main("133-144", CAUSAL_LM),
-        "fc width": at_main("468-478", _LE3),
-        "lm_head": at_main("617-631, 752-754", _LE3),
+        "taps vs target": at_main("133-144", CAUSAL_LM, "BaseCausalLM.set_eagle3_layers_to_capture"),
+        "fc width": at_main("468-478", _LE3, "Eagle3LlamaModel.forward"),
+        "lm_head": at_main("617-631, 752-754", _LE3, "LlamaForCausalLMEagle3.load_weights"),
         "d2t": at_main("691-695", _LE3),
         "embedding": at_main("727-751", _LE3),
         "head_dim": at_main("148-150", LLAMA_MODEL),

@@ -44,19 +44,21 @@ from dspark.schema.findings import Finding, Severity
 _SKIPS = (
     SkipRule(r"^(embed_tokens|lm_head|confidence_head)\.", "borrowed from the target, or training-only",
              at_pr1031("41", K3_CONFIG)),
-    SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding", at_pr1031("506-507")),
+    SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding",
+             at_pr1031("506-507", qualname="K3DSparkModel.load_weights")),
 )
 
 _FUSED = (
     FusedParameter(
         "layers.{n}.mlp.gate_up_proj.weight",
         ("layers.{n}.mlp.gate_proj.weight", "layers.{n}.mlp.up_proj.weight"),
-        fused_accepted=True, partial_passes=True, source=at_pr1031("490-518"),
+        fused_accepted=True, partial_passes=True, source=at_pr1031("490-518", qualname="K3DSparkModel.load_weights"),
     ),
     FusedParameter(
         "layers.{n}.self_attn.fused_qkv_a_proj_with_mqa.weight",
         ("layers.{n}.self_attn.q_a_proj.weight", "layers.{n}.self_attn.kv_a_proj_with_mqa.weight"),
-        fused_accepted=True, partial_passes=True, source=at_pr1031("494-497, 519-532"),
+        fused_accepted=True, partial_passes=True, source=at_pr1031("494-497, 519-532",
+                                                                   qualname="K3DSparkModel.load_weights"),
     ),
 )
 
@@ -169,7 +171,7 @@ def loader(*, serving_change: bool) -> FamilyLoader:
         taps=_TAPS,
         sources={
             "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
-            "load_weights": at_pr1031("482-553"),
+            "load_weights": at_pr1031("482-553", qualname="K3DSparkModel.load_weights"),
             "config": at_pr1031("87-127, 194-300", K3_CONFIG),
             "taps vs target": at_pr1031("2627-2658", K3_TARGET),
             "stream vs target": at_pr1031("2660-2680", K3_TARGET),

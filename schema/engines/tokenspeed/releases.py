@@ -48,8 +48,8 @@ K3_CONFIG = _RUNTIME + "configs/kimi_k3_dspark_config.py"
 GQA_MODEL = _RUNTIME + "models/dflash.py"
 
 
-def at_0_1_1(lines: str, path: str) -> Source:
-    return Source(path, lines, RELEASE_0_1_1)
+def at_0_1_1(lines: str, path: str, qualname: str = "") -> Source:
+    return Source(path, lines, RELEASE_0_1_1, qualname)
 
 
 # The classes each release registers (each models/*.py `EntryClass`), as
@@ -81,7 +81,7 @@ ARCHITECTURES_0_1_1 = ArchitectureResolution(
     # (configs/kimi_k3_dspark_config.py::KimiK3DSparkConfig.__init__:121-126).
     default_architectures={"k3_dspark": ("K3DSparkModel",)},
     source=at_0_1_1("442-478 (rewrite); models/registry.py:86-97 (first registered wins)",
-                    _RUNTIME + "utils/hf_transformers_utils.py"),
+                    _RUNTIME + "utils/hf_transformers_utils.py", "get_config"),
 )
 
 
@@ -92,7 +92,8 @@ def architectures_0_1_0(base: ArchitectureResolution) -> ArchitectureResolution:
     return dataclasses.replace(
         base, registered=_REGISTERED_0_1_0, default_architectures={},
         source=Source(_RUNTIME + "utils/hf_transformers_utils.py",
-                      "266-278 (rewrite); models/registry.py (first registered wins)", RELEASE_0_1_0))
+                      "266-278 (rewrite); models/registry.py (first registered wins)", RELEASE_0_1_0,
+                      qualname="get_config"))
 
 
 def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
@@ -104,7 +105,7 @@ def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
             validates_top_level=True,
             fixed_stream=None,
             source=at_0_1_1("79, 113 (KimiK3DSparkConfig.__init__); models/kimi_k3_dspark.py:429, 436 "
-                            "(K3DSparkModel.configure_target)", K3_CONFIG),
+                            "(K3DSparkModel.configure_target)", K3_CONFIG, "KimiK3DSparkConfig.__init__"),
         ),
         # the model reads its taps and stream from the config class, built from
         # the top level (K3DSparkModel.__init__:340; configure_target:429-436);
@@ -116,9 +117,9 @@ def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
         # skipped prefix only when it is no parameter; 697-703 refuses one missing)
         launch_loaded={r"^embed_tokens\.weight$": "--pipeline-parallel-size > 1"},
         startup_target_checks=at_0_1_1("285-309 (validate_k3_dspark_config, from K3DSparkModel.configure_target "
-                                       "at models/kimi_k3_dspark.py:421-423)", K3_CONFIG),
-        sources={**base.sources, "config": at_0_1_1("56-127, 194-309", K3_CONFIG),
-                 "stream vs target": at_0_1_1("421-437 (configure_target)", K3_MODEL)},
+                                       "at models/kimi_k3_dspark.py:421-423)", K3_CONFIG, "validate_k3_dspark_config"),
+        sources={**base.sources, "config": at_0_1_1("56-127, 194-309", K3_CONFIG, "KimiK3DSparkConfig.__init__"),
+                 "stream vs target": at_0_1_1("421-437", K3_MODEL, "K3DSparkModel.configure_target")},
     )
 
 
@@ -128,5 +129,5 @@ def gqa_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
         base,
         stream=dataclasses.replace(base.stream, source=at_0_1_1(
             "316-319, 331-358 (DFlashDraftModel._checkpoint_capture_field, aux_hidden_stream, configure_target)",
-            GQA_MODEL)),
+            GQA_MODEL, "DFlashDraftModel._checkpoint_capture_field")),
     )

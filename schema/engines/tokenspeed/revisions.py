@@ -40,8 +40,8 @@ def _at(path: str, lines: str, commit: str) -> Source:
 RELEASE_0_1_1 = "tokenspeed==0.1.1"
 
 
-def _in_wheel(path: str, lines: str) -> Source:
-    return Source("tokenspeed/" + path, lines, RELEASE_0_1_1)
+def _in_wheel(path: str, lines: str, qualname: str = "") -> Source:
+    return Source("tokenspeed/" + path, lines, RELEASE_0_1_1, qualname)
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ FC_NORM_BUILT = Fingerprint(
     what="whether its K3 DSpark model builds fc_norm",
     values={"main": False, "pr1016": True, "pr1031": True, "0.1.1": True},
     sources={
-        "0.1.1": _in_wheel(K3_MODEL_FILE, "367"),
+        "0.1.1": _in_wheel(K3_MODEL_FILE, "367", "K3DSparkModel.__init__"),
         "main": _at(K3_MODEL_FILE, "289-345 (no fc_norm)", MAIN),
         "pr1016": _at(K3_MODEL_FILE, "312-322", PR1016),
         "pr1031": _at(K3_MODEL_FILE, "319-329", PR1031),
@@ -122,10 +122,11 @@ STREAM_ENV_READ = Fingerprint(
     },
 )
 
-# TokenSpeed 0.1.0, the first release, has no K3 DSpark model (no fingerprint
-# above applies): it is told by its version with the models it does ship.
+# TokenSpeed 0.1.0, the first release, has no K3 DSpark model (no fact above
+# applies). It and 0.1.1 are told by their version and the fingerprints of
+# the functions the rules cite (schema/engines/tokenspeed/fingerprints.py);
+# the git snapshots install as 0.1.0 too and are told by the facts above.
 RELEASE_WITHOUT_K3 = "0.1.0"
-RELEASE_WITHOUT_K3_FILES = ("runtime/models/dflash.py", "runtime/models/llama_eagle3.py", DRAFTER_FILE)
 
 FINGERPRINTS: tuple[Fingerprint, ...] = (KERNEL_IMPORT, FC_NORM_BUILT, STREAM_RESOLVER, STREAM_ENV_READ)
 # Known revisions, newest first: a tie in likeness goes to the earlier entry.
@@ -154,7 +155,7 @@ KERNEL_CALLS: Mapping[str, KernelCall] = {
         parameters=("x", "weight", "eps", "out"),
         segments_axis=True,
         needs_cuda=True,
-        source=_in_wheel(LOCAL_KERNEL_FILE, "35-76"),
+        source=_in_wheel(LOCAL_KERNEL_FILE, "35-76", "segmented_rmsnorm"),
     ),
     "pr1016": KernelCall(
         module=KERNEL_WHEEL_MODULE,
@@ -174,7 +175,7 @@ KERNEL_CALLS: Mapping[str, KernelCall] = {
 }
 # The K3 model calls it with the taps unflattened to [..., S, th].
 KERNEL_CALL_SITES: Mapping[str, Source] = {
-    "0.1.1": _in_wheel(K3_MODEL_FILE, "466-471"),
+    "0.1.1": _in_wheel(K3_MODEL_FILE, "466-471", "K3DSparkModel.project_target_hidden"),
     "pr1016": _at(K3_MODEL_FILE, "367-373", PR1016),
     "pr1031": _at(K3_MODEL_FILE, "369-375", PR1031),
 }

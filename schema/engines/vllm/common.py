@@ -72,8 +72,9 @@ SPEC_UTILS = "vllm/v1/worker/gpu/spec_decode/utils.py"
 V1_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 
 
-def at(lines: str, path: str) -> Source:
-    return Source(path, lines, PIN)
+def at(lines: str, path: str, qualname: str = "") -> Source:
+    """A rule read from the released wheel: `path::qualname@vllm==0.33.0:lines`."""
+    return Source(path, lines, PIN, qualname)
 
 
 # Architectures ---------------------------------------------------------------
@@ -127,7 +128,8 @@ ARCHITECTURES = ArchitectureResolution(
     # K3DSparkConfig fills no architectures: an empty list is "No model
     # architectures are specified" (model_executor/models/registry.py:1426-1427).
     default_architectures={},
-    source=at("1420-1470 (first registered entry wins); 655-713 (draft classes)", REGISTRY),
+    source=at("1420-1470 (first registered entry wins); 655-713 (draft classes)", REGISTRY,
+              "_ModelRegistry.resolve_model_cls"),
     aliases=ALIASES,
 )
 
@@ -146,7 +148,7 @@ TARGET_TAPS = TapPaths(
            "target_layer_ids", "dflash_config.layer_ids", "eagle_config.layer_ids"),
     pick=FIRST_TRUTHY,
 )
-TARGET_TAPS_SOURCE = at("113-150", EAGLE3_UTILS)
+TARGET_TAPS_SOURCE = at("113-150", EAGLE3_UTILS, "get_eagle3_aux_layers_from_config")
 
 # The target captures `hidden_states + residual` entering layer k for id k
 # (id 0: the embeddings; id N: the last layer's output before the final
@@ -157,14 +159,14 @@ HIDDEN_STATES_NUMBERING = TapNumbering(
     base=HIDDEN_STATES,
     text="id k is hidden_states[k], the residual entering target layer k (0 the embeddings, N the last "
     "layer's output)",
-    source=at("427-441", LLAMA),
+    source=at("427-441", LLAMA, "LlamaModel.forward"),
 )
 # dflash_config.target_layer_ids / target_layer_ids name layer outputs: the
 # runner adds 1 before capturing (eagle3_utils.py:121-140).
 LAYER_OUTPUT_NUMBERING = TapNumbering(
     base=LAYER_OUTPUT,
     text="id k is the output of target layer k (the runner adds 1 and captures the residual entering layer k+1)",
-    source=at("121-140", EAGLE3_UTILS),
+    source=at("121-140", EAGLE3_UTILS, "get_eagle3_aux_layers_from_config"),
 )
 PATH_NUMBERING = {
     "dflash_config.target_layer_ids": LAYER_OUTPUT_NUMBERING,
@@ -181,13 +183,13 @@ def default_taps(target_layers: int) -> list[int]:
 
 
 DEFAULT_TAPS_TEXT = "[2, N//2, N-3] of the target's N layers, as hidden_states ids"
-DEFAULT_TAPS_SOURCE = at("1751-1770", INTERFACES)
+DEFAULT_TAPS_SOURCE = at("1751-1770", INTERFACES, "SupportsEagle3.get_eagle3_default_aux_hidden_state_layers")
 
 # The target stores tuple(sorted(set(ids))) and captures in layer order
 # (model_executor/models/interfaces.py:1616-1617, 1640-1650; DeepSeek-V2
 # captures in layer order too, deepseek_v2.py:1561-1568): the draft gets its
 # taps in ascending layer order, each once.
-TAP_ORDER_SOURCE = at("1616-1617, 1640-1650", INTERFACES)
+TAP_ORDER_SOURCE = at("1616-1617, 1640-1650", INTERFACES, "EagleModelMixin._set_aux_hidden_state_layers")
 
 def tap_order(paths: TapPaths):
     """A config rule: the target captures the ids sorted and once each
@@ -351,7 +353,7 @@ EAGLE3_TARGET_CLASSES = frozenset({
     "TransformersForCausalLM", "TransformersMoEForCausalLM", "TransformersMultiModalForCausalLM",
     "TransformersMultiModalMoEForCausalLM", "VaultGemmaForCausalLM",
 })
-EAGLE3_TARGET_SOURCE = at("28-29", EAGLE3_UTILS)
+EAGLE3_TARGET_SOURCE = at("28-29", EAGLE3_UTILS, "set_eagle3_aux_hidden_state_layers")
 
 # What every family shares --------------------------------------------------------
 
@@ -360,15 +362,19 @@ EAGLE3_TARGET_SOURCE = at("28-29", EAGLE3_UTILS)
 # ".bias" (load_weights adds it to the ignored suffixes, 457-458) and the
 # rotary caches its mapper drops (233-240, 471).
 ROTARY_CACHES = SkipRule(r"rotary_(pos_)?emb\.(inv_freq|cos_cached|sin_cached)",
-                         "recomputed by the rotary embedding; dropped", at("233-240, 471", MODEL_UTILS))
+                         "recomputed by the rotary embedding; dropped", at("233-240, 471", MODEL_UTILS,
+                                                                           "AutoWeightsLoader.REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER"))
 BIAS_WITHOUT_DESTINATION = SkipRule(r"\.bias$", "a bias the model does not build is dropped without a word",
-                                    at("457-458", MODEL_UTILS))
-T2D = SkipRule(r"t2d", "the target-to-draft table is never read", at("426-427", LLAMA_EAGLE3))
+                                    at("457-458", MODEL_UTILS, "AutoWeightsLoader.load_weights"))
+T2D = SkipRule(r"t2d", "the target-to-draft table is never read", at("426-427", LLAMA_EAGLE3,
+                                                                     "Eagle3LlamaForCausalLM.load_weights"))
 
 # hidden_act: LlamaMLP, DeepseekV2MLP and Qwen2MLP (Qwen3's) raise ValueError
 # for anything but "silu" when the model is built.
-SILU_ONLY_SOURCES = {"llama": at("112-115", LLAMA), "deepseek": at("278-281", DEEPSEEK_V2),
-                     "qwen": at("105-108", QWEN2)}
+SILU_ONLY_SOURCES = {"llama": at("112-115", LLAMA,
+                                 "LlamaMLP.__init__"), "deepseek": at("278-281", DEEPSEEK_V2,
+                                                                                        "DeepseekV2MLP.__init__"),
+                     "qwen": at("105-108", QWEN2, "Qwen2MLP.__init__")}
 
 
 
@@ -394,7 +400,7 @@ def launch_method(method: str, inferred_from: tuple[str, ...] = ()):
         architectures = config.get("architectures")
         if isinstance(architectures, list) and any(a in inferred_from for a in architectures):
             return []
-        source = at("1433-1509", SPECULATIVE)
+        source = at("1433-1509", SPECULATIVE, "SpeculativeConfig.__post_init__")
         return [Finding(
             "ENG004",
             f"{config_file}: launch vLLM with --speculative-config '{{\"method\": \"{method}\", ...}}' (or a draft "
@@ -453,14 +459,14 @@ def width_or(config: Mapping[str, Any], field: str, fallback: str) -> Any:
 # loaded (model_executor/model_loader/weight_utils.py:590-616, called from
 # default_loader.py:248-254).
 _INDEX_SEVERITIES = {"IDX003": "warning", "IDX004": "warning", "IDX006": "warning"}
-_INDEX_SOURCE = at("590-616", WEIGHT_UTILS)
+_INDEX_SOURCE = at("590-616", WEIGHT_UTILS, "filter_duplicate_safetensors_files")
 
 PROFILE_FACTS = dict(
     repository=REPOSITORY,
     # quantization_config, else compression_config (compressed-tensors),
     # from the draft's config (transformers_utils/model_arch_config_convertor.py:241-291).
     quantization_keys=("quantization_config", "compression_config"),
-    quantization_source=at("241-291", ARCH_CONVERTOR),
+    quantization_source=at("241-291", ARCH_CONVERTOR, "ModelArchConfigConvertorBase"),
     # The draft's ModelConfig runs get_hf_text_config on the config as
     # parsed (config/model.py:680-693, built at config/speculative.py:1406-1430,
     # before the EAGLEConfig wrapping at 1514-1533), which requires
@@ -483,7 +489,7 @@ PROFILE_FACTS = dict(
     # text_config (model_executor/models/llama_eagle3.py:173, deepseek_eagle3.py:162).
     text_config_model_types=("kimi_k25", "kimi_k3", "qwen3_5", "qwen3_5_moe", "minimax_m3_vl", "qwen3_asr"),
     text_config_source=at("1258-1272 (get_hf_text_config); vllm/config/model.py:680-693 (the draft's ModelConfig)",
-                          HF_CONFIG),
+                          HF_CONFIG, "get_hf_text_config"),
     text_config_null_is_absent=True,
     architectures=ARCHITECTURES,
     # config.json with speculators_config parses as SpeculatorsConfig
@@ -495,7 +501,7 @@ PROFILE_FACTS = dict(
 
 UNREAD_STREAM = FeatureSupport(
     supported=False,
-    source=at("1068-1106", K3_TARGET),
+    source=at("1068-1106", K3_TARGET, "KimiLinearModel"),
     when_unsupported="no vLLM model reads aux_hidden_stream: the Kimi-K3 target captures the AttnRes stream only "
     "when the server runs with VLLM_KIMI_K3_AUX_ATTN_RES_STREAM=1 (vllm/envs.py:1664-1666), for every draft, and "
     "the prefix stream otherwise",

@@ -88,7 +88,8 @@ def sample_from_anchor_refused(config: Mapping[str, Any], config_file: str) -> l
         return []
     return [engine_refusal(config_file, "dflash_config.sample_from_anchor is true; the DFlash speculator "
                            "refuses it (a fixed 1+N query layout)",
-                           at("79-88", "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"),
+                           at("79-88", "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
+                              "DFlashSpeculator.__init__"),
                            "dflash_config.sample_from_anchor", "Drop the key from dflash_config.")]
 
 
@@ -105,7 +106,8 @@ def dspark_needs_qwen3(config: Mapping[str, Any], config_file: str) -> list[Find
         return []
     return [engine_refusal(config_file, f"DSparkDraftModel with model_type {config.get('model_type')!r}: vLLM "
                            "serves DSparkDraftModel as the Qwen3 DSpark draft only when model_type is qwen3, and "
-                           "otherwise loads it as a DeepSeek-V4 DSpark stage", at("1535-1566", SPECULATIVE),
+                           "otherwise loads it as a DeepSeek-V4 DSpark stage", at("1535-1566", SPECULATIVE,
+                                                                                  "SpeculativeConfig.__post_init__"),
                            "model_type", "Write model_type qwen3 or architectures [\"Qwen3DSparkModel\"].")]
 
 
@@ -119,7 +121,8 @@ def markov_rank_required(config: Mapping[str, Any], config_file: str) -> list[Fi
         return []
     return [engine_refusal(config_file, "a DSpark draft without a top-level markov_rank; Qwen3DSparkModel reads "
                            "config.markov_rank (dspark_config is not read) and fails at build",
-                           at("205-218", QWEN3_DSPARK), "markov_rank", "Write markov_rank at the top level.")]
+                           at("205-218", QWEN3_DSPARK,
+                              "Qwen3DSparkModel.__init__"), "markov_rank", "Write markov_rank at the top level.")]
 
 
 def layer_types_served(config: Mapping[str, Any], config_file: str) -> list[Finding]:
@@ -172,7 +175,8 @@ def layer_types_served(config: Mapping[str, Any], config_file: str) -> list[Find
 LIMITS = (launch_method("dflash", ("Qwen3DSparkModel", "Qwen3OmniDSparkModel", "DSparkDraftModel")),
           silu_only(SILU_ONLY_SOURCES["qwen"]), sample_from_anchor_refused, dspark_needs_qwen3,
           markov_rank_required, layer_types_served, tap_order(TARGET_TAPS),
-          tap_agreement(TAPS, "the list the target captures, else num_hidden_layers", at("84-93", _DF)))
+          tap_agreement(TAPS, "the list the target captures, else num_hidden_layers", at("84-93", _DF,
+                                                                                         "_get_dflash_fc_input_size")))
 
 LOADER = FamilyLoader(
     family="dflash_gqa",
@@ -198,12 +202,12 @@ LOADER = FamilyLoader(
             "layers.{n}.self_attn.qkv_proj.weight",
             ("layers.{n}.self_attn.q_proj.weight", "layers.{n}.self_attn.k_proj.weight",
              "layers.{n}.self_attn.v_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at("403-410", _DF),
+            fused_accepted=True, partial_passes=True, source=at("403-410", _DF, "DFlashQwen3Model.hf_to_vllm_mapper"),
         ),
         FusedParameter(
             "layers.{n}.mlp.gate_up_proj.weight",
             ("layers.{n}.mlp.gate_proj.weight", "layers.{n}.mlp.up_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at("403-410", _DF),
+            fused_accepted=True, partial_passes=True, source=at("403-410", _DF, "DFlashQwen3Model.hf_to_vllm_mapper"),
         ),
     ),
     unexpected="rejects",
@@ -214,7 +218,7 @@ LOADER = FamilyLoader(
     features={
         "fc_norm": FeatureSupport(
             supported=False,
-            source=at("412-495 (no fc_norm)", _DF),
+            source=at("412-495 (no fc_norm)", _DF, "DFlashQwen3Model.__init__"),
             when_unsupported="DFlashQwen3Model has no fc_norm: shipped fc_norm weights have no destination, "
             "which fails the load, and a declaration alone is ignored (the taps reach fc unnormalised)",
         ),
@@ -228,7 +232,7 @@ LOADER = FamilyLoader(
     stream=None,
     taps=TAPS,
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
-                        source=at("736-775, 851-892", _DF)),
+                        source=at("736-775, 851-892", _DF, "DFlashQwen3ForCausalLM")),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "tw": _fc_width, "S": TAPS.draft_count},
     # fc takes each tap at target_hidden_size (else hidden_size): the target's
@@ -239,16 +243,16 @@ LOADER = FamilyLoader(
     # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
     # target captures (EagleModelMixin; common.EAGLE3_TARGET_CLASSES).
     sources={
-        "load_weights": at("851-892", _DF),
-        "name mapper": at("390-410", _DF),
-        "fc width": at("84-93", _DF),
+        "load_weights": at("851-892", _DF, "DFlashQwen3ForCausalLM.load_weights"),
+        "name mapper": at("390-410", _DF, "DFlashQwen3Model.hf_to_vllm_mapper"),
+        "fc width": at("84-93", _DF, "_get_dflash_fc_input_size"),
         "taps (target)": TARGET_TAPS_SOURCE,
         "mask token": at("92-115", SPEC_UTILS),
-        "dspark load_weights": at("312-372", QWEN3_DSPARK),
-        "markov head": at("48-81, 192-230", QWEN3_DSPARK),
-        "embedding / lm_head (dflash)": at("60-73", DFLASH_SHARING),
-        "embedding / lm_head (dspark)": at("130-150", DSPARK_SHARING),
-        "unknown names": at("425-448", MODEL_UTILS),
-        "never loaded": at("503-523", DEFAULT_LOADER),
+        "dspark load_weights": at("312-372", QWEN3_DSPARK, "Qwen3DSparkForCausalLM.load_weights"),
+        "markov head": at("48-81, 192-230", QWEN3_DSPARK, "DSparkMarkovHead"),
+        "embedding / lm_head (dflash)": at("60-73", DFLASH_SHARING, "load_dflash_model"),
+        "embedding / lm_head (dspark)": at("130-150", DSPARK_SHARING, "load_dspark_model"),
+        "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),
+        "never loaded": at("503-523", DEFAULT_LOADER, "DefaultModelLoader.load_weights"),
     },
 )

@@ -85,9 +85,10 @@ def _fc_width(config: Mapping[str, Any]) -> Any:
 
 
 LIMITS = (launch_method("eagle3"), silu_only(SILU_ONLY_SOURCES["llama"]),
-          target_hidden_size_not_null(at("218-221", _LE3)),
+          target_hidden_size_not_null(at("218-221", _LE3, "LlamaModel.__init__")),
           tap_order(TARGET_TAPS),
-          tap_agreement(TAPS, "num_aux_hidden_states, else eagle_config's list, else 3", at("209-216", _LE3)))
+          tap_agreement(TAPS, "num_aux_hidden_states, else eagle_config's list, else 3", at("209-216", _LE3,
+                                                                                            "LlamaModel.__init__")))
 
 LOADER = FamilyLoader(
     family="eagle3_llama",
@@ -103,7 +104,8 @@ LOADER = FamilyLoader(
     # `model.d2t` and `model.lm_head.*`.
     name_rewrites=((r"^.*t2d.*$", "t2d"), (r"^layers\.0\.", "midlayer.")),
     skips=(T2D, ROTARY_CACHES,
-           SkipRule(r"mask_hidden", "parallel drafting only: logged and skipped otherwise", at("431-442", _LE3))),
+           SkipRule(r"mask_hidden", "parallel drafting only: logged and skipped otherwise", at("431-442", _LE3,
+                                                                                               "Eagle3LlamaForCausalLM.load_weights"))),
     fused=(
         FusedParameter(
             "midlayer.self_attn.qkv_proj.weight",
@@ -111,12 +113,12 @@ LOADER = FamilyLoader(
              "midlayer.self_attn.v_proj.weight"),
             # No shard id: QKVParallelLinear splits a pre-fused tensor by its
             # sizes (vllm/model_executor/layers/linear.py:1116-1175).
-            fused_accepted=True, partial_passes=True, source=at("290-299", _LE3),
+            fused_accepted=True, partial_passes=True, source=at("290-299", _LE3, "LlamaModel.hf_to_vllm_mapper"),
         ),
         FusedParameter(
             "midlayer.mlp.gate_up_proj.weight",
             ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at("290-299", _LE3),
+            fused_accepted=True, partial_passes=True, source=at("290-299", _LE3, "LlamaModel.hf_to_vllm_mapper"),
         ),
     ),
     # AutoWeightsLoader raises ValueError (model_executor/models/utils.py:425-448).
@@ -127,11 +129,11 @@ LOADER = FamilyLoader(
     # left out is served as allocated.
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("231-240, 409-416", _LE3)),
+        "fc_norm": FeatureSupport(supported=True, source=at("231-240, 409-416", _LE3, "LlamaModel.__init__")),
         # eagle_config.norm_before_fc wins over the top level (184-188).
-        "norm_before_fc": FeatureSupport(supported=True, source=at("184-188, 223-229", _LE3)),
-        "norm_output": FeatureSupport(supported=True, source=at("252, 285-288", _LE3)),
-        "norm_before_residual": FeatureSupport(supported=True, source=at("101-122", _LE3)),
+        "norm_before_fc": FeatureSupport(supported=True, source=at("184-188, 223-229", _LE3, "LlamaModel.__init__")),
+        "norm_output": FeatureSupport(supported=True, source=at("252, 285-288", _LE3, "LlamaModel.__init__")),
+        "norm_before_residual": FeatureSupport(supported=True, source=at("101-122", _LE3, "LlamaDecoderLayer")),
     },
     # ids 0..N: the embeddings (0) to the last layer's output (N)
     # (models/llama.py:427-441); no range check.
@@ -154,25 +156,26 @@ LOADER = FamilyLoader(
     # exactly, a fractional entry is truncated toward zero (its values are
     # read: rules/token_map.py).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
-                        source=at("314-316, 338-345, 420-470", _LE3), d2t_buffer="I64"),
+                        source=at("314-316, 338-345, 420-470", _LE3,
+                                  "Eagle3LlamaForCausalLM.__init__"), d2t_buffer="I64"),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
     # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
     # target captures (EagleModelMixin; common.EAGLE3_TARGET_CLASSES).
     sources={
-        "load_weights": at("420-470", _LE3),
-        "name mapper": at("290-299", _LE3),
-        "layers": at("80-96, 198-208", _LE3),
-        "taps (draft)": at("209-216", _LE3),
+        "load_weights": at("420-470", _LE3, "Eagle3LlamaForCausalLM.load_weights"),
+        "name mapper": at("290-299", _LE3, "LlamaModel.hf_to_vllm_mapper"),
+        "layers": at("80-96, 198-208", _LE3, "LlamaDecoderLayer.__init__"),
+        "taps (draft)": at("209-216", _LE3, "LlamaModel.__init__"),
         "taps (target)": TARGET_TAPS_SOURCE,
-        "fc width": at("218-250", _LE3),
-        "lm_head": at("329-337", _LE3),
-        "d2t": at("338-345", _LE3),
-        "embedding": at("18-34, 45-77", EAGLE_SHARING),
-        "unknown names": at("425-448", MODEL_UTILS),
-        "never loaded": at("503-523", DEFAULT_LOADER),
-        "attention bias": at("84-96", _LE3),
-        "o_proj bias": at("267-271", LLAMA),
+        "fc width": at("218-250", _LE3, "LlamaModel.__init__"),
+        "lm_head": at("329-337", _LE3, "Eagle3LlamaForCausalLM.__init__"),
+        "d2t": at("338-345", _LE3, "Eagle3LlamaForCausalLM.__init__"),
+        "embedding": at("18-34, 45-77", EAGLE_SHARING, "_should_share"),
+        "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),
+        "never loaded": at("503-523", DEFAULT_LOADER, "DefaultModelLoader.load_weights"),
+        "attention bias": at("84-96", _LE3, "LlamaDecoderLayer.__init__"),
+        "o_proj bias": at("267-271", LLAMA, "LlamaDecoderLayer.__init__"),
     },
     config_defaults={"llama": LLAMA_DEFAULTS},
     # eagle_config.norm_before_fc, else the top level (llama_eagle3.py:184-188).

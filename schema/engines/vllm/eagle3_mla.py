@@ -103,7 +103,7 @@ def mla_fields_without_defaults(config: Mapping[str, Any], config_file: str) -> 
         f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} absent: the MLA layer reads "
         f"getattr(config, name, 0) = 0 and builds zero-width projections: the shipped weights are refused at "
         "load or never written",
-        at("57-83", _DE3), missing[0],
+        at("57-83", _DE3, "DeepseekV2Eagle3DecoderLayer.__init__"), missing[0],
         f"Write {', '.join(missing)} in the config, or set model_type to deepseek_v3.")]
 
 
@@ -129,13 +129,15 @@ def q_lora_rank_required(config: Mapping[str, Any], config_file: str) -> list[Fi
         return []  # DeepseekV2/V3Config default it (config_defaults)
     return [engine_refusal(config_file, f"{why}; the EAGLE-3 MLA mapper renames kv_a_proj_with_mqa "
                            "to fused_qkv_a_proj, which a layer without q_lora_rank does not build, and the load "
-                           "fails", at("74, 259-266", _DE3), "q_lora_rank", "Train and serve with q_lora_rank set.")]
+                           "fails", at("74, 259-266", _DE3,
+                                       "DeepseekV2Eagle3DecoderLayer.__init__"), "q_lora_rank", "Train and serve with q_lora_rank set.")]
 
 
 LIMITS = (launch_method("eagle3"), silu_only(SILU_ONLY_SOURCES["deepseek"]),
-          target_hidden_size_not_null(at("196-199", _DE3)),
+          target_hidden_size_not_null(at("196-199", _DE3, "DeepseekV2Eagle3Model.__init__")),
           q_lora_rank_required, mla_fields_without_defaults, tap_order(TARGET_TAPS),
-          tap_agreement(TAPS, "num_aux_hidden_states, else eagle_config's list, else 3", at("189-194", _DE3)))
+          tap_agreement(TAPS, "num_aux_hidden_states, else eagle_config's list, else 3", at("189-194", _DE3,
+                                                                                            "DeepseekV2Eagle3Model.__init__")))
 
 LOADER = FamilyLoader(
     family="eagle3_mla",
@@ -160,12 +162,14 @@ LOADER = FamilyLoader(
             ("midlayer.self_attn.q_a_proj.weight", "midlayer.self_attn.kv_a_proj_with_mqa.weight"),
             # A pre-fused fused_qkv_a_proj matches no stacked substring and is
             # loaded whole, split by the layer's output sizes.
-            fused_accepted=True, partial_passes=True, source=at("259-266", _DE3),
+            fused_accepted=True, partial_passes=True, source=at("259-266", _DE3,
+                                                                "DeepseekV2Eagle3Model.hf_to_vllm_mapper"),
         ),
         FusedParameter(
             "midlayer.mlp.gate_up_proj.weight",
             ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at("259-266", _DE3),
+            fused_accepted=True, partial_passes=True, source=at("259-266", _DE3,
+                                                                "DeepseekV2Eagle3Model.hf_to_vllm_mapper"),
         ),
     ),
     unexpected="rejects",
@@ -173,15 +177,17 @@ LOADER = FamilyLoader(
     # load_weights returns None: nothing compares loaded with built.
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("211-220, 357-368", _DE3)),
+        "fc_norm": FeatureSupport(supported=True, source=at("211-220, 357-368", _DE3,
+                                                            "DeepseekV2Eagle3Model.__init__")),
         "norm_before_fc": FeatureSupport(
             supported=False,
-            source=at("152-226 (no input_norm)", _DE3),
+            source=at("152-226 (no input_norm)", _DE3, "DeepseekV2Eagle3Model"),
             when_unsupported="DeepseekV2Eagle3Model has no input_norm: a declaration is ignored and a shipped "
             "input_norm.weight has no destination, which fails the load",
         ),
-        "norm_output": FeatureSupport(supported=True, source=at("222-256", _DE3)),
-        "norm_before_residual": FeatureSupport(supported=True, source=at("101-118", _DE3)),
+        "norm_output": FeatureSupport(supported=True, source=at("222-256", _DE3, "DeepseekV2Eagle3Model")),
+        "norm_before_residual": FeatureSupport(supported=True, source=at("101-118", _DE3,
+                                                                         "DeepseekV2Eagle3DecoderLayer")),
     },
     # DeepSeek-V2/V3 targets capture hidden_states + residual entering layer
     # k, and id N after the last layer; at layer 0 the residual is None and
@@ -197,23 +203,23 @@ LOADER = FamilyLoader(
     # model_loader/weight_utils.py:1529-1543): a float table of integers loads exactly,
     # a fractional entry is truncated toward zero (its values are read: rules/token_map.py).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
-                        source=at("282-314, 370-398", _DE3), d2t_buffer="I64"),
+                        source=at("282-314, 370-398", _DE3, "Eagle3DeepseekV2ForCausalLM.__init__"), d2t_buffer="I64"),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
     # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
     # target captures (EagleModelMixin; common.EAGLE3_TARGET_CLASSES).
     sources={
-        "load_weights": at("370-398", _DE3),
-        "name mapper": at("259-266", _DE3),
-        "taps (draft)": at("189-194", _DE3),
+        "load_weights": at("370-398", _DE3, "Eagle3DeepseekV2ForCausalLM.load_weights"),
+        "name mapper": at("259-266", _DE3, "DeepseekV2Eagle3Model.hf_to_vllm_mapper"),
+        "taps (draft)": at("189-194", _DE3, "DeepseekV2Eagle3Model.__init__"),
         "taps (target)": TARGET_TAPS_SOURCE,
-        "capture": at("1546-1587", DEEPSEEK_V2),
-        "fc width": at("196-209", _DE3),
-        "lm_head": at("298-306", _DE3),
-        "d2t": at("307-314", _DE3),
-        "embedding": at("18-34, 45-77", EAGLE_SHARING),
-        "unknown names": at("425-448", MODEL_UTILS),
-        "never loaded": at("503-523", DEFAULT_LOADER),
+        "capture": at("1546-1587", DEEPSEEK_V2, "DeepseekV2Model.forward"),
+        "fc width": at("196-209", _DE3, "DeepseekV2Eagle3Model.__init__"),
+        "lm_head": at("298-306", _DE3, "Eagle3DeepseekV2ForCausalLM.__init__"),
+        "d2t": at("307-314", _DE3, "Eagle3DeepseekV2ForCausalLM.__init__"),
+        "embedding": at("18-34, 45-77", EAGLE_SHARING, "_should_share"),
+        "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),
+        "never loaded": at("503-523", DEFAULT_LOADER, "DefaultModelLoader.load_weights"),
     },
     config_defaults={"deepseek_v3": DEEPSEEK_V3_DEFAULTS, "kimi_k2": DEEPSEEK_V3_DEFAULTS, "llama": LLAMA_DEFAULTS},
     # convert writes kimi_k2 for llama (LlamaConfig defaults no MLA field).

@@ -93,10 +93,10 @@ def _fc_width(config: Mapping[str, Any]) -> Any:
 
 
 LIMITS = (launch_method("eagle3"), silu_only(SILU_ONLY_SOURCES["qwen"]),
-          target_hidden_size_not_null(at("211-214", _QE3)),
+          target_hidden_size_not_null(at("211-214", _QE3, "Qwen3Eagle3Model.__init__")),
           tap_order(TARGET_TAPS),
           tap_agreement(TAPS, "num_aux_layers, else num_aux_hidden_states, else the top-level list, else "
-                        "eagle_config's, else 3", at("201-210", _QE3)))
+                        "eagle_config's, else 3", at("201-210", _QE3, "Qwen3Eagle3Model.__init__")))
 
 LOADER = FamilyLoader(
     family="eagle3_qwen3",
@@ -111,9 +111,11 @@ LOADER = FamilyLoader(
     # (143-152). q_norm and k_norm keep their names. A stored `model.`
     # prefix lands on model.model.* and is refused.
     name_rewrites=((r"^.*t2d.*$", "t2d"), (r"^layers\.0\.", "midlayer.")),
-    skips=(SkipRule(r"t2d", "the target-to-draft table is never read", at("404-405", _QE3)),
+    skips=(SkipRule(r"t2d", "the target-to-draft table is never read", at("404-405", _QE3,
+                                                                          "Eagle3Qwen3ForCausalLM.load_weights")),
            ROTARY_CACHES,
-           SkipRule(r"mask_hidden", "parallel drafting only: logged and skipped otherwise", at("409-420", _QE3))),
+           SkipRule(r"mask_hidden", "parallel drafting only: logged and skipped otherwise", at("409-420", _QE3,
+                                                                                               "Eagle3Qwen3ForCausalLM.load_weights"))),
     fused=(
         FusedParameter(
             "midlayer.self_attn.qkv_proj.weight",
@@ -121,12 +123,12 @@ LOADER = FamilyLoader(
              "midlayer.self_attn.v_proj.weight"),
             # No shard id: QKVParallelLinear splits a pre-fused tensor by its
             # sizes (vllm/model_executor/layers/linear.py:1116-1175).
-            fused_accepted=True, partial_passes=True, source=at("143-152", _QE3),
+            fused_accepted=True, partial_passes=True, source=at("143-152", _QE3, "Qwen3Eagle3Model.hf_to_vllm_mapper"),
         ),
         FusedParameter(
             "midlayer.mlp.gate_up_proj.weight",
             ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at("143-152", _QE3),
+            fused_accepted=True, partial_passes=True, source=at("143-152", _QE3, "Qwen3Eagle3Model.hf_to_vllm_mapper"),
         ),
     ),
     # AutoWeightsLoader raises ValueError on a name without a destination
@@ -139,11 +141,12 @@ LOADER = FamilyLoader(
     # left out is served as allocated (a norm's ones, layers/layernorm.py:65-67).
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("224-233, 389-394", _QE3)),
+        "fc_norm": FeatureSupport(supported=True, source=at("224-233, 389-394", _QE3, "Qwen3Eagle3Model.__init__")),
         # eagle_config.norm_before_fc wins over the top level (175-179).
-        "norm_before_fc": FeatureSupport(supported=True, source=at("175-179, 215-222", _QE3)),
-        "norm_output": FeatureSupport(supported=True, source=at("245, 273-276", _QE3)),
-        "norm_before_residual": FeatureSupport(supported=True, source=at("85-102", _QE3)),
+        "norm_before_fc": FeatureSupport(supported=True, source=at("175-179, 215-222", _QE3,
+                                                                   "Qwen3Eagle3Model.__init__")),
+        "norm_output": FeatureSupport(supported=True, source=at("245, 273-276", _QE3, "Qwen3Eagle3Model.__init__")),
+        "norm_before_residual": FeatureSupport(supported=True, source=at("85-102", _QE3, "Qwen3Eagle3DecoderLayer")),
     },
     # ids 0..N, as for the Llama class: the target's capture is the same.
     tap_low=0,
@@ -161,26 +164,27 @@ LOADER = FamilyLoader(
     # the target's (process_eagle_weight, 426; model_executor/models/utils.py:
     # 1178-1198; v1/worker/gpu/spec_decode/eagle/utils.py:18-34, 45-119).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
-                        source=at("291-295, 317-324, 398-446", _QE3), d2t_buffer="I64"),
+                        source=at("291-295, 317-324, 398-446", _QE3,
+                                  "Eagle3Qwen3ForCausalLM.__init__"), d2t_buffer="I64"),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
     sources={
-        "load_weights": at("398-446", _QE3),
-        "name mapper": at("143-152", _QE3),
-        "layers": at("34-88, 190-200", _QE3),
-        "q_norm / k_norm": at("153-169", QWEN3),
-        "head_dim": at("100, 209", QWEN3),
-        "taps (draft)": at("201-210", _QE3),
+        "load_weights": at("398-446", _QE3, "Eagle3Qwen3ForCausalLM.load_weights"),
+        "name mapper": at("143-152", _QE3, "Qwen3Eagle3Model.hf_to_vllm_mapper"),
+        "layers": at("34-88, 190-200", _QE3, "Qwen3Eagle3DecoderLayer"),
+        "q_norm / k_norm": at("153-169", QWEN3, "Qwen3Attention"),
+        "head_dim": at("100, 209", QWEN3, "Qwen3Attention.__init__"),
+        "taps (draft)": at("201-210", _QE3, "Qwen3Eagle3Model.__init__"),
         "taps (target)": TARGET_TAPS_SOURCE,
-        "fc width": at("211-243", _QE3),
-        "lm_head": at("307-316", _QE3),
-        "d2t": at("317-324", _QE3),
-        "embedding": at("18-34, 45-77", EAGLE_SHARING),
-        "unknown names": at("425-448", MODEL_UTILS),
-        "never loaded": at("503-523", DEFAULT_LOADER),
-        "shape": at("1529-1543", WEIGHT_UTILS),
-        "attention bias": at("68-80", _QE3),
-        "o_proj bias": at("115-121", QWEN3),
+        "fc width": at("211-243", _QE3, "Qwen3Eagle3Model.__init__"),
+        "lm_head": at("307-316", _QE3, "Eagle3Qwen3ForCausalLM.__init__"),
+        "d2t": at("317-324", _QE3, "Eagle3Qwen3ForCausalLM.__init__"),
+        "embedding": at("18-34, 45-77", EAGLE_SHARING, "_should_share"),
+        "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),
+        "never loaded": at("503-523", DEFAULT_LOADER, "DefaultModelLoader.load_weights"),
+        "shape": at("1529-1543", WEIGHT_UTILS, "default_weight_loader"),
+        "attention bias": at("68-80", _QE3, "Qwen3Eagle3DecoderLayer.__init__"),
+        "o_proj bias": at("115-121", QWEN3, "Qwen3Attention.__init__"),
     },
     config_defaults={"qwen3": QWEN3_DEFAULTS, "llama": LLAMA_DEFAULTS},
     # eagle_config.norm_before_fc, else the top level (qwen3_eagle3.py:175-179).

@@ -64,7 +64,7 @@ def k3_config_refusals(config: Mapping[str, Any], config_file: str) -> list[Find
     lacks, a null q_lora_rank, a draft_vocab_size other than vocab_size, and
     an empty target_layer_ids or a num_target_layers that differs from its
     length (transformers_utils/configs/k3_dspark.py:44-77)."""
-    source = at("44-77", K3_CONFIG)
+    source = at("44-77", K3_CONFIG, "K3DSparkConfig.__init__")
     findings = []
     flags = [name for name in ("mla_use_nope", "mla_use_output_gate", "mla_use_qk_norm", "dspark_bonus_anchor")
              if config.get(name)]
@@ -91,11 +91,11 @@ def k3_activation(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     if act in ("silu", "situ"):
         return []
     return [engine_refusal(config_file, f"hidden_act is {act!r}; KimiMLP supports only silu and situ",
-                           at("275-286", K3_TARGET), "hidden_act", "Retrain with silu.")]
+                           at("275-286", K3_TARGET, "KimiMLP.__init__"), "hidden_act", "Retrain with silu.")]
 
 
 LIMITS = (launch_method("dspark"), k3_config_refusals, k3_activation, tap_order(TARGET_TAPS),
-          tap_agreement(TAPS, "num_target_layers", at("150-157", K3_DSPARK)))
+          tap_agreement(TAPS, "num_target_layers", at("150-157", K3_DSPARK, "K3DSparkModel.__init__")))
 
 LOADER = FamilyLoader(
     family="k3_dspark",
@@ -108,8 +108,9 @@ LOADER = FamilyLoader(
         # substr mappings to None (dspark_mla.py:440-444); confidence_head is
         # kept when enable_confidence_head (459-464).
         SkipRule(r"^(embed_tokens|lm_head)\.", "the target's embedding and head are shared after loading",
-                 at("437-452", K3_DSPARK)),
-        SkipRule(r"confidence_head", "training-only unless enable_confidence_head", at("437-464", K3_DSPARK),
+                 at("437-452", K3_DSPARK, "K3DSparkForCausalLM.hf_to_vllm_mapper")),
+        SkipRule(r"confidence_head", "training-only unless enable_confidence_head", at("437-464", K3_DSPARK,
+                                                                                       "K3DSparkForCausalLM"),
                  unless="enable_confidence_head"),
         ROTARY_CACHES,
     ),
@@ -117,14 +118,16 @@ LOADER = FamilyLoader(
         FusedParameter(
             "layers.{n}.mlp.gate_up_proj.weight",
             ("layers.{n}.mlp.gate_proj.weight", "layers.{n}.mlp.up_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at("446-451", K3_DSPARK),
+            fused_accepted=True, partial_passes=True, source=at("446-451", K3_DSPARK,
+                                                                "K3DSparkForCausalLM.hf_to_vllm_mapper"),
         ),
         FusedParameter(
             "layers.{n}.self_attn.fused_qkv_a_proj.weight",
             ("layers.{n}.self_attn.q_a_proj.weight", "layers.{n}.self_attn.kv_a_proj_with_mqa.weight"),
             # context_kv_proj is filled from each layer's kv_a_proj_with_mqa
             # (39-58): a pre-fused tensor leaves it empty.
-            fused_accepted=False, partial_passes=True, source=at("39-58, 446-451", K3_DSPARK),
+            fused_accepted=False, partial_passes=True, source=at("39-58, 446-451", K3_DSPARK,
+                                                                 "_duplicate_context_kv_weights"),
             when_pre_fused="is loaded, but the cross-layer context KV projection is filled only from separate "
             "kv_a_proj_with_mqa tensors, so it is served uninitialised",
         ),
@@ -140,7 +143,7 @@ LOADER = FamilyLoader(
     features={
         "fc_norm": FeatureSupport(
             supported=False,
-            source=at("134-208 (no fc_norm)", K3_DSPARK),
+            source=at("134-208 (no fc_norm)", K3_DSPARK, "K3DSparkModel"),
             when_unsupported="K3DSparkModel has no fc_norm: shipped fc_norm weights have no destination, which "
             "fails the load, and a declaration alone is ignored (the taps reach context_proj unnormalised)",
         ),
@@ -158,10 +161,11 @@ LOADER = FamilyLoader(
         # the prefix stream unless VLLM_KIMI_K3_AUX_ATTN_RES_STREAM=1 is set
         # for the whole server (model.py:1068-1106; vllm/envs.py:1664-1666).
         fixed_stream="prefix",
-        source=at("1068-1106", K3_TARGET),
+        source=at("1068-1106", K3_TARGET, "KimiLinearModel"),
     ),
     taps=TAPS,
-    vocab=VocabHandling(d2t=REJECTED, t2d=REJECTED, embedding=TARGET, source=at("433-452", K3_DSPARK)),
+    vocab=VocabHandling(d2t=REJECTED, t2d=REJECTED, embedding=TARGET, source=at("433-452", K3_DSPARK,
+                                                                                "K3DSparkForCausalLM")),
     head_from_target="always",
     config_limits=LIMITS,
     coerces_values=False,
@@ -173,14 +177,14 @@ LOADER = FamilyLoader(
     # count bounds the taps.
     ignored_fields=("num_key_value_heads", "target_num_hidden_layers"),
     sources={
-        "load_weights": at("530-537", K3_DSPARK),
-        "name mapper": at("437-464", K3_DSPARK),
-        "config": at("7-77", K3_CONFIG),
-        "context width": at("150-157", K3_DSPARK),
+        "load_weights": at("530-537", K3_DSPARK, "K3DSparkForCausalLM"),
+        "name mapper": at("437-464", K3_DSPARK, "K3DSparkForCausalLM"),
+        "config": at("7-77", K3_CONFIG, "K3DSparkConfig"),
+        "context width": at("150-157", K3_DSPARK, "K3DSparkModel.__init__"),
         "taps (target)": TARGET_TAPS_SOURCE,
-        "capture": at("1145-1189", K3_TARGET),
-        "unknown names": at("425-448", MODEL_UTILS),
-        "never loaded": at("525-572", DEFAULT_LOADER),
-        "embedding / lm_head": at("130-150", DSPARK_SHARING),
+        "capture": at("1145-1189", K3_TARGET, "KimiLinearModel.forward"),
+        "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),
+        "never loaded": at("525-572", DEFAULT_LOADER, "DefaultModelLoader.track_weights_loading"),
+        "embedding / lm_head": at("130-150", DSPARK_SHARING, "load_dspark_model"),
     },
 )

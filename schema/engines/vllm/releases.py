@@ -65,8 +65,8 @@ RELEASES = ("0.32.0", "0.31.0", "0.30.0")  # newest first, each under the one be
 MODEL_RUNNER = "vllm/v1/worker/gpu/model_runner.py"
 
 
-def at_release(version: str, lines: str, path: str) -> Source:
-    return Source(path, lines, f"vllm=={version}")
+def at_release(version: str, lines: str, path: str, qualname: str = "") -> Source:
+    return Source(path, lines, f"vllm=={version}", qualname)
 
 
 # Where a 0.33.0 citation's lines sit in each older wheel, path under vllm/:
@@ -161,14 +161,14 @@ def recite(version: str, source: Source) -> Source:
     """A 0.33.0 citation as the older release's own lines."""
     if source.commit != PIN:
         return source
-    return at_release(version, _moved_lines(version, source.path, source.lines), source.path)
+    return at_release(version, _moved_lines(version, source.path, source.lines), source.path, source.qualname)
 
 
-_CITED = re.compile(r"(vllm/[\w/.]+?\.py)@" + re.escape(PIN) + r":([0-9][0-9, \-]*[0-9]|[0-9])")
+_CITED = re.compile(r"(vllm/[\w/.]+?\.py)(?:::([\w.]+))?@" + re.escape(PIN) + r":([0-9][0-9, \-]*[0-9]|[0-9])")
 
 
 def _recite_text(version: str, text: str) -> str:
-    return _CITED.sub(lambda m: recite(version, Source(m.group(1), m.group(2), PIN)).cite(), text)
+    return _CITED.sub(lambda m: recite(version, Source(m.group(1), m.group(3), PIN, m.group(2) or "")).cite(), text)
 
 
 def _recite_value(version: str, value: Any) -> Any:
@@ -281,7 +281,8 @@ def taps_always_captured(version: str, family: str) -> Callable[[Mapping[str, An
     runner = at_release(version, _ALWAYS_CAPTURES[version], MODEL_RUNNER)
     asserts = (at_release(version, "270-273", LLAMA_EAGLE3) if family == "eagle3_llama"
                else at_release(version, "260" if version == "0.30.0" else "263", QWEN3_EAGLE3))
-    asked = at("15-22 (requires_aux_hidden_states, from vllm/v1/worker/gpu/model_runner.py:306-308)", EAGLE3_UTILS)
+    asked = at("15-22 (requires_aux_hidden_states, from vllm/v1/worker/gpu/model_runner.py:306-308)", EAGLE3_UTILS,
+               "requires_aux_hidden_states")
 
     def rule(config: Mapping[str, Any], config_file: str) -> list[Finding]:
         nested = config.get("eagle_config")
@@ -304,7 +305,8 @@ CONFIDENCE_HEAD_0_30_0 = SkipRule(
     r"confidence_head",
     "training-only: always dropped (vLLM 0.31.0 loads it when enable_confidence_head, "
     f"{K3_DSPARK}:194-205, 459-464@vllm==0.31.0)",
-    at_release("0.30.0", "417-431 (K3DSparkForCausalLM.hf_to_vllm_mapper)", K3_DSPARK),
+    at_release("0.30.0", "417-431 (K3DSparkForCausalLM.hf_to_vllm_mapper)", K3_DSPARK,
+               "K3DSparkForCausalLM.hf_to_vllm_mapper"),
 )
 
 
@@ -317,12 +319,12 @@ def value_scale_unread(config: Mapping[str, Any], config_file: str) -> list[Find
     scale = nested.get("attention_value_scale") if isinstance(nested, Mapping) else None
     if scale is None or scale == 1:
         return []
-    read = at_release("0.31.0", "299-300, 349, 696-698", QWEN3_DFLASH)
+    read = at_release("0.31.0", "299-300, 349, 696-698", QWEN3_DFLASH, "DFlashQwen3Attention.forward")
     return [served_wrong(
         config_file, f"dflash_config.attention_value_scale is {scale!r}; vLLM 0.30.0's DFlash attention never "
         f"reads it (0.31.0 multiplies every value by it, {read.cite()}), so the draft is served unscaled values",
         at_release("0.30.0", "244-267 (DFlashQwen3Attention.forward), 540-559 (the context values): no value "
-                   "scale", QWEN3_DFLASH),
+                   "scale", QWEN3_DFLASH, "DFlashQwen3Attention.forward"),
         "dflash_config.attention_value_scale", "Serve it on vLLM 0.31.0 or later.")]
 
 

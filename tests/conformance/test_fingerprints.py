@@ -1,0 +1,68 @@
+"""The recorded fingerprint tables are the ones the released wheels give,
+and every cited function is where its citation says. Both need the wheels
+in the conformance cache; without them they skip."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fingerprints as generator  # noqa: E402
+
+from dspark.converters.fingerprints import find_definition, parse_source  # noqa: E402
+from dspark.schema.engines import engine_names, release_profiles  # noqa: E402
+from dspark.schema.engines.citations import engine_sources, installed_path  # noqa: E402
+
+
+def _wheel_or_skip(engine: str, version: str) -> Path:
+    path = generator.cached_wheel(engine, version)
+    if path is None:
+        pytest.skip(f"no {engine}=={version} wheel in the conformance cache")
+    return path
+
+
+@pytest.mark.parametrize("engine", engine_names())
+def test_the_recorded_table_is_the_one_the_wheels_give(engine):
+    find = lambda name, version: _wheel_or_skip(name, version)  # noqa: E731
+    rows, listed = generator.table(engine, find), generator.lists(engine, find)
+    committed = generator.table_file(engine).read_text(encoding="utf-8")
+    assert committed == generator.render(engine, rows, listed), (
+        f"schema/engines/{engine}/fingerprints.py is stale: run python tests/conformance/fingerprints.py")
+
+
+def test_the_table_tells_the_releases_apart():
+    from dspark.schema.engines.vllm.fingerprints import RELEASES
+
+    # each release differs from its neighbour in some cited function (else
+    # --runtime could not tell a build of one from the other)
+    releases = list(RELEASES)
+    for newer, older in zip(releases, releases[1:]):
+        assert any(RELEASES[newer][f] != RELEASES[older][f] for f in RELEASES[newer]), (newer, older)
+
+
+@pytest.mark.parametrize("engine", engine_names())
+def test_every_qualified_name_holds_the_lines_it_cites(engine):
+    """A citation `path::Q@name==V:lines` of a release: Q is defined in V's
+    wheel, and its definition holds the first cited line."""
+    versions = {p.revision for p in release_profiles(engine)}
+    checked = 0
+    for source in engine_sources(engine):
+        pinned = re.fullmatch(rf"{engine}==([\w.]+)", source.commit.split(" ")[0])
+        if not source.qualname or not pinned or pinned.group(1) not in versions:
+            continue
+        read = generator.wheel_reader(_wheel_or_skip(engine, pinned.group(1)))
+        text = read(installed_path(source.path))
+        assert text is not None, source.cite()
+        node = find_definition(parse_source(text), source.qualname)
+        assert node is not None, f"{source.cite()}: no {source.qualname}"
+        first = re.match(r"\s*(\d+)", source.lines)
+        if first:
+            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            assert start <= int(first.group(1)) <= node.end_lineno, source.cite()
+        checked += 1
+    assert checked
