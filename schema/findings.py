@@ -227,7 +227,7 @@ def count_by_severity(findings) -> dict[str, int]:
 # the order the rules found things in is kept.
 REPORT_STAGES: tuple[tuple[str, ...], ...] = (
     ("SRC", "SRV"),                 # what was read, and whether the engine can open it at all
-    ("CFG", "OVR", "ENG", "ROP", "SWA"),  # the config and how the engine reads it
+    ("CFG", "OVR", "ENG", "ROP", "SWA", "LCH"),  # the config, how the engine reads it, the launch
     ("STR", "TGT", "TAP"),          # the stream and the target
     ("STF", "IDX"),                 # files: a corrupt or missing shard explains missing tensors
     ("FCN", "FEA", "CTX", "LMH", "VOC"),  # declared features against what is shipped

@@ -13,7 +13,6 @@ so a user sees what was and was not judged. Pure: opens no file.
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -102,6 +101,8 @@ def parse_launch(text: str, *, engine: str, flags: Sequence[FlagSpec]) -> Launch
     `flags` are validated (LaunchError on a bad value); any other flag is
     kept as ignored, with the word after it taken as its value when that
     word is not itself a flag (a server takes no positional arguments)."""
+    import shlex  # only when a launch is given: a check without one never pays for it
+
     try:
         words = shlex.split(text)
     except ValueError as error:
