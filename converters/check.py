@@ -35,7 +35,7 @@ from dspark.converters.sources import is_url
 from dspark.converters.token_map import TokenMapReader
 from dspark.converters.engine_verdicts import apply_engine_severities, engine_verdict, merge_engine_reports
 from dspark.schema.engines import EngineProfile, engine_specs
-from dspark.schema.engines.launch import LaunchContext, judge_launch, launch_for
+from dspark.schema.engines.launch import LaunchContext, differing, judge_launch, launch_for
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, report_findings
 from dspark.schema.records import record
@@ -261,7 +261,8 @@ def check_checkpoint(
                                     config_file=checkpoint.config_display, entries=checkpoint.entries,
                                     loader=contract.loader, profile=profile, target=target_facts)
             launch_findings, under_launch = judge_launch(profile, parsed_launch, context)
-            findings = [under_launch(f) for f in findings] + launch_findings
+            findings = [under_launch(f) for f in findings]
+            findings += differing(launch_findings, findings)
             resolved = contract.resolved
             expected = contract.expected
     findings = apply_engine_severities(findings, profile, verdict)

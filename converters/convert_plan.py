@@ -409,8 +409,8 @@ def _launches_served(profiles, family: DraftFamily, config: Mapping[str, Any], e
         if profile.launch_model is None:
             serves[profile.spec] = "the engine's defaults (dspark models no launch flag of this release)"
             continue
-        needs = [f.detail["serve_with"] for f in found if f.code == "LCH003" and "serve_with" in (f.detail or {})]
-        limits = [f.detail.get("setting") for f in found if f.code == "LCH003" and "serve_with" not in (f.detail or {})]
+        needs = [f.detail["serve_with"] for f in found if f.code in ("LCH001", "LCH008") and "serve_with" in (f.detail or {})]
+        limits = [f.detail.get("setting") for f in found if f.code == "LCH003"]
         said = ("the defaults" if not needs else f"{needs[0]} (or without these flags: the server takes them "
                 "from the checkpoint)")
         pipeline = ("pipeline-parallel size 1 only (see the LCH003 findings)" if limits

@@ -321,6 +321,13 @@ EXPLANATIONS: dict[str, Explanation] = {
     "LCH007": _x("At the launch given the loader drops a tensor it refuses at the default launch (TokenSpeed "
                  "0.1.1's pipeline stages load only the fc_norm of the taps they own): the draft loads there.",
                  "Remove the tensor, so the draft loads at every launch."),
+    "LCH008": _x("The engine ties the speculative widths to the checkpoint's block size (TokenSpeed 0.1.1: DSpark "
+                 "block_size == --speculative-num-steps, DFlash block_size == steps + 1, or the server stops; "
+                 "SGLang 0.5.23: --speculative-num-draft-tokens is the DFlash block size, or the draft is served at "
+                 "another). Without those flags the engine takes them from the checkpoint and serves the draft as "
+                 "trained; the message names the flags that do the same.",
+                 "Launch with the flags the message names, or leave them out; pass --launch to judge your own.",
+                 "block size"),
     "OVR001": _x("A value declared in dflash_config and at the top level, differently (taps, mask token, "
                  "aux_hidden_stream, sliding window): the engine serves one of them (the message says which, "
                  "mostly the nested one, validated or not), and which one the draft was trained with cannot "

@@ -115,6 +115,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("LCH005", I, "the launch serves the draft as trained (the widths its block size needs)"),
     ("LCH006", W, "the launch as given stops the server whatever the draft; judged as the server it asks for"),
     ("LCH007", I, "a tensor refused at the default launch is dropped at the launch given, and the draft loads"),
+    ("LCH008", I, "the speculative flags that serve the draft as trained (the engine's defaults do; others may not)"),
     # tensor inventory
     ("INV001", E, "expected tensor missing"),
     ("INV002", E, "unexpected tensor (the serving loader has no destination)"),

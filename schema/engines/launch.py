@@ -197,6 +197,17 @@ def launch_for(profile: Any, text: str | None) -> Launch | None:
     return parse_launch(text, engine=profile.spec, flags=model.flags if model is not None else ())
 
 
+def differing(launch_findings: list[Finding], others: list[Finding]) -> list[Finding]:
+    """A warning that another launch fails the draft (`only_fails_there`)
+    says nothing when the draft already fails at the launch judged: the
+    verdict does not differ."""
+    from dspark.schema.findings import Severity
+
+    if not any(f.severity is Severity.ERROR for f in others):
+        return launch_findings
+    return [f for f in launch_findings if not (f.detail or {}).get("only_fails_there")]
+
+
 def judge_launch(profile: Any, launch: Launch | None, context: LaunchContext
                  ) -> tuple[list[Finding], Callable[[Finding], Finding]]:
     """The launch's findings on a draft, and how it changes the others."""

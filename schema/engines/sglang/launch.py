@@ -77,7 +77,7 @@ def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Cal
         given = launch.get(DRAFT_TOKENS) if launch is not None else None
         if trained is not None and given is None and launch is None:
             findings.append(Finding(
-                "LCH003", f"{cf}: block_size = {trained}: the verdict depends on the launch. Without "
+                "LCH008", f"{cf}: block_size = {trained}: the verdict depends on the launch. Without "
                 f"{DRAFT_TOKENS}, or with {DRAFT_TOKENS} {trained}, SGLang 0.5.23 drafts blocks of {trained} as "
                 f"trained; any other value is served (a log warning) at that size, not the trained one "
                 f"({worker}). Serve with {DRAFT_TOKENS} {trained}; pass --launch to judge your flags.",
