@@ -89,17 +89,31 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
         ("k3_dspark", "no-embed-tokens", {}, "drop=embed_tokens", _PIPELINE),
         ("k3_dspark", "no-embed-tokens", {}, "drop=embed_tokens", ""),
         ("k3_dspark", "fc-norm-extra-index", {"defect": "fc-norm-extra-index"}, "", _PIPELINE),
+        ("k3_dspark", "embed-tokens-int8", {}, "embed=int8", _PIPELINE),
+        ("k3_dspark", "embed-tokens-narrow", {}, "embed=narrow", _PIPELINE),
         ("dflash_gqa", "good", {}, "", _PIPELINE),
     ],
 }
 
 
 def _edited(folder: Path, edit: str) -> None:
-    """A config value (`key=int`) or a dropped tensor (`drop=NAME`), written
+    """A config value (`key=int`), a dropped tensor (`drop=NAME`) or the
+    embedding made int8 or one column narrower (`embed=int8|narrow`), written
     as a user would: the config as JSON, the weights by safetensors."""
     if not edit:
         return
     key, _, value = edit.partition("=")
+    if key == "embed":
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        weights = folder / "model.safetensors"
+        tensors = load_file(str(weights))
+        name = next(n for n in tensors if n.endswith("embed_tokens.weight"))
+        tensors[name] = (torch.ones(tensors[name].shape, dtype=torch.int8) if value == "int8"
+                         else tensors[name][:, :-1].contiguous())
+        save_file(tensors, str(weights))
+        return
     if key == "drop":
         from safetensors.torch import load_file, save_file
 
