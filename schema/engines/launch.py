@@ -86,8 +86,7 @@ def _value(spec: FlagSpec, raw: str, text: str, engine: str) -> Any:
             value = json.loads(raw)
         except ValueError as error:
             raise _malformed(text, engine, f"{spec.name} takes a JSON object, and {raw!r} is not JSON ({error}). "
-                             "Quote it inside the launch string: --launch "
-                             f"\"{spec.name} '{{\\\"method\\\": \\\"dflash\\\"}}'\".") from None
+                             "Quote the JSON inside the launch string in single quotes.") from None
         if not isinstance(value, dict):
             raise _malformed(text, engine, f"{spec.name} takes a JSON object, not {raw!r}.")
         return value

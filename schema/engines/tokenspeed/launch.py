@@ -248,7 +248,7 @@ def _served(ctx: LaunchContext) -> dict[str, Any]:
     return {(loader.engine_name(e.served_name) if loader is not None else e.served_name): e for e in ctx.entries}
 
 
-def _k3_pipeline(ctx: LaunchContext) -> tuple[list[tuple[str, str]], list[str], dict[str, str]]:
+def _k3_pipeline(ctx: LaunchContext) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """What K3 DSpark's stages do at --pipeline-parallel-size > 1:
     (refusals and served-wrong, each (code, text)), and the extra fc_norm
     names dropped there (served name -> why)."""
@@ -286,7 +286,7 @@ def _k3_pipeline(ctx: LaunchContext) -> tuple[list[tuple[str, str]], list[str], 
             if match and not 0 <= int(match.group(1)) < count:
                 dropped[name] = (f"at {PP} > 1 each stage loads only the fc_norm of the taps it owns, and drops "
                                  f"{name} without a word ({_at(K3_MODEL, '594-603 (checkpoint_weight_name_filter)')})")
-    return problems, [], dropped
+    return problems, dropped
 
 
 def _pipeline_family_refusal(ctx: LaunchContext, algorithm: str) -> str | None:
@@ -326,7 +326,7 @@ def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Cal
                                      pipeline_parallel_size=pp))
             return findings, replace
         if ctx.family == "k3_dspark":
-            problems, _, dropped = _k3_pipeline(ctx)
+            problems, dropped = _k3_pipeline(ctx)
             findings += [_finding(code, f"{text}: at {PP} {pp} " +
                                   ("the server stops." if code == "LCH001" else "it is served wrong."),
                                   cf, pipeline_parallel_size=pp) for code, text in problems]
@@ -335,7 +335,7 @@ def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Cal
     if launch is None and ctx.family == "k3_dspark":
         # A launch given is the whole launch (a flag left out is its default):
         # only the defaults judged for want of one warn of other launches.
-        problems, _, dropped = _k3_pipeline(ctx)
+        problems, dropped = _k3_pipeline(ctx)
         for code, text in problems:
             verdict = "does not start" if code == "LCH001" else "is served wrong"
             findings.append(_finding(
