@@ -29,7 +29,8 @@ wheel (`tokenspeed/runtime/...@tokenspeed==0.1.1`).
   copy_()s, casting any dtype: layers/vocab_parallel_embedding.py:472-515),
   refuses a quantized draft (:333-334), and loads only the `fc_norm.N` of
   taps a stage owns (checkpoint_weight_name_filter:594-603), so an extra
-  index the single-stage loader refuses (:655-658, unexpected) is dropped.
+  index the single-stage loader refuses (:655-658, `local_tap_indices.index`
+  raises) is dropped.
   Which stage owns a tap (`_context_tap_owner_layer`:77-91, :342-352)
   changes no verdict: every tap id below target_num_hidden_layers (which
   startup checks) has an owner.
@@ -347,8 +348,9 @@ def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Cal
         for name, why in dropped.items():
             findings.append(_finding(
                 "LCH003",
-                f"{cf}: {name}: the verdict depends on the launch: at {PP} 1 the loader refuses it (no "
-                f"destination); {why}, and the draft loads. Remove {name} from the folder.",
+                f"{cf}: {name}: the verdict depends on the launch: at {PP} 1 the loader refuses it (its index is "
+                f"no tap's: {_at(K3_MODEL, '655-658 (load_weights)')}); {why}, and the draft loads. Remove {name} "
+                "from the folder.",
                 cf, setting=PP, tensor=name, verdicts={"1": "refused", ">1": "dropped"}))
     return findings, replace
 
