@@ -16,11 +16,13 @@ from dspark.cli.options import (
     EngineOption,
     EnginePathOption,
     FormatOption,
+    LaunchOption,
     OutputFileOption,
     OutputFormat,
     QuietOption,
     TargetOption,
     chosen_engine,
+    chosen_launch,
 )
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
@@ -58,6 +60,7 @@ def check(
         ),
     ] = False,
     engine_path: EnginePathOption = None,
+    launch: LaunchOption = None,
     output: FormatOption = OutputFormat.human,
     output_file: OutputFileOption = None,
     quiet: QuietOption = False,
@@ -70,9 +73,10 @@ def check(
                          hint=f"Run `dspark check {checkpoint} --runtime --engine-path {engine_path}`.")
     named_by = "--engine" if engine else "the project settings' engine"
     engine, engine_source = chosen_engine(engine)  # --engine, else the project settings' engine
+    launch, _ = chosen_launch(launch)  # --launch, else the project settings' launch
     with progress_bar(deep and settings.format == "human" and not quiet, "scanning") as progress:
         options = dict(target=target, deep=deep, verify_hashes=verify, config_path=config, progress=progress,
-                       verdict="contents" if contents else "served")
+                       verdict="contents" if contents else "served", launch=launch)
         if runtime:
             from dspark.converters.runtime import check_with_runtime
 

@@ -10,7 +10,17 @@ import typer
 
 from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, decide
 from dspark.cli.formats import Report, judged
-from dspark.cli.options import ConfigOption, EngineOption, FormatOption, OutputFileOption, OutputFormat, QuietOption, local_path
+from dspark.cli.options import (
+    ConfigOption,
+    EngineOption,
+    FormatOption,
+    LaunchOption,
+    OutputFileOption,
+    OutputFormat,
+    QuietOption,
+    chosen_launch,
+    local_path,
+)
 from dspark.cli.output import configure_output, emit
 from dspark.cli.terminal import progress_bar
 from dspark.converters.writers.overwrite_guard import RunInput
@@ -45,6 +55,7 @@ def convert(
     ] = False,
     config: ConfigOption = None,
     engine: EngineOption = None,
+    launch: LaunchOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing DST, once the new one is complete.")] = False,
     plan_only: Annotated[bool, typer.Option("--plan", help="Print the renames, drops, casts and shards; write nothing (so no --force needed).")] = False,
     output: FormatOption = OutputFormat.human,
@@ -58,10 +69,11 @@ def convert(
     from dspark.converters.policy import settings_engine
 
     engine = settings_engine(engine)  # --engine, else the project settings' engine
+    launch, _ = chosen_launch(launch)  # --launch, else the project settings' launch
 
     options = ConvertOptions.from_flags(
         dtype=dtype.value, max_shard_size=max_shard_size, keep_skipped=keep_skipped, config_path=config, force=force,
-        engine=engine,
+        engine=engine, launch=launch,
     )
     if plan_only:
         plan = plan_conversion(src, dst, options, writing=False)

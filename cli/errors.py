@@ -31,6 +31,7 @@ from dspark.schema.errors import (
     MissingDependencyError,
     UsageError,
 )
+from dspark.schema.engines.launch import LaunchError
 from dspark.schema.findings import FINDING_CODES, Finding
 from dspark.schema.inventory import printable_name
 
@@ -48,6 +49,8 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (CheckpointError, EXIT_CHECK_FAILED),
     # Before any verdict: a report nobody could read is no verdict.
     (ReportUnwritableError, EXIT_USAGE),
+    # A launch string that is not server flags: the user's input, never a verdict.
+    (LaunchError, EXIT_USAGE),
     (UsageError, EXIT_USAGE),
     (MissingDependencyError, EXIT_USAGE),
     (DeviceUnavailableError, EXIT_USAGE),

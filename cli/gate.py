@@ -14,6 +14,7 @@ from dspark.cli.options import (
     EngineOption,
     EnginePathOption,
     FormatOption,
+    LaunchOption,
     OutputFileOption,
     OutputFormat,
     QuietOption,
@@ -35,6 +36,7 @@ def gate(
                       "[tool.dspark], found from the working directory upward).", parser=named_path),
     ] = None,
     engine: EngineOption = None,
+    launch: LaunchOption = None,
     verify: Annotated[
         bool, typer.Option("--verify", help="Require a dspark-manifest.json and check the hashes against it "
                            "(MAN005 without one). Without --verify the hashes are checked only when there is one.")
@@ -71,7 +73,7 @@ def gate(
     installed = probe_runtime(engine_path)
     runner, reason = _smoke_runner(installed)
     with progress_bar(settings.format == "human" and not quiet, "checking") as progress:
-        report = run_gate(draft, target=target, policy=rules, engine=engine, smoke=runner,
+        report = run_gate(draft, target=target, policy=rules, engine=engine, launch=launch, smoke=runner,
                           no_smoke_reason=reason, verify=verify, strict=strict, progress=progress,
                           runtime=installed)
     code = decide(EXIT_OK if report.passed else EXIT_CHECK_FAILED)

@@ -13,9 +13,11 @@ from dspark.cli.options import (
     ConfigOption,
     EngineOption,
     FormatOption,
+    LaunchOption,
     OutputFileOption,
     OutputFormat,
     QuietOption,
+    chosen_launch,
 )
 from dspark.cli.output import configure_output, emit
 from dspark.converters.check import inspect_checkpoint
@@ -26,6 +28,7 @@ def inspect(
     checkpoint: CheckpointOrUrlArg,
     config: ConfigOption = None,
     engine: EngineOption = None,
+    launch: LaunchOption = None,
     output: FormatOption = OutputFormat.human,
     output_file: OutputFileOption = None,
     quiet: QuietOption = False,
@@ -36,14 +39,16 @@ def inspect(
     from dspark.converters.policy import settings_engine
 
     engine = settings_engine(engine)  # --engine, else the project settings' engine
-    report = inspect_checkpoint(checkpoint, config_path=config, engine=engine)
+    launch, _ = chosen_launch(launch)  # --launch, else the project settings' launch
+    report = inspect_checkpoint(checkpoint, config_path=config, engine=engine, launch=launch)
     # The page is for reading, but its exit code is check's verdict: a
     # script that runs `dspark inspect` must not take a failing draft for a
     # good one, and the JSON's `passed` says the same.
     code = decide(EXIT_OK if report.passed() else EXIT_CHECK_FAILED)
     page = check_report("inspect", report, code)
     # The check that gives this page's findings judges what this run judged.
-    check_args = [str(checkpoint), *(("--engine", engine) if engine else ()), *(("--config", str(config)) if config else ())]
+    check_args = [str(checkpoint), *(("--engine", engine) if engine else ()), *(("--config", str(config)) if config else ()),
+                  *(("--launch", launch) if launch is not None else ())]
     page.next_command = " ".join(["dspark", "check", *map(shlex.quote, check_args)])
     emit(page)
     raise typer.Exit(code)

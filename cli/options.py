@@ -144,6 +144,32 @@ EnginePathOption = Annotated[
 ]
 
 
+LaunchOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--launch",
+        metavar="FLAGS",
+        help="The server flags the draft is deployed with, in the engine's own spelling, as one quoted "
+        "argument: --launch \"--speculative-num-steps 7 --pipeline-parallel-size 2\" (TokenSpeed), "
+        "\"--speculative-config '{...}' --pipeline-parallel-size 2\" (vLLM), \"--pp-size 2 "
+        "--speculative-num-draft-tokens 16\" (SGLang). Flags no verdict depends on are named as ignored. "
+        "Default: the `launch` of the project settings, else the engine's defaults (a verdict another launch "
+        "would change is a warning, LCH003).",
+    ),
+]
+
+
+def chosen_launch(flag: str | None) -> tuple[str | None, str | None]:
+    """The launch a command judges under (None: the engine's defaults) and
+    where it came from (--launch wins over the settings file)."""
+    from dspark.converters.policy import find_policy_file, settings_launch
+
+    if flag is not None:
+        return flag, "--launch"
+    launch = settings_launch(None)
+    return (launch, f"launch in {find_policy_file()}") if launch is not None else (None, None)
+
+
 def chosen_engine(flag: str | None) -> tuple[str | None, str]:
     """The engine a command judges for (None: dspark's default) and where
     that choice came from, for the page to say: a settings file found

@@ -35,6 +35,7 @@ from dspark.converters.sources import is_url
 from dspark.converters.token_map import TokenMapReader
 from dspark.converters.engine_verdicts import apply_engine_severities, engine_verdict, merge_engine_reports
 from dspark.schema.engines import EngineProfile, engine_specs
+from dspark.schema.engines.launch import LaunchContext, differing, judge_launch, launch_for
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import FINDING_CODES, Finding, Severity, count_by_severity, report_findings
 from dspark.schema.records import record
@@ -171,6 +172,7 @@ def check_checkpoint(
     engine: EngineProfile | str | Sequence[str] | None = None,
     verdict: str = "served",
     payload_stats: Mapping[str, PayloadStats] | None = None,
+    launch: str | None = None,
     _shared: dict | None = None,
 ) -> CheckReport:
     """Check a draft checkpoint against the contract of a serving engine.
@@ -188,6 +190,9 @@ def check_checkpoint(
     each chunk's size. `payload_stats` (stored name -> stats) are the
     statistics of these very payloads, gathered by a caller that wrote
     them (convert): they are judged instead of reading the files again.
+    `launch` is the server flags the draft is deployed with, in the
+    engine's own spelling (None: the engine's defaults are judged, and a
+    verdict another launch would change is a warning, LCH003).
     """
     if verdict not in VERDICTS:
         raise UsageError(f"verdict {verdict!r} is not one of {', '.join(VERDICTS)}.")
@@ -196,11 +201,13 @@ def check_checkpoint(
         shared: dict = {}  # the folder is opened, and its payloads read, once for every engine
         reports = [check_checkpoint(path, target=target, deep=deep, verify_hashes=verify_hashes, environ=environ,
                                     config_path=config_path, progress=progress, engine=profile, verdict=verdict,
-                                    payload_stats=payload_stats, _shared=shared) for profile in profiles]
+                                    payload_stats=payload_stats, launch=launch, _shared=shared)
+                   for profile in profiles]
         merged = merge_engine_reports(reports)
         merged.engine = ",".join(profile.spec for profile in profiles)
         return merged
     profile = profiles[0]
+    parsed_launch = launch_for(profile, launch)  # a malformed string stops here, before any file is read
     target_facts = read_target_facts(target) if target is not None else None
     if verify_hashes and is_url(path):
         raise UsageError(
@@ -250,6 +257,12 @@ def check_checkpoint(
         else:
             findings += _modelled_family_findings(checkpoint, contract, layout, profile, judged_config,
                                                   read_payloads)
+            context = LaunchContext(family=contract.family.name, config=judged_config,
+                                    config_file=checkpoint.config_display, entries=checkpoint.entries,
+                                    loader=contract.loader, profile=profile, target=target_facts)
+            launch_findings, under_launch = judge_launch(profile, parsed_launch, context)
+            findings = [under_launch(f) for f in findings]
+            findings += differing(launch_findings, findings)
             resolved = contract.resolved
             expected = contract.expected
     findings = apply_engine_severities(findings, profile, verdict)
@@ -458,8 +471,9 @@ def inspect_checkpoint(
     environ: Mapping[str, str] | None = None,
     config_path: Path | str | None = None,
     engine: EngineProfile | str | None = None,
+    launch: str | None = None,
 ) -> CheckReport:
     """The same header-only report `check` builds, for reading rather than
     gating: `dspark inspect` renders it as a page (and exits with the same
     verdict `check` gives)."""
-    return check_checkpoint(path, environ=environ, config_path=config_path, engine=engine)
+    return check_checkpoint(path, environ=environ, config_path=config_path, engine=engine, launch=launch)

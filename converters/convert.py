@@ -224,7 +224,8 @@ def _write_and_verify(plan: ConvertPlan, folder: Path, progress: ProgressStart |
     fsync_dir(folder)
 
     environ = os.environ if plan.options.environ is None else plan.options.environ
-    verification = check_checkpoint(folder, environ=environ, payload_stats=written_stats, engine=plan.options.engine)
+    verification = check_checkpoint(folder, environ=environ, payload_stats=written_stats, engine=plan.options.engine,
+                                    launch=plan.options.launch)
     if verification.errors:
         raise error_from_findings(
             verification.errors,

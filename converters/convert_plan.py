@@ -47,6 +47,7 @@ from dspark.schema.families import DraftFamily, known_families_text
 from dspark.schema.findings import Finding, Severity, report_findings
 from dspark.schema.inventory import TensorEntry, has_control_characters, printable_name
 from dspark.schema.normalise import normalise_config
+from dspark.schema.engines.launch import LaunchContext, judge_launch, launch_for
 from dspark.schema.rules import check_contract
 from dspark.schema.verdicts import UNMODELLED_FAMILY
 
@@ -63,6 +64,8 @@ class ConvertOptions:
     environ: Mapping[str, str] | None = None  # for the verification; os.environ when None
     # NAME@REV the output is written for; several comma-joined: written for the first, verified for all
     engine: str | None = None
+    # The server flags the output is verified under (None: the engine's defaults).
+    launch: str | None = None
 
     @classmethod
     def from_flags(
@@ -75,6 +78,7 @@ class ConvertOptions:
         force: bool = False,
         environ: Mapping[str, str] | None = None,
         engine: str | None = None,
+        launch: str | None = None,
     ) -> "ConvertOptions":
         """Options from the command line's spellings (`bfloat16`, `5GB`)."""
         if dtype != "keep" and dtype not in CAST_TARGETS:
@@ -90,6 +94,7 @@ class ConvertOptions:
             force=force,
             environ=environ,
             engine=",".join(profile.spec for profile in engine_specs(engine)) if engine else None,
+            launch=launch,
         )
 
 
@@ -190,6 +195,8 @@ class ConvertPlan:
     expected: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
     # The taps the draft was trained on, as the manifest records them (None: unknown)
     trained_taps: dict[str, Any] | None = None
+    # engine spec -> the launches the output serves there, in words
+    serves_launches: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Finding]:
@@ -257,6 +264,8 @@ class ConvertPlan:
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
             "findings": [f.to_dict() for f in self.findings],
+            "serves_launches": self.serves_launches,
+            "launch": self.options.launch,
             "passed": not self.errors,
         }
 
@@ -360,7 +369,8 @@ def plan_conversion(
     contract_findings = [_named_by_its_source(f, planned_by_name) for f in contract_findings]
     source_notes = [f for f in checkpoint.config_findings + checkpoint.findings if f.severity is not Severity.ERROR]
     split_notes = [split.note() for split in splits.values()]
-    findings = report_findings(source_notes + split_notes + kept_for_launch + contract_findings)
+    launch_notes, serves = _launches_served(profiles, family, config, planned_entries, options.launch)
+    findings = report_findings(source_notes + split_notes + kept_for_launch + contract_findings + launch_notes)
 
     return ConvertPlan(
         source=str(src),
@@ -379,7 +389,34 @@ def plan_conversion(
         checkpoint=checkpoint,
         expected=contract.expected,
         trained_taps=taps_record(trained),
+        serves_launches=serves,
     )
+
+
+def _launches_served(profiles, family: DraftFamily, config: Mapping[str, Any], entries,
+                     launch: str | None) -> tuple[list[Finding], dict[str, str]]:
+    """Per engine written for: the launch findings on the planned output
+    (under `launch`, or the defaults), and the launches it serves, in words:
+    the defaults and every launch no LCH003 warns of, else what to pass."""
+    notes: list[Finding] = []
+    serves: dict[str, str] = {}
+    for profile in profiles:
+        parsed = launch_for(profile, launch)
+        context = LaunchContext(family=family.name, config=config, config_file=CONFIG_NAME, entries=entries,
+                                loader=profile.loader_for(family.name), profile=profile)
+        found, _ = judge_launch(profile, parsed, context)
+        notes += [f for f in found if f.code != "LCH004"]
+        if profile.launch_model is None:
+            serves[profile.spec] = "the engine's defaults (dspark models no launch flag of this release)"
+            continue
+        needs = [f.detail["serve_with"] for f in found if f.code in ("LCH001", "LCH008") and "serve_with" in (f.detail or {})]
+        limits = [f.detail.get("setting") for f in found if f.code == "LCH003"]
+        said = ("the defaults" if not needs else f"{needs[0]} (or without these flags: the server takes them "
+                "from the checkpoint)")
+        pipeline = ("pipeline-parallel size 1 only (see the LCH003 findings)" if limits
+                    else "every pipeline-parallel size the engine runs this family at")
+        serves[profile.spec] = f"{said}; {pipeline}"
+    return notes, serves
 
 
 def _dropped_by_name(family: DraftFamily, loader, config, name: str) -> str | None:

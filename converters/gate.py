@@ -93,6 +93,7 @@ def run_gate(
     target: Path | str | None = None,
     policy: Policy = Policy(),
     engine: str | None = None,
+    launch: str | None = None,
     smoke: SmokeRunner | None = None,
     no_smoke_reason: str = "no smoke runner",
     verify: bool = False,
@@ -117,11 +118,13 @@ def run_gate(
         raise UsageError(f"{policy.source}: runtime = true, and the caller found no runtime to judge.")
     named_by = "--engine" if engine else f"{policy.source}: engine ="
     engine = engine or policy.engine
+    launch = launch if launch is not None else policy.launch  # a flag wins over the policy's
     if policy.runtime:
         engine = installed_profile(runtime, runtime_engine(runtime, engine, named_by=named_by))
     has_manifest = (Path(checkpoint) / MANIFEST_NAME).is_file()
     check = check_checkpoint(
         checkpoint, target=target, deep=True, verify_hashes=has_manifest or verify, engine=engine, progress=progress,
+        launch=launch,
     )
     if policy.runtime:
         check = with_runtime_findings(check, runtime)

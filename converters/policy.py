@@ -98,6 +98,16 @@ def load_policy(path: Path | str | None = None, *, start: Path | None = None) ->
     return parse_policy(table, source)
 
 
+def settings_launch(flag: str | None, *, start: Path | None = None) -> str | None:
+    """The launch a command judges under: its `--launch` flag, else the
+    project settings' `launch`, else None (the engine's defaults)."""
+    if flag is not None:
+        return flag
+    if find_policy_file(start) is None:
+        return None
+    return load_policy(start=start).launch
+
+
 def settings_engine(flag: str | None, *, start: Path | None = None) -> str | None:
     """The engine a command judges for: its `--engine` flag, else the
     project settings' `engine` (the policy file found from `start`, default

@@ -47,6 +47,7 @@ GROUPS: dict[str, str] = {
     "OVR": "dflash_config overrides",
     "ROP": "RoPE",
     "SWA": "sliding-window attention",
+    "LCH": "the launch (--launch): server flags a verdict depends on",
     "INV": "the tensor inventory",
     "STF": "safetensors files",
     "IDX": "sharded indexes",
@@ -290,6 +291,43 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "when --pipeline-parallel-size > 1, and refuses a draft without it), so convert keeps it: the "
                  "output serves every launch.",
                  "Nothing to do; --keep-skipped keeps the other skipped tensors too."),
+    "LCH001": _x("Some verdicts depend on the server flags, not only the folder: TokenSpeed 0.1.1 stops when "
+                 "--speculative-num-steps disagrees with the checkpoint's block size, and at "
+                 "--pipeline-parallel-size > 1 runs only K3 DSpark drafts, whose last stage loads the draft's own "
+                 "embed_tokens and refuses a quantized draft. At the launch given (--launch, or the settings' "
+                 "launch) the engine refuses this draft, or the launch itself.",
+                 "Launch with the flags the message names, or fix the draft for the launch you deploy.",
+                 "block size"),
+    "LCH002": _x("At the launch given the engine loads the draft without a word but computes with other numbers "
+                 "than the trained ones (an integer embed_tokens cast into a floating-point embedding on "
+                 "TokenSpeed 0.1.1's last pipeline stage).",
+                 "Ship the tensor in the draft's floating-point dtype."),
+    "LCH003": _x("Without --launch the engine's defaults are judged (pipeline-parallel size 1, speculative widths "
+                 "taken from the checkpoint); this verdict would be another under another launch, so the gate "
+                 "cannot vouch for every deploy. The message names the setting, the verdict under each value and "
+                 "the flags that serve the draft as trained.",
+                 "Pass the server flags you deploy with (--launch, or launch in dspark.toml); launch with the flags "
+                 "the message names.", "block size"),
+    "LCH004": _x("Which of the launch's flags dspark read on this engine, and which change no verdict it models "
+                 "(named, so nothing is judged on a flag silently dropped).",
+                 "Nothing to do; check the ignored flags are ones no verdict depends on."),
+    "LCH005": _x("The launch's speculative widths are the ones the checkpoint's block size was trained at (or "
+                 "the checkpoint declares none, and the launch's are used).",
+                 "Nothing to do."),
+    "LCH006": _x("The launch as given stops the server whatever the draft (TokenSpeed 0.1.1 runs "
+                 "--pipeline-parallel-size > 1 with a draft only with --disaggregation-mode prefill); the draft "
+                 "is judged as served by the server the launch asks for.",
+                 "Add the flag the message names."),
+    "LCH007": _x("At the launch given the loader drops a tensor it refuses at the default launch (TokenSpeed "
+                 "0.1.1's pipeline stages load only the fc_norm of the taps they own): the draft loads there.",
+                 "Remove the tensor, so the draft loads at every launch."),
+    "LCH008": _x("The engine ties the speculative widths to the checkpoint's block size (TokenSpeed 0.1.1: DSpark "
+                 "block_size == --speculative-num-steps, DFlash block_size == steps + 1, or the server stops; "
+                 "SGLang 0.5.23: --speculative-num-draft-tokens is the DFlash block size, or the draft is served at "
+                 "another). Without those flags the engine takes them from the checkpoint and serves the draft as "
+                 "trained; the message names the flags that do the same.",
+                 "Launch with the flags the message names, or leave them out; pass --launch to judge your own.",
+                 "block size"),
     "OVR001": _x("A value declared in dflash_config and at the top level, differently (taps, mask token, "
                  "aux_hidden_stream, sliding window): the engine serves one of them (the message says which, "
                  "mostly the nested one, validated or not), and which one the draft was trained with cannot "

@@ -107,6 +107,15 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("ROP001", E, "RoPE scaling lacks a key the engine needs"),
     ("ROP002", W, "RoPE parameters the engine fills in or replaces silently"),
     ("SWA001", E, "sliding-window layers without a sliding_window size"),
+    # the launch (--launch, or the settings' launch): server flags a verdict depends on
+    ("LCH001", E, "at the launch given, the engine refuses the draft (or the launch itself)"),
+    ("LCH002", E, "at the launch given, the engine serves the draft wrong without a word"),
+    ("LCH003", W, "the verdict depends on the launch: another launch than the defaults judged gives another"),
+    ("LCH004", I, "the launch flags read, and those no verdict dspark models depends on"),
+    ("LCH005", I, "the launch serves the draft as trained (the widths its block size needs)"),
+    ("LCH006", W, "the launch as given stops the server whatever the draft; judged as the server it asks for"),
+    ("LCH007", I, "a tensor refused at the default launch is dropped at the launch given, and the draft loads"),
+    ("LCH008", I, "the speculative flags that serve the draft as trained (the engine's defaults do; others may not)"),
     # tensor inventory
     ("INV001", E, "expected tensor missing"),
     ("INV002", E, "unexpected tensor (the serving loader has no destination)"),
@@ -222,7 +231,7 @@ def count_by_severity(findings) -> dict[str, int]:
 # the order the rules found things in is kept.
 REPORT_STAGES: tuple[tuple[str, ...], ...] = (
     ("SRC", "SRV"),                 # what was read, and whether the engine can open it at all
-    ("CFG", "OVR", "ENG", "ROP", "SWA"),  # the config and how the engine reads it
+    ("CFG", "OVR", "ENG", "ROP", "SWA", "LCH"),  # the config, how the engine reads it, the launch
     ("STR", "TGT", "TAP"),          # the stream and the target
     ("STF", "IDX"),                 # files: a corrupt or missing shard explains missing tensors
     ("FCN", "FEA", "CTX", "LMH", "VOC"),  # declared features against what is shipped

@@ -8,6 +8,7 @@ pyproject.toml, or dspark.toml; converters/policy.py reads the file):
     require_target = true                 # the gate refuses to run without --target
     runtime = true                        # judge with the engine installed here (as check --runtime)
     fail_on_warnings = true               # or a list of warning codes: ["INV007", "CFG009"]
+    launch = "--speculative-num-steps 7"  # the server flags the draft is deployed with (--launch wins)
 
     [waive]                               # code = "reason" (the reason is mandatory)
     TGT003 = "the engine never compares layer counts; tracked in INFRA-123"
@@ -47,6 +48,8 @@ class SmokePolicy:
 class Policy:
     source: str | None = None  # where it was read; None: the defaults
     engine: str | None = None
+    # The server flags the draft is deployed with, in the engine's spelling.
+    launch: str | None = None
     require_target: bool = False
     # Judge the draft with the serving engine installed where the gate runs.
     runtime: bool = False
@@ -60,6 +63,7 @@ class Policy:
         return {
             "source": self.source,
             "engine": self.engine,
+            "launch": self.launch,
             "require_target": self.require_target,
             "runtime": self.runtime,
             "fail_on_warnings": sorted(fail) if isinstance(fail, frozenset) else fail,
@@ -68,7 +72,7 @@ class Policy:
         }
 
 
-POLICY_KEYS = ("engine", "require_target", "runtime", "fail_on_warnings", "waive", "smoke")
+POLICY_KEYS = ("engine", "launch", "require_target", "runtime", "fail_on_warnings", "waive", "smoke")
 SMOKE_KEYS = ("tolerance", "tokens", "required")
 
 
@@ -99,6 +103,18 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
             engine_specs(engine)
         except UsageError as error:
             raise fail("engine", f"{error.message} {error.hint or ''}".strip()) from None
+
+    launch = table.get("launch")
+    if launch is not None:
+        if not isinstance(launch, str):
+            raise fail("launch", f"must be the server flags as one string, such as '--speculative-num-steps 7', "
+                       f"not {launch!r}.")
+        import shlex
+
+        try:
+            shlex.split(launch)
+        except ValueError as error:
+            raise fail("launch", f"cannot be split into flags ({error}).") from None
 
     require_target = table.get("require_target", False)
     if not isinstance(require_target, bool):
@@ -147,6 +163,7 @@ def parse_policy(table: Mapping[str, Any], source: str | None) -> Policy:
     return Policy(
         source=source,
         engine=engine,
+        launch=launch,
         require_target=require_target,
         runtime=runtime,
         fail_on_warnings=fail_on,

@@ -296,6 +296,8 @@ def plan_page(report: Report) -> None:
     stdout.print(f"\n[bold]shards ({len(plan.shards)})[/]  max {human_bytes(plan.options.max_shard_size)}")
     for shard in plan.shards:
         stdout.print(f"  {shard.file}  {len(shard.tensors)} tensors  {human_bytes(shard.file_bytes)}")
+    for spec, launches in getattr(plan, "serves_launches", {}).items():
+        stdout.print(f"\n[bold]serves on {escape(spec)}[/]: {escape(launches)}")
     if plan.config_changes:
         stdout.print(f"\n[bold]config.json changes ({len(plan.config_changes)})[/]")
         for change in plan.config_changes:

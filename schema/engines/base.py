@@ -563,6 +563,11 @@ class EngineProfile:
     # The engine reads a folder's `*.pt` files when it has no `*.safetensors`
     # and no `*.bin` (as it reads a .bin: the file's top-level entries).
     reads_pt: bool = False
+    # The server flags whose values change a verdict on this release, and
+    # the rule that judges a draft under them (schema/engines/launch.py);
+    # None: dspark models no launch flag here (each given one is named as
+    # ignored).
+    launch_model: Any = None
 
     @property
     def spec(self) -> str:

@@ -19,6 +19,7 @@ FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 INLINE = re.compile(r"`([^`\n]+)`")
 # what separates commands on one shell line (a table cell's `\|` is no pipe)
 SEPARATOR = re.compile(r"&&|\|\||(?<!\\)\|(?=\s)|;")
+LAUNCH_VALUE = re.compile(r"""--launch[ =]("(?:[^"\\]|\\.)*"|'[^']*')""")
 FLAG = re.compile(r"(?<![\w\-./:])(--[a-z][a-z0-9-]*|-[a-zA-Z])(?![\w-])")
 
 
@@ -53,6 +54,8 @@ def shown_commands() -> list[tuple[str, str, list[str]]]:
                     command, rest = words[0], " ".join(words[1:])  # `check --deep`
                 else:
                     continue
+                # the value of --launch is the serving engine's flags, not dspark's
+                rest = LAUNCH_VALUE.sub("--launch", rest)
                 found.append((document.name, command, FLAG.findall(rest)))
     return found
 

@@ -47,7 +47,12 @@ def codes(report, *severities: Severity) -> Counter:
 )
 def test_a_good_draft_passes_deep_and_strict(tiny_draft, options):
     report = check_checkpoint(tiny_draft(**options), deep=True)
-    assert codes(report) == Counter()
+    # without embed_tokens TokenSpeed 0.1.1's last pipeline stage refuses it:
+    # a warning for want of a launch, nothing at the one deployed (PP 1)
+    without_embedding = options.get("skipped") is False
+    assert codes(report) == (Counter({"LCH003": 1}) if without_embedding else Counter())
+    if without_embedding:
+        report = check_checkpoint(tiny_draft(**options), deep=True, launch="--pipeline-parallel-size 1")
     assert report.passed(strict=True)
     assert report.scanned_bytes == report.total_bytes > 0
 

@@ -398,8 +398,9 @@ def test_a_gqa_vocab_size_written_as_text_is_read_as_the_engine_reads_it(tmp_pat
 
 
 def test_gqa_sliding_layers_need_a_window_and_block_size_names_the_launch_flag(tmp_path):
+    # pull request 1031's drafter (0.1.1 ties the block size to the steps: tests/schema/test_launch.py)
     config = dict(GQA, layer_types=["sliding_attention", "full_attention"], block_size=16)
-    report = check_checkpoint(write_gqa(tmp_path / "d", config))
+    report = check_checkpoint(write_gqa(tmp_path / "d", config), engine="tokenspeed@pr1031")
     assert errors(report) == Counter({"SWA001": 1})
     [launch] = [f for f in report.findings if f.code == "ENG004"]
     assert "--speculative-num-draft-tokens 16 or 17" in launch.message
@@ -638,7 +639,9 @@ def test_a_markov_head_the_engine_refuses_fails(tmp_path, edit, words):
 
 
 def test_an_empty_dspark_config_falls_through_to_the_top_level(tmp_path):
-    report = check_checkpoint(_gqa_dspark(tmp_path / "d", lambda c: c.update(dspark_config={})), deep=True)
+    # the launch that serves its block size (16) as trained: no LCH003 warning
+    report = check_checkpoint(_gqa_dspark(tmp_path / "d", lambda c: c.update(dspark_config={})), deep=True,
+                              launch="--speculative-num-steps 16")
     assert report.passed(strict=True), [f.code for f in report.findings]
 
 
@@ -649,7 +652,7 @@ def test_a_dflash_draft_never_reads_the_markov_fields(tmp_path):
     config = json.loads((draft / "config.json").read_text())
     config.update(markov_rank="eight", markov_head_type="gated")
     (draft / "config.json").write_text(json.dumps(config))
-    assert check_checkpoint(draft).passed(strict=True)
+    assert check_checkpoint(draft, launch="--speculative-num-steps 15").passed(strict=True)
 
 
 def test_markov_tensors_in_a_dflash_draft_are_dropped_by_the_engine(tmp_path):
@@ -757,7 +760,8 @@ def test_tap_ids_written_as_text_are_int_ed_by_the_engine(tmp_path, family):
 def test_a_k3_block_size_names_the_launch_flag_it_needs(tmp_path):
     """The K3 drafter refuses a block_size that is neither the launch's draft
     count nor its verify width (execution/drafter/dflash.py@4b9766f6:61-98)."""
-    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(block_size=16)))
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(block_size=16)),
+                              engine="tokenspeed@pr1031")
     assert report.passed()
     [note] = [f for f in report.findings if f.code == "ENG004"]
     assert "--speculative-num-draft-tokens 16 or 17" in note.message
@@ -800,7 +804,8 @@ def test_a_k3_block_size_the_drafter_int_reads_names_its_launches(tmp_path, valu
     """The drafter int()s block_size and needs a verify width of at least 2
     (execution/drafter/dflash.py@4b9766f6:74-97): text and floats it reads
     are served, and block_size 1 launches only with 2."""
-    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(block_size=value)))
+    report = check_checkpoint(write_k3(tmp_path / "d", config_edit=lambda c: c.update(block_size=value)),
+                              engine="tokenspeed@pr1031")
     assert report.passed(), [(f.code, f.message) for f in report.errors]
     [note] = [f for f in report.findings if f.code == "ENG004"]
     assert note.detail["num_draft_tokens"] == launches

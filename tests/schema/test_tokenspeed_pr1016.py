@@ -108,8 +108,9 @@ def k3_attn_res_target(folder: Path) -> Path:
 
 
 def counted(report) -> Counter:
-    """Codes of the errors and warnings (notes left out)."""
-    return Counter(f.code for f in report.findings if f.severity is not Severity.INFO)
+    """Codes of the errors and warnings (notes left out; so is LCH003, the
+    block size a launch must match on 0.1.1, tests/schema/test_launch.py)."""
+    return Counter(f.code for f in report.findings if f.severity is not Severity.INFO and f.code != "LCH003")
 
 
 def findings_but(report, code: str) -> list:

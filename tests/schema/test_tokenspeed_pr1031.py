@@ -160,8 +160,9 @@ def test_every_stream_rule_cites_the_1031_drafter():
         "python/tokenspeed/runtime/models/kimi_k3.py@4b9766f6:2660-2680")
     assert engine_by_spec("tokenspeed@current").loader_for("dflash_gqa") == loader
     # 0.1.1 resolves the GQA stream as 1031's drafter did, read where it now sits: the model
+    # (its block size is judged against the launch instead: tests/schema/test_launch.py)
     released = engine_by_spec("tokenspeed@0.1.1").loader_for("dflash_gqa")
-    assert dataclasses.replace(released, stream=loader.stream) == loader
+    assert dataclasses.replace(released, stream=loader.stream, config_limits=loader.config_limits) == loader
     assert released.stream.source.cite().startswith(
         "tokenspeed/runtime/models/dflash.py::DFlashDraftModel._checkpoint_capture_field@tokenspeed==0.1.1:316-319")
     cited = {(s.family, s.source) for s in rule_sources("STR006", [engine_by_spec("tokenspeed@pr1031")])}

@@ -15,7 +15,7 @@ neighbour (`releases.py`), applied over 0.5.23's loaders.
 from __future__ import annotations
 
 from dspark.schema.engines.base import EngineProfile
-from dspark.schema.engines.sglang import dflash_gqa, eagle3_llama, eagle3_mla
+from dspark.schema.engines.sglang import launch, dflash_gqa, eagle3_llama, eagle3_mla
 from dspark.schema.engines.sglang.common import NAME, PIN, PROFILE_FACTS, VERSION
 
 V0_5_23 = EngineProfile(
@@ -30,6 +30,7 @@ V0_5_23 = EngineProfile(
         "eagle3_mla": eagle3_mla.LOADER,
     },
     **PROFILE_FACTS,
+    launch_model=launch.MODEL,
 )
 
 

@@ -152,7 +152,8 @@ RELEASE_0_1_1 = EngineProfile(
     "model with the stream read at the top level only and the draft compared with the loaded target at startup",
     loaders=_loaders(_release("k3_dspark", "k3_loader_0_1_1"),
                      dflash_gqa=_release("dflash_gqa", "gqa_loader_0_1_1")),
-    **{**PROFILE_FACTS, "architectures": _releases().ARCHITECTURES_0_1_1},
+    **{**PROFILE_FACTS, "architectures": _releases().ARCHITECTURES_0_1_1,
+       "launch_model": importlib.import_module(f"{__name__}.launch").MODEL},
 )
 
 RELEASE_0_1_0 = EngineProfile(

@@ -37,6 +37,7 @@ import dataclasses
 
 from dspark.schema.engines.base import ArchitectureResolution, FamilyLoader, Source, StreamResolution
 from dspark.schema.engines.tokenspeed.common import ARCHITECTURES as MAIN_ARCHITECTURES
+from dspark.schema.families.base import block_size_launch_note, block_size_the_drafter_reads
 
 MAIN_REGISTERED = MAIN_ARCHITECTURES.registered
 
@@ -96,10 +97,21 @@ def architectures_0_1_0(base: ArchitectureResolution) -> ArchitectureResolution:
                       qualname="get_config"))
 
 
+# 0.1.1 ties the block size to the launch's widths per algorithm
+# (utils/spec_block_geometry.py): judged with the launch (tokenspeed/launch.py),
+# in place of 1031's and main's drafter rule.
+_BLOCK_SIZE_RULES_BEFORE_0_1_1 = (block_size_the_drafter_reads, block_size_launch_note)
+
+
+def _without_old_block_rule(base: FamilyLoader) -> tuple:
+    return tuple(rule for rule in base.config_limits if rule not in _BLOCK_SIZE_RULES_BEFORE_0_1_1)
+
+
 def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
     """Pull request 1031's K3 DSpark loader (`base`) as 0.1.1 ships it."""
     return dataclasses.replace(
         base,
+        config_limits=_without_old_block_rule(base),
         stream=StreamResolution(
             nested_truthy_wins=False,
             validates_top_level=True,
@@ -127,6 +139,7 @@ def gqa_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
     """1031's GQA resolution (`base`), read where 0.1.1 keeps it: the model."""
     return dataclasses.replace(
         base,
+        config_limits=_without_old_block_rule(base),
         stream=dataclasses.replace(base.stream, source=at_0_1_1(
             "316-319, 331-358 (DFlashDraftModel._checkpoint_capture_field, aux_hidden_stream, configure_target)",
             GQA_MODEL, "DFlashDraftModel._checkpoint_capture_field")),

@@ -67,6 +67,80 @@ def _trained_layers(folder: Path, target: Path, engine: str | None) -> list[int]
     return report.resolved.tap_layers
 
 
+# Launches worth a case, per engine (their flags are the engine's own): each
+# (family, build options, edit, launch) is a good draft, or one edited, run
+# under server flags a verdict depends on (TokenSpeed 0.1.1: the block size
+# against --speculative-num-steps per algorithm, and pipeline parallelism;
+# schema/engines/tokenspeed/launch.py).
+_PIPELINE = "--pipeline-parallel-size 2 --disaggregation-mode prefill"
+LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
+    "tokenspeed": [
+        # (family, name, build options, edit, launch)
+        ("k3_dspark", "block4", {}, "block_size=4", ""),
+        ("k3_dspark", "block4", {}, "block_size=4", "--speculative-num-steps 4"),
+        ("k3_dspark", "block4", {}, "block_size=4", "--speculative-num-steps 5"),
+        ("k3_dspark", "block4", {}, "block_size=4", "--speculative-num-draft-tokens 4"),
+        ("dflash_gqa", "good", {}, "", "--speculative-num-steps 15"),
+        ("dflash_gqa", "good", {}, "", "--speculative-num-steps 16"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-num-steps 16"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-num-draft-tokens 16"),
+        ("k3_dspark", "good", {}, "", _PIPELINE),
+        ("k3_dspark", "good-fc-norm-false", {"fc_norm": False}, "", _PIPELINE),
+        ("k3_dspark", "no-embed-tokens", {}, "drop=embed_tokens", _PIPELINE),
+        ("k3_dspark", "no-embed-tokens", {}, "drop=embed_tokens", ""),
+        ("k3_dspark", "fc-norm-extra-index", {"defect": "fc-norm-extra-index"}, "", _PIPELINE),
+        ("k3_dspark", "embed-tokens-int8", {}, "embed=int8", _PIPELINE),
+        ("k3_dspark", "embed-tokens-narrow", {}, "embed=narrow", _PIPELINE),
+        ("dflash_gqa", "good", {}, "", _PIPELINE),
+    ],
+}
+
+
+def _edited(folder: Path, edit: str) -> None:
+    """A config value (`key=int`), a dropped tensor (`drop=NAME`) or the
+    embedding made int8 or one column narrower (`embed=int8|narrow`), written
+    as a user would: the config as JSON, the weights by safetensors."""
+    if not edit:
+        return
+    key, _, value = edit.partition("=")
+    if key == "embed":
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        weights = folder / "model.safetensors"
+        tensors = load_file(str(weights))
+        name = next(n for n in tensors if n.endswith("embed_tokens.weight"))
+        tensors[name] = (torch.ones(tensors[name].shape, dtype=torch.int8) if value == "int8"
+                         else tensors[name][:, :-1].contiguous())
+        save_file(tensors, str(weights))
+        return
+    if key == "drop":
+        from safetensors.torch import load_file, save_file
+
+        weights = folder / "model.safetensors"
+        save_file({k: v for k, v in load_file(str(weights)).items() if value not in k}, str(weights))
+        return
+    config = json.loads((folder / "config.json").read_text())
+    config[key] = int(value)
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def _launch_cases(root: Path, workdir: Path, engine_name: str | None) -> list[Case]:
+    cases = []
+    for family, name, options, edit, launch in LAUNCH_CASES.get(engine_name or "", []):
+        target = _write_target(workdir, family)
+        folder = root / "launch" / family / name
+        if not folder.exists():
+            fabricate(folder, family=family, **options)
+            _edited(folder, edit)
+        slug = "-".join(launch.replace("--", "").split()) or "defaults"
+        cases.append(Case(id=f"fabricated/launch/{family}/{name}/{slug}", folder=str(folder), origin=ORIGIN,
+                          family=family, target_config=str(target), launch=launch or None,
+                          trained_layers=_trained_layers(folder, target, None),
+                          expect=f"{name} under {launch or 'the defaults'}"))
+    return cases
+
+
 def build(workdir: Path, *, engine: str | None = None) -> list[Case]:
     """Write every fabricated draft under `workdir/fabricated` and return
     the cases. `engine` (`NAME` or `NAME@REV`) adds that engine's layout of
@@ -106,4 +180,4 @@ def build(workdir: Path, *, engine: str | None = None) -> list[Case]:
                               family=family, target_config=str(target),
                               trained_layers=trained,
                               expect=f"{defect.code}: {defect.description}"))
-    return cases
+    return cases + _launch_cases(root, workdir, engine_name)

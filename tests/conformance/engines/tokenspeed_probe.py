@@ -24,6 +24,7 @@ tokenspeed/runtime/):
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shlex
@@ -158,9 +159,17 @@ class Probe:
                 "--speculative-draft-model-path", case.folder, "--yarn-ramp-mask-device", "cpu",
                 *(["--language-model-only"] if language_only else []), *shlex.split(case.launch or "")]
         server_args = self.prepare_server_args(argv)
-        # A world of one process: the launcher gives each process its rank
-        # before it builds anything (entrypoints/engine.py:639).
-        server_args.mapping.rank = 0
+        # One process stands for the world: the launcher gives each process
+        # its rank before it builds anything (entrypoints/engine.py:639).
+        # Under --pipeline-parallel-size > 1 it is a rank of the LAST stage,
+        # the one that samples and so alone runs the drafter, loads the
+        # draft's layers, head and own embedding and wires the target
+        # (execution/factory.py::pipeline_stage_builds_draft:206-222); the
+        # earlier stages' draft loads are run beside it (_load_earlier_stages).
+        mapping = server_args.mapping
+        # a copy without a rank, for the earlier stages (a rank is set once)
+        self.unranked_mapping = copy.deepcopy(mapping)
+        mapping.rank = mapping.world_size - 1 if mapping.pp_size > 1 else 0
         # The scheduler publishes the launch to its process-wide dict before
         # it builds a model (engine/event_loop.py:637); layers read it.
         from tokenspeed.runtime.utils.env import global_server_args_dict_update
@@ -229,6 +238,26 @@ class Probe:
         dropped = sorted(name for address, name in yielded.items() if address not in read)
         return model, unwritten, dropped, load_config
 
+    def _load_earlier_stages(self, server_args, draft_config, dropped_last: list[str]) -> list[str]:
+        """The draft's load on every stage before the last, each as its own
+        rank would run it: a block drafter's model is built there too
+        (execution/factory.py::pipeline_stage_builds_draft:206-222), with the
+        taps that stage owns (models/kimi_k3_dspark.py:342-352). Only the
+        rank differs from the last stage's config, so the same ModelConfig is
+        reused with a mapping at that rank. The server stops if any stage's
+        load does; a name is dropped only if no stage loads it."""
+        mapping = server_args.mapping
+        dropped = set(dropped_last)
+        for stage in range(mapping.pp_size - 1):
+            stage_mapping = copy.deepcopy(self.unranked_mapping)
+            stage_mapping.rank = stage * mapping.stage_world_size
+            stage_config = copy.copy(draft_config)
+            stage_config.mapping = stage_mapping
+            stage_model, _, stage_dropped, _ = self._load_draft(server_args, stage_config)
+            dropped &= set(stage_dropped)
+            self.owned_taps |= set(getattr(stage_model, "local_tap_indices", ()))
+        return sorted(dropped)
+
     def _build_target(self, target_config, load_config):
         torch = self.torch
         from tokenspeed.runtime.model_loader.utils import set_default_torch_dtype
@@ -284,6 +313,9 @@ class Probe:
                                                                                language_only)
                 stage = "build"
                 draft, unwritten, dropped, load_config = self._load_draft(server_args, draft_config)
+                self.owned_taps = set(getattr(draft, "local_tap_indices", ()))
+                if server_args.mapping.pp_size > 1:
+                    dropped = self._load_earlier_stages(server_args, draft_config, dropped)
                 before = dict(draft.named_parameters())
                 try:
                     target = self._build_target(target_config, load_config)
@@ -321,6 +353,11 @@ class Probe:
         details["dropped"] = dropped
         wrong = served_wrong(config, draft, captured, stream, case.trained_layers, unwritten, target_config)
         wrong += dropped_trained_tensors(dropped)
+        if server_args.mapping.pp_size > 1 and hasattr(draft, "local_tap_indices"):
+            unowned = sorted(set(range(len(draft.target_layer_ids))) - self.owned_taps)
+            if unowned:
+                wrong.append(f"tap(s) {unowned} owned by no pipeline stage: never projected")
+            details["owned_taps"] = sorted(self.owned_taps)
         wrong += proposal_checks(algorithm, config, draft, captured, target_config)
         status = SERVED_WRONG if wrong else LOADED
         return Outcome(status, reason="; ".join(wrong), stage="startup" if not wrong else "capture",

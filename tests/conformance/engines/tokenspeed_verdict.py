@@ -119,7 +119,13 @@ def served_wrong(config, draft, captured, stream, trained, unwritten, target_con
                        if module is not None), None)
     width = getattr(getattr(projection, "weight", None), "shape", (None, None))[-1]
     target_hidden = getattr(target_config.hf_text_config, "hidden_size", None)
-    if captured and width is not None and target_hidden and width != len(captured) * int(target_hidden):
+    # On a pipeline each stage projects only the taps it owns
+    # (models/kimi_k3_dspark.py:342-352): the last stage's width is its own
+    # taps' (the probe checks the stages together own every tap).
+    mapping = getattr(draft, "mapping", None)
+    taps_here = (len(draft.local_tap_indices) if getattr(mapping, "has_pp", False)
+                 and hasattr(draft, "local_tap_indices") else len(captured or ()))
+    if captured and width is not None and target_hidden and width != taps_here * int(target_hidden):
         wrong.append(f"the projection takes {width} features, the target hands over "
                      f"{len(captured)} x {target_hidden}")
     return wrong

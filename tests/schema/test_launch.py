@@ -1,0 +1,220 @@
+"""Launch settings as an input (`--launch`, the settings' `launch`): the
+server flags a verdict depends on, read per engine release, on drafts the
+fabricator writes with the safetensors library."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from dspark.converters.check import check_checkpoint
+from dspark.examples.fabricate import fabricate
+from dspark.schema.engines.launch import LaunchError, parse_launch
+from dspark.schema.engines.tokenspeed.launch import FLAGS, checkpoint_block_size, launch_widths
+from dspark.schema.findings import Severity
+
+
+def codes(report, severity=None) -> Counter:
+    return Counter(f.code for f in report.findings if severity is None or f.severity is severity)
+
+
+def lch(report) -> list:
+    return [f for f in report.findings if f.code.startswith("LCH")]
+
+
+def edit_config(folder: Path, **values) -> Path:
+    config = json.loads((folder / "config.json").read_text())
+    for key, value in values.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def edit_tensors(folder: Path, drop=(), replace=None) -> Path:
+    weights = folder / "model.safetensors"
+    tensors = {k: v for k, v in load_file(str(weights)).items() if k not in drop}
+    tensors.update(replace or {})
+    save_file(tensors, str(weights))
+    return folder
+
+
+@pytest.fixture
+def k3(tmp_path) -> Path:
+    return edit_config(fabricate(tmp_path / "k3", family="k3_dspark"), block_size=7)
+
+
+# -- parsing --------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, words", [
+    ("--speculative-num-steps x", "takes an integer"),
+    ("--pipeline-parallel-size", "needs a value"),
+    ("7", "follows no flag"),
+    ("--pipeline-parallel-size 0", "1 or more"),
+    ("--speculative-config '[1]'", "JSON object"),
+    ("--speculative-config '{bad'", "not JSON"),
+    ("--a 'b", "cannot split"),
+])
+def test_a_malformed_launch_names_the_flag(text, words):
+    with pytest.raises(LaunchError) as raised:
+        parse_launch(text, engine="tokenspeed@0.1.1", flags=FLAGS)
+    assert words in raised.value.message and raised.value.hint
+
+
+def test_flags_in_either_spelling_and_unknown_ones_kept_as_ignored():
+    launch = parse_launch("--tp 8 --speculative-num-steps=7 --enable-x --speculative_config '{\"method\": \"dspark\"}'",
+                          engine="tokenspeed@0.1.1", flags=FLAGS)
+    assert launch.values == {"--speculative-num-steps": 7, "--speculative-config": {"method": "dspark"}}
+    assert launch.ignored == ("--tp", "--enable-x")
+
+
+@pytest.mark.parametrize("flags, widths", [
+    ("", (7, 8, False)),                                        # the defaults follow the checkpoint
+    ("--speculative-num-steps 3", (3, 4, False)),               # 3 is the default: not explicit
+    ("--speculative-num-draft-tokens 8", (7, 8, True)),
+    ("--speculative-config '{\"num_speculative_tokens\": 8}'", (7, 8, True)),
+])
+def test_the_widths_are_the_server_args_arithmetic(flags, widths):
+    launch = parse_launch(flags, engine="tokenspeed@0.1.1", flags=FLAGS) if flags else None
+    resolved = launch_widths(launch, "DSPARK")
+    got = (resolved.steps, resolved.draft_tokens, resolved.explicit)
+    assert got == widths if flags != "" else resolved.explicit is False
+
+
+def test_the_block_size_is_read_nested_first_dspark_block_size_before_block_size():
+    assert checkpoint_block_size({"block_size": 4, "dspark_config": {"block_size": 6, "dspark_block_size": 5}}) == (
+        5, "dspark_config.dspark_block_size")
+    assert checkpoint_block_size({"block_size": 4, "dflash_config": {"block_size": None}}) == (4, "block_size")
+
+
+# -- TokenSpeed 0.1.1: block size against --speculative-num-steps -----------------------
+
+def test_without_launch_the_flags_that_serve_the_draft_are_named(k3):
+    report = check_checkpoint(k3)
+    assert report.passed(strict=True)
+    [note] = [f for f in report.findings if f.code == "LCH008"]
+    assert "--speculative-num-steps 7" in note.message and note.detail["verdicts"]["other"] == "refused"
+
+
+@pytest.mark.parametrize("flags, verdict", [
+    ("--speculative-num-steps 7", "LCH005"),
+    ("--speculative-num-steps 7 --speculative-num-draft-tokens 8", "LCH005"),
+    ("--speculative-num-steps 3", "LCH005"),  # the default value: the server takes the checkpoint's
+    ("--speculative-num-steps 6", "LCH001"),
+    ("--speculative-num-draft-tokens 7", "LCH001"),
+])
+def test_a_k3_block_size_against_the_launch(k3, flags, verdict):
+    report = check_checkpoint(k3, launch=flags)
+    assert verdict in codes(report) and "LCH004" in codes(report)
+    assert report.passed() is (verdict != "LCH001")
+
+
+def test_a_dflash_block_counts_the_anchor(tmp_path):
+    draft = fabricate(tmp_path / "d", family="dflash_gqa")  # block_size 16: DFLASH serves 15 steps
+    assert check_checkpoint(draft, launch="--speculative-num-steps 15").passed(strict=True)
+    wrong = check_checkpoint(draft, launch="--speculative-num-steps 16")
+    [refusal] = [f for f in wrong.errors if f.code == "LCH001"]
+    assert "--speculative-num-steps 15" in refusal.message
+
+
+def test_steps_and_draft_tokens_that_disagree_stop_the_server_whatever_the_draft(k3):
+    report = check_checkpoint(k3, launch="--speculative-num-steps 7 --speculative-num-draft-tokens 9")
+    assert any("whatever the draft" in f.message for f in report.errors)
+
+
+def test_a_block_size_that_drafts_nothing_is_refused_at_every_launch(tmp_path):
+    draft = edit_config(fabricate(tmp_path / "d", family="dflash_gqa"), block_size=1)
+    assert "CFG003" in codes(check_checkpoint(draft), Severity.ERROR)
+
+
+# -- TokenSpeed 0.1.1: pipeline parallelism ------------------------------------------------
+
+PP2 = "--pipeline-parallel-size 2 --disaggregation-mode prefill"
+
+
+def test_a_k3_draft_with_its_embedding_serves_a_pipeline(k3):
+    report = check_checkpoint(k3, launch=PP2)
+    assert report.passed(strict=True), [(f.code, f.message) for f in report.findings if f.severity is not Severity.INFO]
+
+
+def test_a_k3_draft_without_embed_tokens_warns_and_does_not_start_on_a_pipeline(k3):
+    edit_tensors(k3, drop={"model.embed_tokens.weight"})
+    default = check_checkpoint(k3)
+    assert default.passed()
+    [warning] = [f for f in default.warnings if f.code == "LCH003"]
+    assert "embed_tokens" in warning.message and warning.detail["setting"] == "--pipeline-parallel-size"
+    pipeline = check_checkpoint(k3, launch=PP2)
+    assert [f.code for f in pipeline.errors] == ["LCH001"]
+
+
+def test_a_misshaped_or_integer_embedding_fails_on_a_pipeline(k3):
+    import torch
+
+    embed = load_file(str(k3 / "model.safetensors"))["model.embed_tokens.weight"]
+    edit_tensors(k3, replace={"model.embed_tokens.weight": embed[:, :-1].contiguous()})
+    assert [f.code for f in check_checkpoint(k3, launch=PP2).errors] == ["LCH001"]
+    edit_tensors(k3, replace={"model.embed_tokens.weight": torch.zeros(embed.shape, dtype=torch.int8)})
+    assert [f.code for f in check_checkpoint(k3, launch=PP2).errors] == ["LCH002"]
+
+
+def test_a_quantized_k3_draft_is_refused_on_a_pipeline(k3):
+    edit_config(k3, quantization_config={"quant_method": "fp8"})
+    assert "LCH001" in codes(check_checkpoint(k3, launch=PP2), Severity.ERROR)
+
+
+def test_an_extra_fc_norm_is_refused_at_one_stage_and_dropped_on_a_pipeline(tmp_path):
+    draft = fabricate(tmp_path / "d", family="k3_dspark", defect="fc-norm-extra-index")
+    single = check_checkpoint(draft)
+    assert "FCN003" in codes(single, Severity.ERROR) and "LCH003" in codes(single, Severity.WARNING)
+    pipeline = check_checkpoint(draft, launch=PP2)
+    assert pipeline.passed(), [(f.code, f.message) for f in pipeline.errors]
+    assert "LCH007" in codes(pipeline)
+
+
+@pytest.mark.parametrize("family, variant", [("dflash_gqa", "dflash"), ("dflash_gqa", "dspark"),
+                                             ("eagle3_llama", None)])
+def test_only_k3_dspark_starts_on_a_pipeline(tmp_path, family, variant):
+    draft = fabricate(tmp_path / "d", family=family, **({"variant": variant} if variant else {}))
+    assert "LCH001" in codes(check_checkpoint(draft, launch=PP2), Severity.ERROR)
+
+
+def test_a_pipeline_without_a_prefill_server_is_a_warning(k3):
+    report = check_checkpoint(k3, launch="--pipeline-parallel-size 2")
+    assert "LCH006" in codes(report, Severity.WARNING) and report.passed()
+
+
+# -- vLLM 0.33.0 and SGLang 0.5.23 ---------------------------------------------------------
+
+def test_vllm_takes_a_dspark_drafts_token_count_from_its_block_size(tmp_path):
+    # vLLM's K3 model builds no fc_norm (ENG001): a draft without it
+    k3 = edit_config(fabricate(tmp_path / "k3", family="k3_dspark", fc_norm=False, engine="vllm"), block_size=7)
+    dspark = "--speculative-config '{\"method\": \"dspark\"}'"
+    assert "LCH005" in codes(check_checkpoint(k3, engine="vllm", launch=dspark))
+    edit_config(k3, block_size=None)
+    assert "LCH001" in codes(check_checkpoint(k3, engine="vllm", launch=dspark), Severity.ERROR)
+    with_count = "--speculative-config '{\"method\": \"dspark\", \"num_speculative_tokens\": 4}' -pp 2"
+    report = check_checkpoint(k3, engine="vllm", launch=with_count)
+    assert report.passed() and any("not modelled" in f.message for f in lch(report))
+
+
+def test_sglang_reads_pp_size_and_the_dflash_block_size(tmp_path):
+    draft = fabricate(tmp_path / "d", family="dflash_gqa")
+    assert "LCH008" in codes(check_checkpoint(draft, engine="sglang"))
+    assert "LCH001" in codes(check_checkpoint(draft, engine="sglang", launch="--pp-size 2"), Severity.ERROR)
+    assert "LCH002" in codes(check_checkpoint(draft, engine="sglang", launch="--speculative-num-draft-tokens 8"),
+                             Severity.ERROR)
+    ignored = check_checkpoint(draft, engine="sglang", launch="--speculative-num-draft-tokens 16 --tp-size 4")
+    [note] = [f for f in ignored.findings if f.code == "LCH004"]
+    assert note.detail["ignored"] == ["--tp-size"] and ignored.passed()
+
+
+def test_a_release_without_a_launch_model_names_every_flag_ignored(k3):
+    report = check_checkpoint(k3, engine="tokenspeed@pr1031", launch="--speculative-num-steps 6")
+    [note] = [f for f in report.findings if f.code == "LCH004"]
+    assert note.detail["ignored"] == ["--speculative-num-steps"]
