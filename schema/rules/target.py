@@ -254,7 +254,7 @@ def target_findings(
         ))
         return findings
     findings += _drafter_host_findings(target, family, loader)
-    findings += _tap_range_findings(config, target, family, loader)
+    findings += tap_range_findings(config, target, family, loader)
     findings += _colliding_default_taps(config, target, family, loader)
     return findings
 
@@ -282,7 +282,7 @@ def _drafter_host_findings(target: TargetFacts, family: DraftFamily, loader: Fam
     return findings
 
 
-def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily,
+def tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily,
                         loader: FamilyLoader | None) -> list[Finding]:
     """TGT005 for taps the target's own capture setter refuses or drops,
     TGT008 for ids a Kimi-K3 target reads one-based."""

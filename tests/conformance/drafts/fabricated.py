@@ -106,4 +106,11 @@ def build(workdir: Path, *, engine: str | None = None) -> list[Case]:
                               family=family, target_config=str(target),
                               trained_layers=trained,
                               expect=f"{defect.code}: {defect.description}"))
+            if defect.code == "TGT005":
+                # the same folder judged without --target: the config states its
+                # target's layer count, which bounds the taps by itself (TGT009)
+                cases.append(Case(id=f"fabricated/{family}/{defect_name}-stated-target", folder=str(folder),
+                                  origin=ORIGIN, family=family, target_config=str(target), trained_layers=trained,
+                                  check_without_target=True,
+                                  expect=f"{defect.description}, checked without --target"))
     return cases

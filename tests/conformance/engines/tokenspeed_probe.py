@@ -44,7 +44,7 @@ sys.path[:] = [entry for entry in sys.path if entry != _HERE] + [_HERE]
 import outcomes  # noqa: E402
 import tokenspeed_stubs  # noqa: E402
 from tokenspeed_verdict import capture_reading, dropped_trained_tensors, proposal_checks, served_wrong  # noqa: E402
-from outcomes import LOADED, NO_RUN, REFUSED, SERVED_WRONG, Case, Outcome  # noqa: E402
+from outcomes import LOADED, NO_RUN, REFUSED, SERVED_WRONG, Case, Outcome, norm_problems  # noqa: E402
 
 CASE_SECONDS = 120
 
@@ -322,6 +322,7 @@ class Probe:
         wrong = served_wrong(config, draft, captured, stream, case.trained_layers, unwritten, target_config)
         wrong += dropped_trained_tensors(dropped)
         wrong += proposal_checks(algorithm, config, draft, captured, target_config)
+        wrong += norm_problems(case, draft)
         status = SERVED_WRONG if wrong else LOADED
         return Outcome(status, reason="; ".join(wrong), stage="startup" if not wrong else "capture",
                        captured_layers=captured, unwritten=unwritten, details=details)
