@@ -256,7 +256,7 @@ class Probe:
             spec_num_tokens=server_args.speculative_num_draft_tokens,
             spec_num_steps=server_args.speculative_num_steps,
             draft_model_runner=runner,
-            attn_backend=tokenspeed_stubs.drafter_attention_backend(server_args),
+            attn_backend=tokenspeed_stubs.drafter_attention_backend(server_args, draft_config),
             token_to_kv_pool=types.SimpleNamespace(),
             runtime_states=types.SimpleNamespace(),
             input_buffers=types.SimpleNamespace(max_bs=1),
