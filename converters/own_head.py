@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dspark.schema.engines.base import HEAD_NOT_SHIPPED_UNLESS_DECLARED, OWN_HEAD_FLAG
-from dspark.schema.families.dflash_gqa import is_dspark_variant
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import TensorEntry
 
@@ -22,6 +21,9 @@ def declared_own_head_findings(config: Mapping[str, Any], entries: list[TensorEn
     because the config says it has one, and the checkpoint ships none."""
     if loader is None or loader.head_from_target != HEAD_NOT_SHIPPED_UNLESS_DECLARED:
         return []
+    # imported here: a check imports only the family of the draft it judges
+    from dspark.schema.families.dflash_gqa import is_dspark_variant
+
     if not config.get(OWN_HEAD_FLAG) or is_dspark_variant(config):
         return []
     if any(entry.served_name == HEAD for entry in entries):

@@ -72,6 +72,7 @@ class Explanation:
 _FACTS = {
     "features": "each declared feature's FeatureSupport",
     "unread_flags": "flags the loader never reads",
+    "feature norm_output": "the loader's norm_output feature (what the key means to the engine)",
     "skips": "names the loader skips",
     "fused": "parameters the loader fuses",
     "stream": "how the drafter resolves the stream",

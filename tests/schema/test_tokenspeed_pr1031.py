@@ -161,7 +161,9 @@ def test_every_stream_rule_cites_the_1031_drafter():
     assert engine_by_spec("tokenspeed@current").loader_for("dflash_gqa") == loader
     # 0.1.1 resolves the GQA stream as 1031's drafter did, read where it now sits: the model
     released = engine_by_spec("tokenspeed@0.1.1").loader_for("dflash_gqa")
-    assert dataclasses.replace(released, stream=loader.stream) == loader
+    # ...and adds only the citation of its drafter's sliding-window check
+    assert dataclasses.replace(released, stream=loader.stream, sources=loader.sources) == loader
+    assert set(released.sources) - set(loader.sources) == {"sliding window backend"}
     assert released.stream.source.cite().startswith("tokenspeed/runtime/models/dflash.py@tokenspeed==0.1.1:316-319")
     cited = {(s.family, s.source) for s in rule_sources("STR006", [engine_by_spec("tokenspeed@pr1031")])}
     assert ("dflash_gqa", loader.sources["stream vs target"].cite()) in cited
