@@ -30,6 +30,8 @@ from dspark.converters.readers import copies
 from dspark.converters.readers.base import served_name_for
 from dspark.converters.readers.copies import judge_same_served_name, judge_tied_head
 from dspark.converters.readers.safetensors import INDEXED_TENSORS, resolve_stored_twice
+from dspark.converters.layouts.norm_output import norm_output_findings
+from dspark.converters.own_head import declared_own_head_findings
 from dspark.converters.served_layout import config_as_convert_writes_it, served_layout, speculators_default_findings
 from dspark.converters.sources import is_url
 from dspark.converters.token_map import TokenMapReader
@@ -157,6 +159,10 @@ def _modelled_family_findings(checkpoint: Checkpoint, contract, layout, profile:
         findings += trained_tap_findings(checkpoint, contract.family, contract.resolved, judged_config,
                                          profile.spec)
     findings += speculators_default_findings(checkpoint, profile.native_config_shapes, checkpoint.config_display)
+    findings += norm_output_findings(checkpoint, contract.family, contract.loader, profile.spec,
+                                     checkpoint.config_display)
+    findings += declared_own_head_findings(judged_config, checkpoint.entries, contract.loader,
+                                           checkpoint.config_display)
     return findings
 
 

@@ -26,6 +26,7 @@ from dspark.converters.engine_verdicts import on_every_engine
 from dspark.converters.fused_split import FusedSplit, iter_rows, plan_fused_splits, refuse_fused_beside_parts
 from dspark.converters.layouts.hf import CONFIG_NAME
 from dspark.converters.layouts.tap_origin import taps_record, trained_taps, write_trained_taps
+from dspark.converters.layouts.norm_output import write_norm_output
 from dspark.converters.served_layout import config_for_engine
 from dspark.converters.readers import Checkpoint, detect_format, open_checkpoint
 from dspark.converters.readers.copies import SAME, compare_copies, judge_tied_head, serves_the_same
@@ -349,6 +350,7 @@ def plan_conversion(
     # those layers are recorded for a later check of the output.
     trained = trained_taps(checkpoint, family, source_config)
     changes += write_trained_taps(trained, config, profile.loader_for(family.name), profile.spec)
+    changes += write_norm_output(checkpoint, family, config, profile.loader_for(family.name), profile.spec)
     changes = unshifted + changes
     # A trainer's own config shape was rewritten when it was read (SRC005).
     changes = [f"whole config: {f.detail['trainer']}' shape -> the {family.name} config the engine parses"

@@ -73,6 +73,7 @@ class Explanation:
 _FACTS = {
     "features": "each declared feature's FeatureSupport",
     "unread_flags": "flags the loader never reads",
+    "feature norm_output": "the loader's norm_output feature (what the key means to the engine)",
     "skips": "names the loader skips",
     "fused": "parameters the loader fuses",
     "stream": "how the drafter resolves the stream",
@@ -257,6 +258,13 @@ EXPLANATIONS: dict[str, Explanation] = {
     "TGT008": _x("A Kimi-K3 target numbers EAGLE-3 tap ids from one: the draft's ids are read one layer later "
                  "than written.",
                  "Check the ids were written for this numbering.", "taps vs target"),
+    "TGT009": _x("Without --target, the config's own count of the target's layers (target_num_hidden_layers; a "
+                 "DFlash draft's num_target_layers, which SpecForge writes and SGLang reads as the target's layer "
+                 "count) bounds the taps: an id the engine's capture range excludes on a target of that many "
+                 "layers is refused at startup or never captured (SGLang and TokenSpeed capture a DFlash id k "
+                 "entering layer k+1, so the last layer's id is never reached).",
+                 "List the layers the draft was trained on, inside the range the message gives; if the stated "
+                 "count is wrong, fix it or check with --target.", "taps vs target"),
     # the engine
     "SRV001": _x("The engine opens a folder of top-level safetensors under the names its loader knows; a DCP "
                  "folder, a .pt, wrapped names or a config type it cannot parse are not servable as they are.",
@@ -286,6 +294,16 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "message says which, from the engine's registry as modelled.",
                  "Check the draft by other means before deploying it, or name a family dspark models "
                  "(dspark families); ask for the family to be modelled."),
+    "ENG008": _x("One key, two meanings. SpecForge reads norm_output as 'the logits go through the final norm' "
+                 "(default true) and trains feeding the un-normed state back; speculators and every engine read it "
+                 "as 'feed the post-norm state back' (default false) and always norm the logits. A SpecForge draft "
+                 "(midlayer.* names, no other trainer's sign) with norm_output true is served feeding the normed "
+                 "state back; with false, its un-normed head is served the normed state. Absent, both readings "
+                 "agree.",
+                 "Remove norm_output true (or `dspark convert --engine ...`, which writes false, the engine's "
+                 "meaning of how it was trained); a draft trained with norm_output false cannot be served as "
+                 "trained: retrain with SpecForge's default.",
+                 "feature norm_output"),
     "CNV002": _x("The engine skips this tensor at its default launch but loads it under another it supports "
                  "(TokenSpeed 0.1.1's K3 DSpark model loads the draft's own embed_tokens on the last pipeline stage "
                  "when --pipeline-parallel-size > 1, and refuses a draft without it), so convert keeps it: the "
@@ -520,7 +538,10 @@ def _fact_sources(engine: EngineProfile, code: str, fact: str) -> list[tuple[str
         source = engine.severity_sources.get(code)
         return [(None, f"severity {engine.severity_overrides.get(code, 'as listed')}", source)] if source else []
     for family, loader in engine.loaders.items():
-        if fact == "features":
+        if fact.startswith("feature "):
+            name = fact.split(" ", 1)[1]
+            found += [(family, fact, loader.features[name].source)] if name in loader.features else []
+        elif fact == "features":
             found += [(family, f"feature {name}", s.source) for name, s in loader.features.items()]
         elif fact == "unread_flags":
             found += [(family, f"unread {name}", s.source) for name, s in loader.unread_flags.items()]

@@ -94,6 +94,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("TGT006", E, "the target's model never captures the hidden states the draft reads"),
     ("TGT007", E, "the target's model class cannot host the draft's drafter"),
     ("TGT008", W, "the target reads EAGLE-3 tap ids one-based (Kimi-K3)"),
+    ("TGT009", E, "a tap is outside the capture range of the target layer count the config states"),
     # the serving engine (--engine): how it opens, resolves and coerces
     ("SRV001", E, "not servable as it is: the engine cannot open this layout; convert it first"),
     ("ENG001", E, "the engine does not honour a feature the draft declares or ships"),
@@ -103,6 +104,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("ENG005", E, "the config declares quantization the draft's tensors do not carry"),
     ("ENG006", E, "the engine does not serve this draft family at all"),
     ("ENG007", E, "dspark does not model this draft's family: it cannot vouch for how the engine serves it"),
+    ("ENG008", E, "the trainer and the engine read a config key with different meanings (norm_output)"),
     ("OVR001", E, "dflash_config overrides a top-level value with a different one"),
     ("ROP001", E, "RoPE scaling lacks a key the engine needs"),
     ("ROP002", W, "RoPE parameters the engine fills in or replaces silently"),

@@ -57,6 +57,15 @@ TYPE_FIELD = SPECULATORS_TYPE_FIELD
 LAYER_CONFIG_FIELD = "transformer_layer_config"
 EAGLE3_TYPE = "eagle3"
 TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"
+# P-EAGLE (models/peagle/config.py::PEagleSpeculatorConfig@speculators==0.9.0:
+# 13-45): Eagle3SpeculatorConfig's fields plus the mask token of its parallel
+# groups; vLLM reads it as PeagleLlamaForCausalLM or PeagleQwen3ForCausalLM
+# by the layer's model_type, served as EAGLE-3 with parallel drafting
+# (vllm/transformers_utils/configs/speculators/algos.py::update_peagle@
+# vllm==0.33.0:75-85; base.py::build_vllm_speculative_config:133-134).
+PEAGLE_TYPE = "peagle"
+PEAGLE_MASK_FIELD = "mask_token_id"
+PEAGLE_ARCHITECTURES = {"llama": "PeagleLlamaForCausalLM", "qwen3": "PeagleQwen3ForCausalLM"}
 
 # Top-level fields of Eagle3SpeculatorConfig that mean the same thing in
 # the engine's EAGLE-3 config (models/eagle3/config.py@c05b95b:38-81). A
@@ -104,30 +113,40 @@ def is_speculators_config(config: Mapping[str, Any]) -> bool:
 
 
 def read_speculators_config(config: Mapping[str, Any], config_file: str) -> TrainerConfig | None:
-    """The engine's config for a speculators `eagle3`, `dflash` or `dspark`
-    config; None for any other speculators model (DFlash2, P-EAGLE, MTP:
-    no family dspark models), which then reads as an unknown family (ENG007)."""
+    """The engine's config for a speculators `eagle3`, `peagle`, `dflash` or
+    `dspark` config; None for any other speculators model (DFlash2, MTP: no
+    family dspark models), which then reads as an unknown family (ENG007).
+    A P-EAGLE config is read into vLLM's P-EAGLE class, which only engines
+    that register it resolve (ENG007 on the others)."""
     if not is_speculators_config(config):
         return None
     if config.get(TYPE_FIELD) in BLOCK_DRAFT_TYPES:
         return _read_block_draft(config, config_file)
-    if config.get(TYPE_FIELD) != EAGLE3_TYPE:
+    kind = config.get(TYPE_FIELD)
+    if kind not in (EAGLE3_TYPE, PEAGLE_TYPE):
         return None
     layer = dict(copy.deepcopy(config[LAYER_CONFIG_FIELD]))
     out = {k: v for k, v in layer.items() if k not in DROPPED_FIELDS}
-    for key in CARRIED_FIELDS:
+    for key in CARRIED_FIELDS + ((PEAGLE_MASK_FIELD,) if kind == PEAGLE_TYPE else ()):
         if config.get(key) is not None:
             out[key] = copy.deepcopy(config[key])
     layer_type = layer.get("model_type")
     family = (EAGLE3_MLA if layer_type in MLA_MODEL_TYPES else EAGLE3_QWEN3 if layer_type in QWEN3_MODEL_TYPES
               else EAGLE3_LLAMA)
-    out["architectures"] = [family.architectures[0]]
-    shape = (f"speculators' Eagle3SpeculatorConfig ({TYPE_FIELD} {EAGLE3_TYPE!r}, architectures "
+    # P-EAGLE: the class vLLM's reader names (no family dspark models, so
+    # every engine that does not register it says ENG007)
+    architecture = PEAGLE_ARCHITECTURES.get(layer_type, PEAGLE_ARCHITECTURES["llama"]) if kind == PEAGLE_TYPE \
+        else family.architectures[0]
+    out["architectures"] = [architecture]
+    what = "PEagleSpeculatorConfig" if kind == PEAGLE_TYPE else "Eagle3SpeculatorConfig"
+    shape = (f"speculators' {what} ({TYPE_FIELD} {kind!r}, architectures "
              f"{config.get('architectures')!r}, the layer under {LAYER_CONFIG_FIELD})")
+    read_as = (f"the {family.name} config dspark convert writes" if kind == EAGLE3_TYPE else
+               "the P-EAGLE config vLLM's own reader builds (algos.py::update_peagle@vllm==0.33.0:53-87)")
     findings = [Finding(
         "SRC005",
-        f"{config_file} is {shape}: read as the {family.name} config dspark convert writes "
-        f"(the {LAYER_CONFIG_FIELD} fields at the top level, architectures [{family.architectures[0]!r}], "
+        f"{config_file} is {shape}: read as {read_as} "
+        f"(the {LAYER_CONFIG_FIELD} fields at the top level, architectures [{architecture!r}], "
         f"model_type {layer.get('model_type')!r}).",
         file=config_file,
         detail={"trainer": TRAINER, "family": family.name, "layer_model_type": layer.get("model_type"),
@@ -139,7 +158,9 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
                 # speculators' own class defaults it to false
                 # (models/eagle3/config.py::Eagle3SpeculatorConfig@0.9.0:43-46): absent, the
                 # draft was trained without it, and vLLM's reader serves it with it
-                "norm_before_residual_absent": "norm_before_residual" not in config},
+                # (P-EAGLE's reader defaults it to false, as its class does:
+                # algos.py::update_peagle@vllm==0.33.0:71-73)
+                "norm_before_residual_absent": kind == EAGLE3_TYPE and "norm_before_residual" not in config},
     )]
     ids = config.get(TAP_IDS_FIELD)
     if isinstance(ids, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in ids):

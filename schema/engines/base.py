@@ -297,6 +297,10 @@ TARGET_UNLESS_OWN_HEAD_AND_WIDTHS_DIFFER = "target_unless_own_head_and_widths_di
 ANY_MODEL_TYPE = "*"
 
 
+HEAD_NOT_SHIPPED_UNLESS_DECLARED = "not_shipped_unless_has_own_lm_head"
+OWN_HEAD_FLAG = "has_own_lm_head"
+
+
 @record
 class VocabHandling:
     """What the loader does with `d2t`, `t2d` and the draft's embedding (its
@@ -373,7 +377,10 @@ class FamilyLoader:
     # or null), "draft_vocab_size_absent" (only absent, and a shipped head
     # keeps the draft's), "not_shipped" (whenever the draft ships none:
     # vLLM), "always" (a shipped head is dropped), "draft_vocab_size_unset"
-    # (absent or null, whatever the widths: SGLang); "" for no own head.
+    # (absent or null, whatever the widths: SGLang),
+    # HEAD_NOT_SHIPPED_UNLESS_DECLARED (vLLM 0.31.0+'s DFlash drafter: as
+    # "not_shipped", but a DFlash draft whose config sets has_own_lm_head
+    # keeps its own head, loaded or not); "" for no own head.
     head_from_target: str = ""
     # The target may also capture id N, its final residual: targets built on
     # the engine's BaseTransformerModel do (TargetFacts.captures_final_residual).
@@ -386,6 +393,11 @@ class FamilyLoader:
     # taps with the target's own capture setter, whose range is the target
     # class's, not the family's.
     target_classes: frozenset[str] | None = None
+    # Where one variant of the family (its draft architecture) is hosted by
+    # fewer classes than `target_classes`: SGLang wires a DFLASH draft only
+    # to a class with set_dflash_layers_to_capture, a DSPARK draft to one
+    # with either setter. Architecture -> the classes that host it.
+    variant_target_classes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # What the engine takes from a target class at startup, in words, for a
     # class outside `target_classes` (TGT007); "" for TokenSpeed's DFlash
     # drafter's wiring.

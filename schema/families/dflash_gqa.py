@@ -75,7 +75,7 @@ def _markov_rank(config: Mapping[str, Any]) -> Any:
 
 
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
-    markov = architecture == "DSparkDraftModel" or (architecture is None and _is_dspark(config))
+    markov = architecture == "DSparkDraftModel" or (architecture is None and is_dspark_variant(config))
     head_type = str(_markov_field(config, "markov_head_type")[0] or "vanilla").lower()
     return {
         "markov_head": markov,
@@ -87,7 +87,8 @@ def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, b
     }
 
 
-def _is_dspark(config: Mapping[str, Any]) -> bool:
+def is_dspark_variant(config: Mapping[str, Any]) -> bool:
+    """A DSpark draft of this family (its first architecture), not a DFlash one."""
     architectures = config.get("architectures")
     first = architectures[0] if isinstance(architectures, list) and architectures else None
     return isinstance(first, str) and (first == "DSparkDraftModel" or first.startswith("Qwen3DSparkModel"))
@@ -179,7 +180,7 @@ def markov_head(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     """A DSpark draft's Markov head as the engine reads it: refused where the
     engine refuses (CFG003), a warning where it loads only by coercing
     (ENG003). A DFlash draft has no Markov head and these fields are unread."""
-    if not _is_dspark(config):
+    if not is_dspark_variant(config):
         return []
     raw_rank, rank_path = _markov_field(config, "markov_rank")
     raw_type, type_path = _markov_field(config, "markov_head_type")

@@ -18,6 +18,7 @@ from dspark.schema.rules.features import quantization_findings, text_config_find
 from dspark.schema.rules.inventory import inventory_findings
 from dspark.schema.rules.resolve import ResolvedDraft, resolve_family, unmodelled_family_finding
 from dspark.schema.rules.stream import stream_findings, unread_nested_stream
+from dspark.schema.rules.stated_target import stated_target_tap_findings
 from dspark.schema.rules.target import TargetFacts, declared_width_on_target, target_findings
 from dspark.schema.rules.values import engine_view
 from dspark.schema.rules.token_map import TokenMapValues, served_token_map
@@ -144,6 +145,8 @@ def check_contract(
                                     token_map=served_token_map(token_map, family, loader, view, entries))
         findings = [declared_width_on_target(unread_taps_on(target, finding, config_file), target, view)
                     for finding in findings]
+    else:
+        findings += stated_target_tap_findings(view, family, loader, config_file)
     inventory, expected = inventory_findings(
         family, loader, engine, view, entries, resolved, features, config_file,
         training_output=training_output, token_map=token_map if payloads_read else None,

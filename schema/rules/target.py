@@ -253,36 +253,41 @@ def target_findings(
             detail={"architecture": target.architectures[0]},
         ))
         return findings
-    findings += _drafter_host_findings(target, family, loader)
-    findings += _tap_range_findings(config, target, family, loader)
+    findings += _drafter_host_findings(target, family, loader, config)
+    findings += tap_range_findings(config, target, family, loader)
     findings += _colliding_default_taps(config, target, family, loader)
     return findings
 
 
-def _drafter_host_findings(target: TargetFacts, family: DraftFamily, loader: FamilyLoader | None) -> list[Finding]:
-    """TGT007: a target class the family's drafter cannot wire itself to."""
+def _drafter_host_findings(target: TargetFacts, family: DraftFamily, loader: FamilyLoader | None,
+                           config: Mapping[str, Any]) -> list[Finding]:
+    """TGT007: a target class the family's drafter (its variant's, where the
+    engine hosts variants on different classes) cannot wire itself to."""
     findings: list[Finding] = []
-    if loader is not None and loader.target_classes is not None and target.architectures \
-            and target.architectures[0] not in loader.target_classes:
+    variant = (config.get("architectures") or [None])[0] if isinstance(config.get("architectures"), list) else None
+    variant = variant if isinstance(variant, str) else None
+    hosts = None if loader is None else loader.variant_target_classes.get(variant, loader.target_classes)
+    if hosts is not None and target.architectures and target.architectures[0] not in hosts:
         wiring = loader.sources.get("target classes")
         cited = wiring.cite() if wiring else None
         takes = loader.target_wiring or ("the engine's DFlash drafter takes get_input_embeddings() (no argument), "
                                          "lm_head, the logits processor and set_dflash_layers_to_capture from it")
-        hosts = sorted(loader.target_classes)
-        named = ", ".join(hosts) if len(hosts) <= 12 else ", ".join(hosts[:12]) + f" and {len(hosts) - 12} more"
+        kind = f"{family.name} draft" + (f" ({variant})" if variant in loader.variant_target_classes else "")
+        supported = sorted(hosts)
+        named = ", ".join(supported[:12]) + (f" and {len(supported) - 12} more" if len(supported) > 12 else "")
         findings.append(Finding(
             "TGT007",
-            f"the target ({target.source}) is {target.architectures[0]}, which cannot host a {family.name} draft: "
+            f"the target ({target.source}) is {target.architectures[0]}, which cannot host a {kind}: "
             f"at startup {takes}, and this class lacks one, so the engine refuses to start ({cited}). "
-            f"It serves {family.name} drafts on {named} only.",
+            f"It serves {kind}s on {named} only.",
             file=target.source,
-            detail={"architecture": target.architectures[0], "supported": sorted(loader.target_classes),
-                    "source": cited},
+            detail={"architecture": target.architectures[0], "supported": supported, "source": cited,
+                    "variant": variant},
         ))
     return findings
 
 
-def _tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily,
+def tap_range_findings(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily,
                         loader: FamilyLoader | None) -> list[Finding]:
     """TGT005 for taps the target's own capture setter refuses or drops,
     TGT008 for ids a Kimi-K3 target reads one-based."""

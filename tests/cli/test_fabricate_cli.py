@@ -71,8 +71,10 @@ def test_a_gqa_dspark_defect_checked_against_its_target(capsys, tmp_path, dspark
     assert code == EXIT_OK, err
     without = dspark("check", tmp_path / "draft", "--format", "json")
     run = dspark("check", tmp_path / "draft", "--target", target, "--format", "json")
-    assert without.exit_code == EXIT_OK
+    # without --target, the layer count the config states bounds the taps (TGT009)
+    assert without.exit_code == EXIT_CHECK_FAILED and "TGT009" in {f["code"] for f in without.json()["findings"]}
     assert run.exit_code == EXIT_CHECK_FAILED and "TGT005" in {f["code"] for f in run.json()["findings"]}
+    assert "TGT009" not in {f["code"] for f in run.json()["findings"]}
 
 
 @pytest.mark.parametrize("family", list(FABRICATORS))

@@ -58,7 +58,7 @@ def run_dspark(arguments: list[str], cwd: Path, timeout: float = 300) -> subproc
 
 def dspark_check(case: Case, engine: str, cwd: Path) -> DsparkVerdict:
     arguments = ["check", case.folder, "--engine", engine, "--format", "json"]
-    if case.target_config:
+    if case.target_config and not case.check_without_target:
         arguments += ["--target", case.target_config]
     if case.launch:
         arguments += ["--launch", case.launch]

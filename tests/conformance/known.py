@@ -68,6 +68,12 @@ KNOWN: tuple[KnownDisagreement, ...] = (
         "the user removed the tap ids the draft was trained on: the engine captures its defaults, other layers, and "
         "nothing in the folder says which were trained (TAP003 names the defaults served)",
         "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py@0.33.0"),
+    # vLLM -----------------------------------------------------------------
+    KnownDisagreement(
+        "vllm", "*speculators/dflash2/*", "engine",
+        "served as it is, vLLM's reader of speculators' format locks the method to dflash for a DFlash2 draft and "
+        "loads it; dspark does not model DFlash2 and says so (ENG007, not judged), which counts as a fail",
+        "vllm/transformers_utils/configs/speculators/base.py::build_vllm_speculative_config@0.33.0:135-136"),
     # SGLang ---------------------------------------------------------------
     KnownDisagreement(
         "sglang", "*/eagle3_llama/*flatten-for-sglang*", "dspark",

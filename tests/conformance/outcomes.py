@@ -46,6 +46,11 @@ class Case:
         suite's numbering (see the module docstring), or None when unknown.
     expect: for a deliberate defect, what the writer meant to break; free
         text, shown beside disagreements.
+    trained_norm: for an EAGLE-3 draft whose trainer's own class said how
+        it normed its states, {"logits_normed", "normed_state_fed_back"}
+        (booleans); harnesses compare what the built draft does.
+    check_without_target: dspark judges the folder without --target (the
+        engine still runs on `target_config`): what the config says alone.
     """
 
     id: str
@@ -57,6 +62,8 @@ class Case:
     trained_layers: list[int] | None = None
     expect: str = ""
     source_case: str | None = None
+    trained_norm: dict[str, bool] | None = None
+    check_without_target: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,3 +122,29 @@ def write_outcomes(outcomes: dict[str, Outcome], path: Path) -> None:
 
 def read_outcomes(path: Path) -> dict[str, Outcome]:
     return {k: Outcome.from_json(v) for k, v in json.loads(path.read_text()).items()}
+
+
+def norm_problems(case: Case, draft) -> list[str]:
+    """The built EAGLE-3 draft's norms against how it was trained
+    (`Case.trained_norm`). Every engine's EAGLE-3 model computes the logits
+    from the normed state and feeds back the normed state when its
+    `norm_output` attribute is set, the un-normed one otherwise
+    (vllm/model_executor/models/llama_eagle3.py::LlamaModel.forward@0.33.0:
+    252, 283-288; sglang/srt/models/llama_eagle3.py::LlamaModel.forward@
+    0.5.23:207, 264-269; tokenspeed/runtime/models/llama_eagle3.py::
+    Eagle3LlamaModel.forward@0.1.1:460, 527-539); the attribute is what the
+    engine's own config reading set."""
+    trained = case.trained_norm
+    inner = getattr(draft, "model", None)
+    if not trained or inner is None or not hasattr(inner, "norm_output"):
+        return []
+    served = {"logits_normed": True, "normed_state_fed_back": bool(inner.norm_output)}
+    problems = []
+    if trained.get("logits_normed") is False:
+        problems.append("the draft's head was trained on the un-normed state; the engine feeds it the normed one")
+    if bool(trained.get("normed_state_fed_back")) != served["normed_state_fed_back"]:
+        fed = "normed" if served["normed_state_fed_back"] else "un-normed"
+        was = "normed" if trained.get("normed_state_fed_back") else "un-normed"
+        problems.append(f"the engine feeds the {fed} state back between drafting steps; the draft was trained on "
+                        f"the {was} one")
+    return problems

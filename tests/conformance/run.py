@@ -88,7 +88,8 @@ def converted_cases(cases: list[Case], engine_spec: str, workdir: Path) -> list[
         if dspark_convert(case, engine_spec, destination, workdir):
             made.append(Case(id=f"convert/{case.id}", folder=str(destination), origin=f"dspark-convert:{engine_spec}",
                              family=case.family, target_config=case.target_config, launch=case.launch,
-                             trained_layers=case.trained_layers, expect=f"convert of {case.id}",
+                             trained_layers=case.trained_layers, trained_norm=case.trained_norm,
+                             expect=f"convert of {case.id}",
                              source_case=case.id))
     return made
 

@@ -162,7 +162,10 @@ def test_every_stream_rule_cites_the_1031_drafter():
     # 0.1.1 resolves the GQA stream as 1031's drafter did, read where it now sits: the model
     # (its block size is judged against the launch instead: tests/schema/test_launch.py)
     released = engine_by_spec("tokenspeed@0.1.1").loader_for("dflash_gqa")
-    assert dataclasses.replace(released, stream=loader.stream, config_limits=loader.config_limits) == loader
+    # ...and adds only the citation of its drafter's sliding-window check
+    assert dataclasses.replace(released, stream=loader.stream, config_limits=loader.config_limits,
+                               sources=loader.sources) == loader
+    assert set(released.sources) - set(loader.sources) == {"sliding window backend"}
     assert released.stream.source.cite().startswith(
         "tokenspeed/runtime/models/dflash.py::DFlashDraftModel._checkpoint_capture_field@tokenspeed==0.1.1:316-319")
     cited = {(s.family, s.source) for s in rule_sources("STR006", [engine_by_spec("tokenspeed@pr1031")])}

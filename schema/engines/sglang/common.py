@@ -293,6 +293,13 @@ DFLASH_TARGET_CLASSES = frozenset({
     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration",
     "Qwen4ExpForConditionalGeneration", "TeleFLMForCausalLM",
 })
+# Of those, the classes with set_dspark_layers_to_capture and no
+# set_dflash_layers_to_capture host a DSPARK draft only: a DFLASH draft on
+# them stops the engine ("implements neither ...": attention_backend_setup.py::
+# configure_aux_hidden_state_capture:62-73; models/kimi_linear.py:803,
+# deepseek_v4.py:4853, bailing_moe_v3.py:1731, each class an nn.Module).
+DSPARK_ONLY_TARGET_CLASSES = frozenset({"BailingMoeV3ForCausalLM", "DeepseekV4ForCausalLM", "KimiLinearForCausalLM"})
+DFLASH_VARIANT = "DFlashDraftModel"
 DFLASH_TARGET_SOURCE = at("40-73 (capture setters); dflash_worker_v2.py:222-230; "
                           "dspark_components/dspark_worker_v2.py:307-323, 519-522", CAPTURE_SETUP)
 

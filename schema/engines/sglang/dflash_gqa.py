@@ -27,6 +27,8 @@ from dspark.schema.engines.sglang.common import (
     DFLASH_TARGET_CLASSES,
     DFLASH_TARGET_SOURCE,
     DFLASH_UTILS,
+    DFLASH_VARIANT,
+    DSPARK_ONLY_TARGET_CLASSES,
     DSPARK_CONFIG,
     DSPARK_MODEL,
     KIMI_K3,
@@ -376,6 +378,7 @@ LOADER = FamilyLoader(
     # spec_aux_hidden_state.py:221-245), TorchSpec's tap count elsewhere.
     target_depth_field="num_target_layers",
     target_classes=DFLASH_TARGET_CLASSES,
+    variant_target_classes={DFLASH_VARIANT: DFLASH_TARGET_CLASSES - DSPARK_ONLY_TARGET_CLASSES},
     target_wiring=("SGLang calls its set_dflash_layers_to_capture (set_dspark_layers_to_capture for DSPARK) "
                    "and get_input_embeddings(), and a DSpark draft takes its lm_head"),
     # The startup check takes [0, N) (spec_aux_hidden_state.py:247-250,

@@ -159,6 +159,9 @@ LOADER = FamilyLoader(
     features={
         "fc_norm": FeatureSupport(supported=True, source=at("184-196, 241-246", _LE3, "LlamaModel.__init__")),
         "norm_before_fc": FeatureSupport(supported=True, source=at("169-182, 239-240", _LE3, "LlamaModel.__init__")),
+        # Its meaning: feed the post-norm state back; the logits are normed
+        # either way (converters/layouts/norm_output.py judges who trained it).
+        "norm_output": FeatureSupport(supported=True, source=at("207, 264-269", _LE3, "LlamaModel.forward")),
     },
     # fc_norm: `config.fc_norm or config.use_aux_norm`; norm_before_fc:
     # `eagle_config.get("norm_before_fc", config.norm_before_fc)`

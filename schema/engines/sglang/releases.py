@@ -33,7 +33,10 @@ released wheels). Everything else is read as its neighbour reads it.
 * 0.5.20 (over 0.5.21): Lfm2VlForConditionalGeneration has no DFLASH setter
   (`models/lfm2_vl.py`@0.5.20:348; 0.5.21:186); the registry lacks
   LiLiCorrDraftModel, the GigaChat-3.5, IQuest-Q1, Bailing-MM and
-  DiffusionGemma classes.
+  DiffusionGemma classes; Kimi-K3's target classes define
+  set_dspark_layers_to_capture only (`models/kimi_k3.py`@0.5.20:3056, 3512;
+  0.5.21 adds the DFLASH setter, 3154, 3615): they host a GQA DSpark draft
+  and refuse a GQA DFlash one.
 """
 
 from __future__ import annotations
@@ -137,10 +140,13 @@ def dflash_loader(version: str, base: FamilyLoader) -> FamilyLoader:
     limits += (_gemma_norm_ignored(at(version, lines["gemma"], DFLASH_MODEL, "DFlashAttention.__init__")),
                _rope_dim_ignored(at(version, lines["rope"], DFLASH_MODEL, "DFlashAttention.__init__")))
     targets = base.target_classes - _DFLASH_TARGETS_GAINED[version]
+    variants = {arch: hosts - _DFLASH_TARGETS_GAINED[version] - _DFLASH_SETTERS_GAINED.get(version, frozenset())
+                for arch, hosts in base.variant_target_classes.items()}
     return dataclasses.replace(
         base,
         config_limits=limits,
         target_classes=targets,
+        variant_target_classes=variants,
         sources={**base.sources, "target classes": _TARGET_SOURCES[version], "dspark config": sections,
                  "activation": act},
     )
@@ -161,6 +167,12 @@ _GAINED_DFLASH = {"0.5.22": frozenset({"BeamForCausalLM", "MiniMaxM3SparseForCon
                                        "MuseSparkForConditionalGeneration"}),
                   "0.5.21": frozenset(),
                   "0.5.20": frozenset({"Lfm2VlForConditionalGeneration"})}
+# Kimi-K3's classes gained set_dflash_layers_to_capture in 0.5.21 (models/
+# kimi_k3.py@0.5.21:3154, 3615); in 0.5.20 they define
+# set_dspark_layers_to_capture only (kimi_k3.py@0.5.20:3056, 3512), so they
+# host a DSPARK draft and stop the engine on a DFLASH one
+# (attention_backend_setup.py::configure_aux_hidden_state_capture@0.5.20:56-66).
+_DFLASH_SETTERS_GAINED = {"0.5.20": frozenset({"KimiK3ForConditionalGeneration", "KimiK3LinearForCausalLM"})}
 _GAINED_EAGLE3 = {"0.5.22": frozenset(),
                   "0.5.21": frozenset({"ExaoneMoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"}),
                   "0.5.20": frozenset()}

@@ -179,6 +179,12 @@ LOADER = FamilyLoader(
     features={
         "fc_norm": FeatureSupport(supported=True, source=at_main("489-498", _LE3, "Eagle3LlamaModel.forward")),
         "norm_before_fc": FeatureSupport(supported=True, source=at_main("480-488", _LE3, "Eagle3LlamaModel.forward")),
+        # Its meaning: feed the post-norm state back; the logits are normed
+        # either way (converters/layouts/norm_output.py judges who trained it).
+        # Read in the released wheels (0.1.0: 459, 531-532, the same code).
+        "norm_output": FeatureSupport(supported=True, source=Source(
+            "tokenspeed/runtime/models/llama_eagle3.py::Eagle3LlamaModel.forward", "460, 527-539",
+            "tokenspeed==0.1.1")),
     },
     unread_flags={
         "norm_before_residual": NORM_BEFORE_RESIDUAL,

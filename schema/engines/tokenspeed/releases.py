@@ -29,6 +29,22 @@ from: only the rules that differ, each cited to the release's own files
   :316-319, `aux_hidden_stream`:331-336, `configure_target`:338-358):
   nested first when truthy, handed to the target, which refuses a stream it
   cannot supply; EAGLE-3 as on main.
+  A new startup check refuses a draft whose layers carry a sliding window
+  when the drafter's attention backend ignores per-layer windows
+  (`execution/drafter/dflash.py::DFlash._validate_draft_attention_window`
+  :172, 187-222). It moves no verdict of a family dspark models: the
+  drafter's backend is --drafter-attention-backend, else --attention-backend
+  mirrored (`utils/server_args.py::ServerArgs.resolve_speculative_decoding`
+  :1123-1129), else the architecture's default, `mha` for a GQA draft
+  (`layers/attention/registry.py::_get_backend_cls`:573-591), and every
+  backend registered for MHA applies the windows (`mha`, `fa3`, `fa4`,
+  `triton`, `flashinfer`: `layers/attention/backends/paged/mha.py`:53-59,
+  104, 434-435; `trtllm`: `paged/trtllm.py`:102, 552; `qsa` subclasses
+  MHA's); the backends without them (`flashmla`, `trtllm_mla`, `dsa`, `msa`)
+  build MLA, DSA and MSA attention only, and the K3 DSpark draft's layers
+  carry no window (`models/kimi_k3_dspark.py` sets no
+  `sliding_window_size`). So a GQA draft's sliding layers are served with
+  their windows under every launch that builds it.
 """
 
 from __future__ import annotations
@@ -135,11 +151,20 @@ def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
     )
 
 
+# Why the drafter's window check never refuses a GQA draft (module docstring).
+SLIDING_WINDOW_BACKENDS = at_0_1_1(
+    "172, 187-222 (DFlash._validate_draft_attention_window); layers/attention/registry.py:573-591 "
+    "(_get_backend_cls: mha by default); layers/attention/backends/paged/mha.py:53-59, 104, 434-435 and "
+    "paged/trtllm.py:102 (every MHA backend applies per-layer windows)",
+    _RUNTIME + "execution/drafter/dflash.py")
+
+
 def gqa_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
     """1031's GQA resolution (`base`), read where 0.1.1 keeps it: the model."""
     return dataclasses.replace(
         base,
         config_limits=_without_old_block_rule(base),
+        sources={**base.sources, "sliding window backend": SLIDING_WINDOW_BACKENDS},
         stream=dataclasses.replace(base.stream, source=at_0_1_1(
             "316-319, 331-358 (DFlashDraftModel._checkpoint_capture_field, aux_hidden_stream, configure_target)",
             GQA_MODEL, "DFlashDraftModel._checkpoint_capture_field")),

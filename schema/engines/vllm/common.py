@@ -84,13 +84,10 @@ def at(lines: str, path: str, qualname: str = "") -> Source:
 # vLLM registers several names per class.
 ALIASES = {
     "Eagle3LlamaForCausalLM": "LlamaForCausalLMEagle3",
-    "PEagleDraftModel": "LlamaForCausalLMEagle3",
-    "PeagleLlamaForCausalLM": "LlamaForCausalLMEagle3",
     "Eagle3MiniMaxM2ForCausalLM": "LlamaForCausalLMEagle3",
     "Eagle3Qwen2_5vlForCausalLM": "LlamaForCausalLMEagle3",
     "Eagle3Qwen3vlForCausalLM": "LlamaForCausalLMEagle3",
     # Qwen3 layers (qwen3_eagle3.py, registry.py:705-706).
-    "PeagleQwen3ForCausalLM": "Eagle3Qwen3ForCausalLM",
     "Eagle3DeepseekV3ForCausalLM": "Eagle3DeepseekV2ForCausalLM",
     "MuseGlimmerAssistantModel": "DFlashDraftModel",
     "DFlashMuseGlimmerAssistantModel": "DFlashDraftModel",
@@ -113,6 +110,11 @@ UNMODELLED_DRAFT_CLASSES = frozenset({
     "GlmOcrMTPModel", "Glm5NextMTPModel", "OpenPanguMTPModel", "ParseAuxMTPModel", "Qwen3NextMTP", "Step5MTP",
     "Qwen4ExpMTP", "Step3p5MTP", "Qwen3_5MTP", "Qwen3_5MoeMTP", "InternS2MobiusMTP", "HYV3MTPModel",
     "HYV4MTPModel", "KimiK3MTPModel",
+    # P-EAGLE: the EAGLE-3 classes under these names, served with parallel
+    # drafting (speculators' peagle -> method eagle3, parallel_drafting:
+    # transformers_utils/configs/speculators/base.py:133-134), whose mask
+    # token and parallel groups dspark does not model.
+    "PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM",
 })
 
 ARCHITECTURES = ArchitectureResolution(

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from dspark.schema.engines.base import (
     DRAFT_IF_SHIPPED,
+    HEAD_NOT_SHIPPED_UNLESS_DECLARED,
     DROPPED,
     REJECTED_WHEN_FULL_VOCAB,
     FamilyLoader,
@@ -233,7 +234,13 @@ LOADER = FamilyLoader(
     taps=TAPS,
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
                         source=at("736-775, 851-892", _DF, "DFlashQwen3ForCausalLM")),
-    head_from_target="not_shipped",
+    # The target's head replaces the draft's unless the draft ships one
+    # (process_eagle_weight marks it, model_executor/models/utils.py:1178-1198)
+    # or, for DFlash, its config sets has_own_lm_head: then the draft's own
+    # lm_head is kept whether or not it was loaded (dflash/utils.py:60-73;
+    # qwen3_dflash.py:755-763), and nothing checks it was (missing above).
+    # DSpark shares by the shipped head alone (dspark/utils.py:130-150).
+    head_from_target=HEAD_NOT_SHIPPED_UNLESS_DECLARED,
     dims={"th": _fc_width, "tw": _fc_width, "S": TAPS.draft_count},
     # fc takes each tap at target_hidden_size (else hidden_size): the target's
     # hidden_size must equal it, or the first request fails on fc's width

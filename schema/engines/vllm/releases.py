@@ -33,6 +33,12 @@ sits in the older wheel (`MOVED`): the older profile cites its own lines.
   - DFlash/DSpark `dflash_config.attention_value_scale` is unread in 0.30.0;
     0.31.0 scales every value by it (`qwen3_dflash.py`:299-300, 349,
     696-698@0.31.0): a draft trained with it is served wrong on 0.30.0.
+  - a DFlash draft's `has_own_lm_head` is unread in 0.30.0: the target's
+    head replaces the draft's unless one is shipped
+    (`v1/worker/gpu/spec_decode/dflash/utils.py`:61-68@0.30.0); 0.31.0 keeps
+    the draft's own head when the flag is set, loaded or not (64-70@0.31.0),
+    so a draft that declares it and ships none is served an uninitialised
+    head there (INV001) and the target's head on 0.30.0.
   - LiLiCorrDraftModel is registered from 0.31.0 (`registry.py`:626-708@0.31.0,
     627-708@0.30.0); Cohere2Moe, MiMoV2Omni and the NemotronH omni/VL targets
     gain SupportsEagle3 in 0.31.0.
@@ -47,6 +53,7 @@ from typing import Any, Callable, Mapping
 from dspark.schema.engines.base import ArchitectureResolution, FamilyLoader, SkipRule, Source
 from dspark.schema.engines.vllm.common import (
     ARCHITECTURES,
+    DFLASH_SHARING as DFLASH_SHARING_PATH,
     EAGLE3_UTILS,
     K3_DSPARK,
     LLAMA_EAGLE3,
@@ -344,7 +351,13 @@ def loader(version: str, base: FamilyLoader) -> FamilyLoader:
         out = dataclasses.replace(out, skips=tuple(CONFIDENCE_HEAD_0_30_0 if s.pattern == "confidence_head" else s
                                                    for s in out.skips))
     if version == "0.30.0" and base.family == "dflash_gqa":
-        out = dataclasses.replace(out, config_limits=out.config_limits + (value_scale_unread,))
+        # has_own_lm_head is unread: the target's head replaces the draft's
+        # unless one is shipped (dflash/utils.py@vllm==0.30.0:61-68;
+        # 0.31.0 reads the flag, 64-70)
+        out = dataclasses.replace(out, config_limits=out.config_limits + (value_scale_unread,),
+                                  head_from_target="not_shipped",
+                                  sources={**out.sources, "embedding / lm_head (dflash)": at_release(
+                                      "0.30.0", "61-68 (has_own_lm_head unread)", DFLASH_SHARING_PATH)})
     return out
 
 

@@ -39,6 +39,20 @@ GOOD_VARIANTS: dict[str, list[dict]] = {
 }
 
 
+def _declared_own_head(root: Path, target: Path) -> Case:
+    """A good DFlash draft whose config sets has_own_lm_head and that ships
+    no lm_head: vLLM 0.31.0+ keeps the draft's own head, never loaded; the
+    other engines never read the flag."""
+    folder = root / "dflash_gqa" / "own-head-declared-not-shipped"
+    fabricate(folder, family="dflash_gqa")
+    config = json.loads((folder / "config.json").read_text())
+    config["has_own_lm_head"] = True
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    return Case(id="fabricated/dflash_gqa/own-head-declared-not-shipped", folder=str(folder), origin=ORIGIN,
+                family="dflash_gqa", target_config=str(target), trained_layers=_trained_layers(folder, target, None),
+                expect="has_own_lm_head: true, no lm_head shipped")
+
+
 def _slug(options: dict) -> str:
     if not options:
         return "good"
@@ -165,6 +179,8 @@ def build(workdir: Path, *, engine: str | None = None) -> list[Case]:
                                   family=family, target_config=str(target),
                                   trained_layers=_trained_layers(folder, target, layout or fab.engine),
                                   expect="a good draft"))
+        if family == "dflash_gqa":
+            cases.append(_declared_own_head(root, target))
         for defect_name, defect in fab.defects.items():
             if defect.deep:
                 continue  # payload values: the engines load them as they are
@@ -180,4 +196,11 @@ def build(workdir: Path, *, engine: str | None = None) -> list[Case]:
                               family=family, target_config=str(target),
                               trained_layers=trained,
                               expect=f"{defect.code}: {defect.description}"))
+            if defect.code == "TGT005":
+                # the same folder judged without --target: the config states its
+                # target's layer count, which bounds the taps by itself (TGT009)
+                cases.append(Case(id=f"fabricated/{family}/{defect_name}-stated-target", folder=str(folder),
+                                  origin=ORIGIN, family=family, target_config=str(target), trained_layers=trained,
+                                  check_without_target=True,
+                                  expect=f"{defect.description}, checked without --target"))
     return cases + _launch_cases(root, workdir, engine_name)

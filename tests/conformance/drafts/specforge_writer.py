@@ -49,6 +49,18 @@ _LAYER = dict(hidden_size=HIDDEN_SIZE, intermediate_size=256, num_attention_head
               bos_token_id=0, eos_token_id=1, pad_token_id=2, torch_dtype="bfloat16")
 
 
+def trained_norm(draft: Any) -> dict[str, bool] | None:
+    """How an EAGLE-3 draft was trained to norm its states, read off the
+    class SpecForge built: the head reads the normed state when its
+    `norm_output` (default true) is set (modeling/draft/llama3_eagle.py::
+    LlamaForCausalLMEagle3.compute_logits@0.2.0:1690, 1772-1777); each
+    test-time-training step feeds the backbone's un-normed output back
+    (algorithms/eagle3/model.py@0.2.0:386-400). None for other classes."""
+    if type(draft).__name__ != "LlamaForCausalLMEagle3":
+        return None
+    return {"logits_normed": bool(draft.norm_output), "normed_state_fed_back": False}
+
+
 def eagle3_config(**extra: Any) -> dict[str, Any]:
     """An EAGLE-3 draft config as the release's example configs spell it
     (configs/deepseek-v3-671b-eagle3.json, kimi-k2-eagle3.json)."""
@@ -70,6 +82,9 @@ class Writer:
         self.targets = targets
         self.manifest: list[dict[str, Any]] = []
         self.vocab_mapping = self._vocab_mapping()
+        # How each run's EAGLE-3 draft normed its states, as its own class
+        # read the config (trained_norm), by config file, run dir and export.
+        self.trained_norms: dict[str, dict[str, bool] | None] = {}
 
     def _vocab_mapping(self) -> Path:
         """The t2d/d2t file the trainer builds from token counts
@@ -84,9 +99,14 @@ class Writer:
         return path
 
     def record(self, case_id: str, folder: Path, *, family: str | None, target: str,
-               trained_layers: list[int] | None, expect: str, source: str | None = None) -> Path:
+               trained_layers: list[int] | None, expect: str, source: str | None = None,
+               check_without_target: bool = False) -> Path:
+        trained_norm = self.trained_norms.get(str(folder)) or self.trained_norms.get(str(folder.parent))
+        if source is not None:  # a user's edit was trained as its source was
+            trained_norm = next((e["trained_norm"] for e in self.manifest if e["id"] == source), None)
         self.manifest.append({"id": case_id, "folder": str(folder), "family": family, "target": target,
-                              "trained_layers": trained_layers, "expect": expect, "source": source})
+                              "trained_layers": trained_layers, "expect": expect, "source": source,
+                              "trained_norm": trained_norm, "check_without_target": check_without_target})
         return folder
 
     # -- the trainer's own steps ------------------------------------------
@@ -157,6 +177,7 @@ class Writer:
                   "global_step": STEP, "epoch": 0, "epoch_batch": 0, "epoch_samples": 0,
                   "strategy": strategy, "run_id": name, "world_size": 1}
         CheckpointManager(str(run_dir), name).save(shared, STEP)
+        self.trained_norms[str(config_file)] = self.trained_norms[str(run_dir)] = trained_norm(draft)
         return run_dir, config_file
 
     def export(self, to: str, run_dir: Path, config_file: Path, folder: Path, target: str,
@@ -172,6 +193,7 @@ class Writer:
             argv += ["--vocab-mapping", str(self.vocab_mapping)]
         if main(argv) != 0:
             raise RuntimeError(f"specforge export {' '.join(argv)} failed")
+        self.trained_norms[str(folder)] = self.trained_norms.get(str(config_file))
         return folder
 
 
@@ -266,6 +288,15 @@ def write_eagle3(w: Writer) -> None:
              w.export("sglang", run, config_file, out / "norm-output-false-export-sglang", "llama", True),
              family="eagle3_llama", target="llama", trained_layers=taps,
              expect="norm_output: false (SpecForge: lm_head reads the un-normed hidden state)")
+    # norm_output: true, SpecForge's default written out: the engines read the key as
+    # "feed the post-norm state back" (sglang/srt/models/llama_eagle3.py@0.5.23:207, 264-269).
+    normed = eagle3_config(norm_output=True, eagle_config={"eagle_aux_hidden_state_layer_ids": taps})
+    run, config_file = w.train_checkpoint("eagle3-norm-output-true", "eagle3", normed, "llama")
+    w.record("trainers/specforge/eagle3_llama/norm-output-true-export-sglang",
+             w.export("sglang", run, config_file, out / "norm-output-true-export-sglang", "llama", True),
+             family="eagle3_llama", target="llama", trained_layers=taps,
+             expect="norm_output: true written out (SpecForge: logits through the final norm, its default; "
+                    "the engines: feed the post-norm state back)")
 
     full = eagle3_config(draft_vocab_size=VOCAB_SIZE, eagle_config={"eagle_aux_hidden_state_layer_ids": taps})
     run, config_file = w.train_checkpoint("eagle3-full-vocab", "eagle3", full, "llama")
@@ -301,8 +332,15 @@ def write_dflash_family(w: Writer) -> None:
                    "DFlash draft config generated from the target by the trainer (2 layers, its default tap ids)")
     draft("dflash-qwen3-moe-target-export-hf", "dflash", w.generated_config("dflash", "qwen3_moe"), "qwen3_moe",
           "DFlash draft generated from a Qwen3-MoE target (1 layer)")
-    draft("dflash-last-layer-tap-export-hf", "dflash", dflash_family_config("DFlashDraftModel", [1, 4, 7], {}),
-          "qwen3", "hand-written DFlash config whose taps include the target's last layer (7)")
+    last = dflash_family_config("DFlashDraftModel", [1, 4, 7], {})
+    last_folder = draft("dflash-last-layer-tap-export-hf", "dflash", last, "qwen3",
+                        "hand-written DFlash config whose taps include the target's last layer (7)")
+    # The same folder judged without --target: its num_target_layers (the
+    # target's layer count, as SpecForge writes it) bounds the taps alone.
+    w.record("trainers/specforge/dflash_gqa/dflash-last-layer-tap-export-hf-stated-target", last_folder,
+             family="dflash_gqa", target="qwen3", trained_layers=w.capture_layers("dflash", last, "qwen3"),
+             expect="the last-layer tap, checked without --target (num_target_layers states 8 layers)",
+             check_without_target=True)
     method = {"projector_type": "dspark", "markov_rank": 32, "markov_head_type": "vanilla",
               "confidence_head_alpha": 1.0, "enable_confidence_head": True, "confidence_head_with_markov": True}
     dspark = draft("dspark-export-hf", "dspark", dflash_family_config("DSparkDraftModel", [1, 3, 5], method), "qwen3",

@@ -54,8 +54,14 @@ class Writer:
 
     def record(self, case_id: str, folder: Path, *, family: str | None, target: str,
                trained_layers: list[int] | None, expect: str, source: str | None = None) -> Path:
+        if source is not None:  # an edit or a convert was trained as its source was
+            sources = {e["id"]: e for e in self.manifest} | self.specforge
+            trained_norm = sources.get(source, {}).get("trained_norm")
+        else:
+            trained_norm = eagle3_trained_norm(folder)
         self.manifest.append({"id": case_id, "folder": str(folder), "family": family, "target": target,
-                              "trained_layers": trained_layers, "expect": expect, "source": source})
+                              "trained_layers": trained_layers, "expect": expect, "source": source,
+                              "trained_norm": trained_norm})
         return folder
 
     def cli(self, *argv: str) -> None:
@@ -81,6 +87,22 @@ class Writer:
                  "--save-path", str(folder), "--log-dir", str(self.root / "work" / "logs"),
                  "--mask-token-id", str(MASK_TOKEN_ID), *flags)
         return folder
+
+
+def eagle3_trained_norm(folder: Path) -> dict[str, bool] | None:
+    """How a speculators EAGLE-3 draft was trained to norm its states: its
+    norm_output (the class default when absent) feeds the normed state back
+    across test-time-training steps, and the head always reads the normed
+    state (speculators/models/eagle3/config.py::Eagle3SpeculatorConfig@0.9.0:
+    76-82; models/eagle3/core.py@0.9.0:302-306). None for other algorithms."""
+    from speculators.models.eagle3.config import Eagle3SpeculatorConfig
+
+    path = folder / "config.json"
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    if config.get("speculators_model_type") != "eagle3":
+        return None
+    default = Eagle3SpeculatorConfig.model_fields["norm_output"].default
+    return {"logits_normed": True, "normed_state_fed_back": bool(config.get("norm_output", default))}
 
 
 def write_train_dry_runs(w: Writer) -> None:

@@ -61,7 +61,9 @@ def _write(trainer: tuple[str, str], requirements: list[str], script: str, root:
 def _cases(manifest: dict, origin: str, targets: Path) -> list[Case]:
     return [Case(id=entry["id"], folder=entry["folder"], origin=origin, family=entry["family"],
                  target_config=str(targets / entry["target"] / "config.json"),
-                 trained_layers=entry["trained_layers"], expect=entry["expect"], source_case=entry["source"])
+                 trained_layers=entry["trained_layers"], expect=entry["expect"], source_case=entry["source"],
+                 trained_norm=entry.get("trained_norm"),
+                 check_without_target=bool(entry.get("check_without_target")))
             for entry in manifest["drafts"]]
 
 

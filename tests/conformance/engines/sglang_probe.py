@@ -60,7 +60,7 @@ warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 
 import outcomes  # noqa: E402
-from outcomes import LOADED, NO_RUN, REFUSED, SERVED_WRONG, Case, Outcome  # noqa: E402
+from outcomes import LOADED, NO_RUN, REFUSED, SERVED_WRONG, Case, Outcome, norm_problems  # noqa: E402
 
 HARNESS_FOLDER = Path(__file__).resolve().parent
 CASE_TIMEOUT_S = 120
@@ -263,6 +263,7 @@ def verdict(case: Case, draft, draft_config, target_vocab, captured, unwritten, 
         problems.append(f"the draft lists its taps as {list(requested)}; the target hands them over once each, "
                         f"in layer order")
     problems += sglang_startup.dropped_features(Path(case.folder), draft, draft_config)
+    problems += norm_problems(case, draft)
     problems += sglang_startup.hot_token_map_problems(details["algorithm"], draft, target_vocab)
     problems += sglang_startup.stream_problems(Path(case.folder), details.get("capture", {}).get("served_stream"))
     status = SERVED_WRONG if problems else LOADED

@@ -45,7 +45,7 @@ sys.path[:] = [entry for entry in sys.path if entry != _HERE] + [_HERE]
 import outcomes  # noqa: E402
 import tokenspeed_stubs  # noqa: E402
 from tokenspeed_verdict import capture_reading, dropped_trained_tensors, proposal_checks, served_wrong  # noqa: E402
-from outcomes import LOADED, NO_RUN, REFUSED, SERVED_WRONG, Case, Outcome  # noqa: E402
+from outcomes import LOADED, NO_RUN, REFUSED, SERVED_WRONG, Case, Outcome, norm_problems  # noqa: E402
 
 CASE_SECONDS = 120
 
@@ -285,7 +285,7 @@ class Probe:
             spec_num_tokens=server_args.speculative_num_draft_tokens,
             spec_num_steps=server_args.speculative_num_steps,
             draft_model_runner=runner,
-            attn_backend=tokenspeed_stubs.drafter_attention_backend(server_args),
+            attn_backend=tokenspeed_stubs.drafter_attention_backend(server_args, draft_config),
             token_to_kv_pool=types.SimpleNamespace(),
             runtime_states=types.SimpleNamespace(),
             input_buffers=types.SimpleNamespace(max_bs=1),
@@ -359,6 +359,7 @@ class Probe:
                 wrong.append(f"tap(s) {unowned} owned by no pipeline stage: never projected")
             details["owned_taps"] = sorted(self.owned_taps)
         wrong += proposal_checks(algorithm, config, draft, captured, target_config)
+        wrong += norm_problems(case, draft)
         status = SERVED_WRONG if wrong else LOADED
         return Outcome(status, reason="; ".join(wrong), stage="startup" if not wrong else "capture",
                        captured_layers=captured, unwritten=unwritten, details=details)

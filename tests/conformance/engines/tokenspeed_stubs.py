@@ -198,17 +198,25 @@ class _DeviceHandle:
         return lambda *args, **kwargs: None
 
 
-def drafter_attention_backend(server_args):
+def drafter_attention_backend(server_args, draft_config):
     """A stand-in for the drafter's attention backend that answers the one
     question the drafter's construction asks of it: whether the backend the
     launch selects applies per-layer sliding windows (the class attribute
     `supports_layer_sliding_window`, layers/attention/backends/base.py:165,
-    read at execution/drafter/dflash.py:198). Building the real backend needs
-    CUDA workspaces; it holds no weights."""
-    from tokenspeed.runtime.layers.attention.registry import _BACKEND_REGISTRY
+    read at execution/drafter/dflash.py:198). The class is the registry's
+    own choice for the draft's attention architecture, which takes no
+    --drafter-attention-backend (nor --attention-backend, mirrored to it:
+    utils/server_args.py::resolve_speculative_decoding:1123-1129) as the
+    architecture's default, `mha` for a GQA draft
+    (layers/attention/registry.py::_get_backend_cls:573-591). Building the
+    real backend needs CUDA workspaces; it holds no weights."""
+    from tokenspeed.runtime.layers.attention.registry import _get_backend_cls
 
     name = server_args.drafter_attention_backend
-    backend = _BACKEND_REGISTRY.get(name, (None, None))[1]
+    try:
+        backend = _get_backend_cls(name, draft_config.attention_arch)
+    except ValueError:  # a backend for another architecture: the real build refuses it first
+        backend = None
     # A backend that decides per instance (a property) is taken to apply none.
     supports = getattr(backend, "supports_layer_sliding_window", False)
     return types.SimpleNamespace(supports_layer_sliding_window=supports if isinstance(supports, bool) else False,

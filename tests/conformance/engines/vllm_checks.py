@@ -9,7 +9,7 @@ import contextlib
 from pathlib import Path
 
 import torch
-from outcomes import LOADED, SERVED_WRONG, Case, Outcome
+from outcomes import LOADED, SERVED_WRONG, Case, Outcome, norm_problems
 from safetensors import safe_open
 
 
@@ -223,6 +223,7 @@ def judge(case: Case, vllm_config, target, draft, sentinel: Sentinel, ids, captu
                         f"{served_stream(target)} stream")
 
     problems.extend(_layer_type_problems(config, modules))
+    problems.extend(norm_problems(case, draft))
     head_type = _declared(config, "markov_head_type")
     head = modules.get("model.markov_head")
     if isinstance(head_type, str) and head_type.lower() != "vanilla" and head is not None \

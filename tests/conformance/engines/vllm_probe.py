@@ -151,6 +151,29 @@ def user_method(case: Case) -> str:
     return "dflash"
 
 
+def speculators_locked_fields(case: Case) -> dict:
+    """What vLLM itself locks for a folder in speculators' format served as
+    it is (`vllm serve DRAFT`): the method its own reader derives, with
+    P-EAGLE served as eagle3 with parallel drafting
+    (transformers_utils/config.py::maybe_override_with_speculators@0.33.0:
+    837-856; configs/speculators/base.py::build_vllm_speculative_config:
+    97-137). A user's "method" would be overridden there; {} for any other
+    folder, or a release without the reader."""
+    try:
+        config = json.loads((Path(case.folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(config, dict) or not isinstance(config.get("speculators_config"), dict):
+        return {}
+    try:
+        from vllm.transformers_utils.configs.speculators.base import SpeculatorsConfig
+
+        derived = SpeculatorsConfig.extract_vllm_speculative_config(config_dict=config)
+    except (ImportError, AttributeError, ValueError, KeyError, TypeError):
+        return {}
+    return {key: derived[key] for key in ("method", "parallel_drafting") if key in derived}
+
+
 def target_folder(case: Case, scratch: Path) -> Path:
     folder = scratch / "target"
     folder.mkdir()
@@ -177,6 +200,7 @@ def build_configs(case: Case, scratch: Path) -> VllmConfig:
     # A user passes the method and the number of draft tokens; the case's
     # launch flags win where they say otherwise.
     flags = {"method": user_method(case), "num_speculative_tokens": 3, **launch_speculative_config(case.launch)}
+    flags.update(speculators_locked_fields(case))
     flags["model"] = case.folder
     parallel = ParallelConfig()
     speculative = stage("config", SpeculativeConfig, target_model_config=target, target_parallel_config=parallel,
