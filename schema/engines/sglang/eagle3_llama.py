@@ -161,7 +161,7 @@ LOADER = FamilyLoader(
         "norm_before_fc": FeatureSupport(supported=True, source=at("169-182, 239-240", _LE3, "LlamaModel.__init__")),
         # Its meaning: feed the post-norm state back; the logits are normed
         # either way (converters/layouts/norm_output.py judges who trained it).
-        "norm_output": FeatureSupport(supported=True, source=at("207, 264-269", _LE3, "LlamaModel.forward")),
+        "norm_output": FeatureSupport(supported=True, source=at("207, 264-269", _LE3, "LlamaModel")),
     },
     # fc_norm: `config.fc_norm or config.use_aux_norm`; norm_before_fc:
     # `eagle_config.get("norm_before_fc", config.norm_before_fc)`
