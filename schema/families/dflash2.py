@@ -78,11 +78,12 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _conv_taps(config: Mapping[str, Any]) -> Any:
+    """conv_kernel_size (dflash_config first, then the top level)."""
     return _int_or_none(dflash2_value(config, "conv_kernel_size"))
 
 
 def _conv_groups(config: Mapping[str, Any]) -> Any:
-    """hidden_size // conv_group_size; None where the engine refuses the pair."""
+    """hidden_size // conv_group_size (None where the engine refuses the pair)."""
     group = _int_or_none(dflash2_value(config, "conv_group_size"))
     hidden = config.get("hidden_size")
     if not group or group < 1 or not isinstance(hidden, int) or hidden % group:
@@ -91,7 +92,13 @@ def _conv_groups(config: Mapping[str, Any]) -> Any:
 
 
 def _selector_rank(config: Mapping[str, Any]) -> Any:
+    """selector_rank (dflash_config first, then the top level)."""
     return _int_or_none(dflash2_value(config, "selector_rank"))
+
+
+def _o_head(config: Mapping[str, Any]) -> Any:
+    """v_head_dim for MLA attention, else the GQA head_dim (o_proj's input per head)."""
+    return config.get("v_head_dim") if uses_mla(config) else gqa_head_dim(config)
 
 
 def _derived(config: Mapping[str, Any], architecture: str | None) -> dict[str, bool]:
@@ -128,7 +135,7 @@ DFLASH2 = dataclasses.replace(
         "qk_nope": "qk_nope_head_dim",
         "qk_rope": "qk_rope_head_dim",
         "v_head": "v_head_dim",
-        "o_head": lambda c: c.get("v_head_dim") if uses_mla(c) else gqa_head_dim(c),
+        "o_head": _o_head,
     },
     tensors=(
         TensorRule("fc.weight", ("h", "S*tw"), role="context_proj"),

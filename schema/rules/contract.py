@@ -127,6 +127,7 @@ def check_contract(
     resolved.fc_norm = bool(config.get("fc_norm"))
     features = {name: bool(view.get(name)) for name in family.declared_features}
     features.update(family.derived_features(view, resolution.architecture))
+    features.update(loader.fixed_features if loader is not None else {})
     resolved.features = dict(features)
 
     unread = loader.ignored_fields if loader is not None else ()

@@ -24,6 +24,7 @@ from dspark.schema.engines.base import FamilyLoader, served_wrong
 from dspark.schema.engines.vllm import dflash_gqa
 from dspark.schema.engines.vllm.common import at, engine_refusal
 from dspark.schema.families.dflash2 import BUILD_FIELDS, SERVE_FIELDS, dflash2_value
+from dspark.schema.families.dflash_gqa import gqa_head_dim
 from dspark.schema.findings import Finding
 
 DFLASH2 = "vllm/model_executor/models/qwen3_dflash2.py"
@@ -63,19 +64,6 @@ def build_fields(config: Mapping[str, Any], config_file: str) -> list[Finding]:
                                f"{hidden}: the grouped convolution raises at build", at("182-185", DFLASH2),
                                "dflash_config.conv_group_size", "Write the group size the draft was trained with.")]
     return []
-
-
-def mla_not_built(config: Mapping[str, Any], config_file: str) -> list[Finding]:
-    """vLLM builds DFlash's Qwen3 GQA attention for every DFlash2 draft
-    (DFlash2Qwen3DecoderLayer subclasses DFlashQwen3DecoderLayer,
-    qwen3_dflash2.py:229-246; attention_mode is read nowhere): an MLA draft's
-    attention weights have no destination and the load fails."""
-    if str(dflash2_value(config, "attention_mode", "gqa")).lower() != "mla":
-        return []
-    return [engine_refusal(config_file, "attention_mode is mla, but vLLM's DFlash2 builds Qwen3 GQA attention "
-                           "whatever it says: the MLA projections have no destination and the load fails",
-                           at("229-246", DFLASH2), "dflash_config.attention_mode",
-                           "Serve an MLA DFlash2 draft on TokenSpeed 0.1.1, which builds MLA attention.")]
 
 
 def serve_fields_nested_only(config: Mapping[str, Any], config_file: str) -> list[Finding]:
@@ -128,7 +116,12 @@ LOADER: FamilyLoader = dataclasses.replace(
     # 851-892): no DSpark confidence head here, so such a name has no destination.
     skips=tuple(rule for rule in dflash_gqa.LOADER.skips if "confidence_head" not in rule.pattern),
     config_limits=(*(limit for limit in dflash_gqa.LOADER.config_limits if limit not in _DSPARK_ONLY),
-                   build_fields, mla_not_built, serve_fields_nested_only, block_from_launch),
+                   build_fields, serve_fields_nested_only, block_from_launch),
+    # DFlash2Qwen3DecoderLayer subclasses DFlashQwen3DecoderLayer (qwen3_dflash2.py:229-246) and
+    # nothing reads attention_mode: GQA attention for every draft, so an MLA
+    # draft's projections have no destination (and q/k/v none shipped).
+    fixed_features={"gqa": True, "mla": False},
+    dims={**dflash_gqa.LOADER.dims, "o_head": gqa_head_dim},
     int_coerced_fields=tuple(f"dflash_config.{key}" for key in BUILD_FIELDS),
     sources={
         **{k: v for k, v in dflash_gqa.LOADER.sources.items() if "dspark" not in k},
