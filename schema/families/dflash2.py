@@ -111,7 +111,12 @@ _CONV = tuple(
     for side in ("attention_conv", "mlp_conv")
     for rule in (
         TensorRule(f"layers.{{n}}.{side}.base_kernel", ("2", "conv_taps", "h")),
-        TensorRule(f"layers.{{n}}.{side}.kernel_projection.weight", ("2*conv_taps*conv_groups", "h")),
+        # Zero at initialisation, where the convolution is its base kernel
+        # alone (speculators/models/dflash2/model_definitions.py::
+        # GroupedDynamicCausalConv.reset_parameters@speculators==0.9.0:138-143):
+        # all zeros is a draft served as trained, not a lost weight (no PAY004).
+        TensorRule(f"layers.{{n}}.{side}.kernel_projection.weight", ("2*conv_taps*conv_groups", "h"),
+                   role="dynamic_delta"),
     )
 )
 
