@@ -127,3 +127,25 @@ def test_older_vllm_releases_cite_their_own_lines():
     loader = engine_by_spec("vllm@0.30.0").loader_for("dflash2")
     assert loader.sources["convolution"].cite() == "vllm/model_executor/models/qwen3_dflash2.py@vllm==0.30.0:46-102"
     assert engine_by_spec("vllm@0.33.0").loader_for("dflash2").sources["convolution"].lines == "170-227"
+
+
+def test_convert_writes_every_field_where_both_engines_read_it(gqa, tmp_path):
+    from dspark.converters.convert import convert_checkpoint
+    from dspark.converters.convert_plan import ConvertOptions
+
+    def spread(config):
+        # TokenSpeed's model reads these at the top level too; vLLM and
+        # TokenSpeed's drafter and KV-cache layout only in dflash_config.
+        for key in ("conv_group_size", "selector_top_k"):
+            config[key] = config["dflash_config"].pop(key)
+        config["output_multiplier"] = 2.0
+
+    edit_config(gqa, spread)
+    assert not check_checkpoint(gqa, engine="vllm@0.33.0").passed()
+    for engine in ("vllm@0.33.0", "tokenspeed@0.1.1"):
+        out = tmp_path / engine
+        convert_checkpoint(gqa, out, ConvertOptions(engine=engine))
+        nested = json.loads((out / "config.json").read_text())["dflash_config"]
+        assert (nested["conv_group_size"], nested["selector_top_k"], nested["output_multiplier"]) == (8, 4, 2.0)
+        for judge in ("vllm@0.33.0", "tokenspeed@0.1.1"):
+            assert check_checkpoint(out, engine=judge).passed(strict=True), (engine, judge)
