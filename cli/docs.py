@@ -195,7 +195,12 @@ def family_block(family: DraftFamily) -> str:
         lines += ["", "No engine profile serves this family yet."]
     for specs, facts in groups:
         lines += _engine_section(specs, facts)
-    unserved = [p.spec for p in all_profiles() if p.loader_for(family.name) is None]
+    unjudged = [p.spec for p in all_profiles() if p.loader_for(family.name) is None
+                and p.registers_unjudged(family.architectures)]
+    if unjudged:
+        lines += ["", f"Registered by {_engines(unjudged)}, which load the class, but not judged there: dspark has "
+                  "no rules for how they serve it (ENG007)."]
+    unserved = [p.spec for p in all_profiles() if p.loader_for(family.name) is None and p.spec not in unjudged]
     if unserved:
         lines += ["", f"Not served by {_engines(unserved)}: the engine has no model for it (ENG006)."]
     lines += ["", END]
@@ -247,6 +252,10 @@ CONTRACT_PAGE = "docs/contract.md"
 def _engine_cell(profile: EngineProfile, family: str) -> str:
     loader = profile.loader_for(family)
     if loader is None:
+        from dspark.schema.families import family_by_name
+
+        if profile.registers_unjudged(family_by_name(family).architectures):
+            return "registered, **not judged** (ENG007)"
         return "**not served** (ENG006)"
     taps = loader.taps
     unread = [name for name, support in {**loader.features, **loader.unread_flags}.items() if not support.supported]

@@ -55,7 +55,9 @@ def contract_table(family: str | None = None, engine: str | None = None) -> list
         for profile in _profiles(engine):
             loader = profile.loader_for(draft_family.name)
             if loader is None:
-                rows.append({"family": draft_family.name, "engine": profile.spec, "served": False})
+                # registered: the engine loads the family's class, dspark has no rules for it there (ENG007)
+                rows.append({"family": draft_family.name, "engine": profile.spec, "served": False,
+                             "registered": profile.registers_unjudged(draft_family.architectures)})
                 continue
             rows.append({
                 "served": True,
@@ -101,7 +103,7 @@ def contract_table(family: str | None = None, engine: str | None = None) -> list
 def families(
     output: Annotated[DataFormat, typer.Option("--format", help="human: a page to read; json: the table as data.")] = DataFormat.human,
     family: Annotated[Optional[str], typer.Option(
-        "--family", metavar="NAME[,...]", help="Only these families (k3_dspark, dflash_gqa, eagle3_llama, eagle3_mla).")] = None,
+        "--family", metavar="NAME[,...]", help="Only these families (k3_dspark, dflash_gqa, dflash2, eagle3_llama, eagle3_mla, eagle3_qwen3).")] = None,
     engine: Annotated[Optional[str], typer.Option(
         "--engine", metavar="NAME[@REV][,...]|all", parser=engine_names,
         help="Only these engines: a name lists every revision modelled, NAME@REV one.")] = None,
@@ -134,6 +136,11 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
             lines.extend(wrap(source, width, first="    ", indent="      "))
 
     for row in rows:
+        if not row["served"] and row.get("registered"):
+            lines.extend(wrap(f"{row['family']} on {row['engine']}: registered but NOT judged (the engine loads "
+                              "the class; dspark has no rules for it there: ENG007)", width, indent="  "))
+            lines.append("")
+            continue
         if not row["served"]:
             lines.extend(wrap(f"{row['family']} on {row['engine']}: NOT served (the engine has no model for it; "
                               "ENG006)", width, indent="  "))

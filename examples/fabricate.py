@@ -42,6 +42,13 @@ from dspark.examples.fabricate_eagle3 import (  # noqa: F401 - re-exported: the 
     eagle3_tensors,
     write_eagle3_draft,
 )
+from dspark.examples.fabricate_dflash2 import VARIANTS as DFLASH2_VARIANTS
+from dspark.examples.fabricate_dflash2 import (
+    DFLASH2_DEFECTS,
+    dflash2_config,
+    dflash2_target_config,
+    dflash2_tensor_shapes,
+)
 from dspark.examples.fabricate_gqa import (  # noqa: F401 - re-exported
     GQA_DEFECTS,
     GQA_SCALES,
@@ -354,6 +361,17 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         tensors=_seeded,
         target=lambda scale: gqa_target_config(GQA_SCALES[scale]),
     ),
+    "dflash2": FamilyFabricator(
+        name="dflash2",
+        description="DFlash2 (DFlash2DraftModel), GQA or MLA attention (--variant); full size: on Qwen3-8B",
+        scales={"tiny": "tiny", "full": "qwen3-8b"},
+        defects=DFLASH2_DEFECTS,
+        options={"variant": "gqa", "engine": None},
+        config=lambda scale, o: dflash2_config(scale, variant=o["variant"]),
+        specs=lambda scale, config, o: _bf16(dflash2_tensor_shapes(config)),
+        tensors=_seeded,
+        target=dflash2_target_config,
+    ),
     "eagle3_llama": FamilyFabricator(
         name="eagle3_llama",
         description="EAGLE-3 Llama (LlamaForCausalLMEagle3); full size: on Llama-3.1-8B",
@@ -606,7 +624,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--defect", metavar="NAME", help="a defect of the family (see --list-defects)")
     parser.add_argument("--list-defects", action="store_true",
                         help="print family, defect, expected finding code and description, and exit")
-    parser.add_argument("--variant", choices=VARIANTS, help="dflash_gqa: DFlash (default) or DSpark (Markov head)")
+    parser.add_argument("--variant", choices=VARIANTS + DFLASH2_VARIANTS,
+                        help="dflash_gqa: dflash (default) or dspark (Markov head); dflash2: gqa (default) or mla")
     parser.add_argument("--fc-norm", dest="fc_norm", action=argparse.BooleanOptionalAction, default=None,
                         help="ship fc_norm (k3_dspark: on by default; eagle3_*: off)")
     parser.add_argument("--norm-before-fc", action="store_const", const=True, default=None,

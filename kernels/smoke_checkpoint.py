@@ -163,7 +163,13 @@ def smoke_checkpoint(
     family, num_segments, target_hidden, eps = _projection_shape(checkpoint)
     weights = _load_projection_weights(checkpoint, num_segments)
     engine_kernel = None
-    if kernel != "dspark":
+    # Without fc_norm the engine projects the taps with fc and a plain
+    # RMSNorm (GQA DFlash and DFlash2: models/dflash.py::DFlashDraftModel.
+    # project_target_hidden@tokenspeed==0.1.1:397-398): no engine kernel to
+    # put beside dspark's, so `both` tests dspark's alone and says so (SMK012),
+    # needing no engine installed; `engine` alone still refuses below.
+    engine_step_absent = kernel == "both" and "fc_norm.0.weight" not in weights
+    if kernel != "dspark" and not engine_step_absent:
         engine_kernel = load_engine_kernel(probe_runtime(engine_path) if runtime is None else runtime)
         why = engine_kernel.reason
         if why is None and "fc_norm.0.weight" not in weights:
@@ -236,7 +242,13 @@ def smoke_checkpoint(
         tokens=result.tokens,
         taps_source=taps_source,
         result=result,
-        findings=smoke_findings(result, kernel=kernel, engine_kernel=engine_kernel),
+        findings=smoke_findings(result, kernel=kernel, engine_kernel=engine_kernel) + ([Finding(
+            "SMK012",
+            f"--kernel both: the {family.name} draft has no fc_norm, so the engine runs no segmented RMSNorm on its "
+            "context projection (fc, then an ordinary RMSNorm): dspark's kernel alone was tested against the fp32 "
+            "reference.",
+            detail={"family": family.name},
+        )] if engine_step_absent else []),
         kernel=kernel,
         engine_kernel=engine_kernel,
     )

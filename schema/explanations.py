@@ -501,6 +501,10 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "Nothing; it is a measurement."),
     "SMK011": _x("The engine's segmented_rmsnorm could not run here, so only dspark's kernel was tested.",
                  "Run the smoke where the engine serves from (its kernel may need a GPU)."),
+    "SMK012": _x("--kernel both on a draft without fc_norm (a GQA DFlash or DFlash2 draft): the engine projects the "
+                 "taps with fc and an ordinary RMSNorm and runs no segmented RMSNorm of its own, so there is no "
+                 "engine kernel to put beside dspark's; dspark's kernel was tested against the fp32 reference.",
+                 "Nothing; --kernel engine, which asks for the engine's kernel alone, refuses such a draft."),
 }
 
 

@@ -174,6 +174,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("SMK009", E, "the installed engine's segmented_rmsnorm differs from the fp32 reference beyond tolerance"),
     ("SMK010", I, "the installed engine's segmented_rmsnorm beside dspark's: errors and times"),
     ("SMK011", W, "the installed engine's segmented_rmsnorm did not run here (why)"),
+    ("SMK012", I, "the draft has no fc_norm: no engine kernel runs on its context projection, dspark's alone was tested"),
     # `check --runtime`: the serving engine installed where the check runs
     ("RUN001", E, "the engine installed here will not start: its K3 DSpark model cannot import its segmented_rmsnorm"),
     ("RUN002", I, "the segmented_rmsnorm the installed engine serves with, and where it comes from"),

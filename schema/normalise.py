@@ -93,6 +93,36 @@ def _target_depth(config: dict[str, Any], loader: Any, engine: EngineProfile) ->
     return changes
 
 
+def _dflash2_fields_nested(config: dict[str, Any], family: DraftFamily) -> list[str]:
+    """A DFlash2 draft's fields written where every engine reads them:
+    dflash_config. TokenSpeed's model reads each there first, then at the
+    top level, and its drafter and KV-cache layout read dflash_config only
+    (selector_top_k, output_multiplier, final_logit_softcapping; an exact
+    "mla": models/dflash2.py::_dflash2_config_value@tokenspeed==0.1.1:50-52,
+    execution/drafter/dflash2.py:85-91, configs/model_config.py:354-366);
+    vLLM reads dflash_config only (qwen3_dflash2.py@vllm==0.33.0:248-258,
+    376-406). The value moved is the one TokenSpeed's model builds with."""
+    if family.name != "dflash2":
+        return []
+    from dspark.schema.families.dflash2 import BUILD_FIELDS, SERVE_FIELDS, dflash2_value
+
+    nested = config.get("dflash_config")
+    if nested is not None and not isinstance(nested, dict):
+        return []  # left for the check to judge
+    nested = config.setdefault("dflash_config", {}) if nested is None else nested
+    changes = []
+    for key in (*BUILD_FIELDS, *SERVE_FIELDS, "block_size", "attention_mode"):
+        value = dflash2_value(config, key)
+        if key == "attention_mode" and isinstance(value, str):
+            value = value.lower()  # the model lower-cases it; the cache layout compares it exactly
+        if value is None or (key in nested and nested[key] == value):
+            continue
+        before = repr(nested[key]) if key in nested else "absent"
+        nested[key] = value
+        changes.append(f"dflash_config.{key}: {before} -> {value!r} (where every engine reads it)")
+    return changes
+
+
 def normalise_config(
     config: Mapping[str, Any],
     family: DraftFamily,
@@ -137,6 +167,7 @@ def normalise_config(
 
     changes += place_eagle3_taps(out, family, engine)
     changes += _target_depth(out, loader, engine)
+    changes += _dflash2_fields_nested(out, family)
 
     if "fc_norm" not in out and not any(family.fc_norm_index(t.name) is not None for t in tensors):
         put("fc_norm", False, "no fc_norm weights shipped; absent means false")

@@ -113,9 +113,9 @@ def is_speculators_config(config: Mapping[str, Any]) -> bool:
 
 
 def read_speculators_config(config: Mapping[str, Any], config_file: str) -> TrainerConfig | None:
-    """The engine's config for a speculators `eagle3`, `peagle`, `dflash` or
-    `dspark` config; None for any other speculators model (DFlash2, MTP: no
-    family dspark models), which then reads as an unknown family (ENG007).
+    """The engine's config for a speculators `eagle3`, `peagle`, `dflash`,
+    `dflash2` or `dspark` config; None for any other speculators model (MTP:
+    no family dspark models), which then reads as an unknown family (ENG007).
     A P-EAGLE config is read into vLLM's P-EAGLE class, which only engines
     that register it resolve (ENG007 on the others)."""
     if not is_speculators_config(config):
@@ -188,7 +188,12 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
 # dflash_config {mask_token_id, target_layer_ids: each id - 1}; DSpark as
 # Qwen3DSparkModel with target_layer_ids (each id - 1), the mask token and
 # the Markov and confidence-head fields at the top level.
-BLOCK_DRAFT_TYPES = ("dflash", "dspark")
+# DFlash2 (models/dflash2/config.py@0.9.0:14-44) is DFlash's shape plus the
+# convolution and selector fields at the top level, which vLLM's reader
+# copies into dflash_config when not null, architectures DFlash2DraftModel
+# (algos.py::update_dflash2@vllm==0.33.0:129-149).
+BLOCK_DRAFT_TYPES = ("dflash", "dflash2", "dspark")
+_DFLASH2_NESTED = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
 BLOCK_TAP_IDS_FIELD = "aux_hidden_state_layer_ids"
 _BLOCK_CARRIED = ("draft_vocab_size", "target_hidden_size", "block_size", "torch_dtype", "dtype")
 _DSPARK_CARRIED = ("markov_rank", "markov_head_type", "enable_confidence_head", "confidence_head_with_markov",
@@ -214,20 +219,26 @@ def _read_block_draft(config: Mapping[str, Any], config_file: str) -> TrainerCon
         if mask is not None:
             out["mask_token_id"] = mask
     else:
-        out["architectures"] = ["DFlashDraftModel"]
+        out["architectures"] = ["DFlash2DraftModel" if kind == "dflash2" else "DFlashDraftModel"]
         nested = {"mask_token_id": mask, "target_layer_ids": layer_ids}
+        if kind == "dflash2":
+            nested.update({key: copy.deepcopy(config.get(key)) for key in _DFLASH2_NESTED})
+            # TokenSpeed's DFlash2 model reads the block nested first, then the
+            # top level; written beside the fields it is built with.
+            nested["block_size"] = config.get("block_size")
         out["dflash_config"] = {k: v for k, v in nested.items() if v is not None}
     shape = (f"speculators' {kind} config ({TYPE_FIELD} {kind!r}, architectures {config.get('architectures')!r}, "
              f"the layer under {LAYER_CONFIG_FIELD})")
     where = "target_layer_ids" if kind == "dspark" else "dflash_config"
+    family = "dflash2" if kind == "dflash2" else "dflash_gqa"
     findings = [Finding(
         "SRC005",
-        f"{config_file} is {shape}: read as the dflash_gqa config dspark convert writes (the "
+        f"{config_file} is {shape}: read as the {family} config dspark convert writes (the "
         f"{LAYER_CONFIG_FIELD} fields at the top level, architectures {out['architectures']!r}, "
         f"{BLOCK_TAP_IDS_FIELD} {ids!r} as {where}'s layer ids, each one less, as vLLM's reader of this shape "
         "takes them).",
         file=config_file,
-        detail={"trainer": TRAINER, "family": "dflash_gqa", "layer_model_type": layer.get("model_type"),
+        detail={"trainer": TRAINER, "family": family, "layer_model_type": layer.get("model_type"),
                 "as_written": {}},
     )]
     return TrainerConfig(TRAINER, shape, out, findings)

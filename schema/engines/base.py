@@ -458,6 +458,10 @@ class FamilyLoader:
     # 0.1.1's K3 model loads embed_tokens on the last pipeline stage).
     # convert keeps them, so its output serves every launch.
     launch_loaded: Mapping[str, str] = field(default_factory=dict)
+    # Derived features this engine's model builds whatever the config says
+    # (vLLM's DFlash2 always builds GQA attention, never MLA): they replace
+    # the family's reading of the config.
+    fixed_features: Mapping[str, bool] = field(default_factory=dict)
 
     def launch_loading(self, served_name: str) -> str | None:
         """The launch under which the loader loads a name it skips by default."""
@@ -588,6 +592,12 @@ class EngineProfile:
     def loader_for(self, family: str) -> FamilyLoader | None:
         return self.loaders.get(family)
 
+    def registers_unjudged(self, architectures: tuple[str, ...]) -> bool:
+        """Whether this engine registers one of a family's classes
+        (`architectures`) that it has no loader for here: it loads such a
+        draft, and dspark cannot judge it on this engine (ENG007, not ENG006)."""
+        return any(name in self.architectures.registered for name in architectures)
+
 
 SERVE_ELSEWHERE = "Serve the draft on an engine that honours it, or retrain without it."
 
@@ -601,3 +611,4 @@ def served_wrong(config_file: str, text: str, source: Source, feature: str, fix:
         file=config_file,
         detail={"feature": feature, "source": source.cite()},
     )
+

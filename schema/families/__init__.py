@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     FAMILIES: tuple[DraftFamily, ...]
     K3_DSPARK: DraftFamily
     DFLASH_GQA: DraftFamily
+    DFLASH2: DraftFamily
     EAGLE3_LLAMA: DraftFamily
     EAGLE3_MLA: DraftFamily
     EAGLE3_QWEN3: DraftFamily
@@ -54,6 +55,7 @@ REGISTRY: tuple[FamilyEntry, ...] = (
     FamilyEntry("dflash_gqa", "dspark.schema.families.dflash_gqa", "DFLASH_GQA",
                 ("DFlashDraftModel", "DSparkDraftModel"), legacy_architectures=("Qwen3DSparkModel",),
                 model_types=("dflash", "dspark", "dflash_draft")),
+    FamilyEntry("dflash2", "dspark.schema.families.dflash2", "DFLASH2", ("DFlash2DraftModel",)),
     FamilyEntry("eagle3_llama", "dspark.schema.families.eagle3_llama", "EAGLE3_LLAMA",
                 ("LlamaForCausalLMEagle3",), legacy_architectures=("Eagle3LlamaForCausalLM",)),
     FamilyEntry("eagle3_mla", "dspark.schema.families.eagle3_mla", "EAGLE3_MLA",
@@ -121,6 +123,7 @@ def known_families_text() -> str:
 
 
 __all__ = [
+    "DFLASH2",
     "DFLASH_GQA",
     "EAGLE3_LLAMA",
     "EAGLE3_MLA",

@@ -30,7 +30,7 @@ class TensorRule:
 
     name: str
     shape: tuple[str, ...]
-    role: str = "matrix"  # "matrix" | "norm" | "fc_norm" | "context_proj" | "context_norm" | "lm_head" | "token_map"
+    role: str = "matrix"  # "matrix" | "norm" | "fc_norm" | "context_proj" | "context_norm" | "lm_head" | "token_map" | "dynamic_delta"
     when: str | None = None
     # The engine loads it when shipped and does without it otherwise (a
     # shared embedding): never reported missing.

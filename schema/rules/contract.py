@@ -105,7 +105,8 @@ def check_contract(
     resolution = resolve_family(config, engine, config_file)
     family, loader = resolution.family, resolution.loader
     if family is None:
-        unmodelled = unmodelled_family_finding(config, engine, config_file, resolution.architecture)
+        unmodelled = unmodelled_family_finding(config, engine, config_file, resolution.architecture,
+                                               resolution.unmodelled_here)
         return ContractResult([unmodelled], resolved, None, {}, None, config)
     resolved.family = family.name
     resolved.architecture = resolution.architecture
@@ -127,13 +128,14 @@ def check_contract(
     resolved.fc_norm = bool(config.get("fc_norm"))
     features = {name: bool(view.get(name)) for name in family.declared_features}
     features.update(family.derived_features(view, resolution.architecture))
+    features.update(loader.fixed_features if loader is not None else {})
     resolved.features = dict(features)
 
     unread = loader.ignored_fields if loader is not None else ()
     findings += unread_nested_stream(schema_findings(view, family, config_file, unread), loader)
     findings += cross_field_findings(view, family, config_file, loader)
     findings += rope_findings(view, config_file, rope_scaling_wins=not (
-        loader is not None and loader.family == "dflash_gqa" and view.get("model_type") in ("qwen2", "qwen3")))
+        loader is not None and loader.family in ("dflash_gqa", "dflash2") and view.get("model_type") in ("qwen2", "qwen3")))
     findings += unread_flag_findings(loader, engine, view, config_file)
     for limit in (loader.config_limits if loader is not None else ()):
         findings += limit(view, config_file)

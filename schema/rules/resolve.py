@@ -66,6 +66,9 @@ class Resolution:
     architecture: str | None
     loader: FamilyLoader | None
     findings: list[Finding]
+    # A family dspark models for other engines, which this engine registers
+    # but dspark has no rules for here (`family` is then None: ENG007).
+    unmodelled_here: str | None = None
 
 
 def not_served_finding(family: DraftFamily, engine: EngineProfile, config_file: str) -> Finding:
@@ -83,12 +86,25 @@ def not_served_finding(family: DraftFamily, engine: EngineProfile, config_file: 
 
 
 def unmodelled_family_finding(config: Mapping[str, Any], engine: EngineProfile, config_file: str,
-                              architecture: str | None) -> Finding:
+                              architecture: str | None, family: str | None = None) -> Finding:
     """ENG007: no family dspark models describes this config. Whether the
     engine serves it at all is its registry's answer (`architecture`, as
     `ArchitectureResolution.resolve` picks it): a class it registers that
     dspark has no rules for is loaded unjudged; none is refused at load."""
     named = f"model_type {config.get('model_type')!r} / architectures {config.get('architectures')!r}"
+    if family is not None:
+        # A family dspark models on other engines: it says which ones.
+        return Finding(
+            UNMODELLED_FAMILY,
+            f"{config_file}: {named}: a {family} draft; {engine.spec} registers {architecture} and loads the draft "
+            f"as that class, but dspark has no rules for how {engine.spec} serves {family} drafts and cannot vouch "
+            f"for it: whether it is served as trained is not judged. `dspark families --family {family}` lists the "
+            "engines dspark judges it on.",
+            file=config_file,
+            detail={"model_type": config.get("model_type"), "architectures": config.get("architectures"),
+                    "engine": engine.spec, "engine_loads": architecture, "family": family,
+                    "source": engine.architectures.source.cite()},
+        )
     if architecture is not None:
         what = (f"{engine.spec} registers {architecture} and loads the draft as that class, for which dspark has "
                 "no rules: whether it is served as trained is not judged")
@@ -118,6 +134,11 @@ def resolve_family(config: Mapping[str, Any], engine: EngineProfile, config_file
     # otherwise the first architecture dspark knows.
     described = family_for_model_type(config.get("model_type")) or family_for_config(config)
     if described is not None and engine.loader_for(described.name) is None:
+        loads, _ = engine.architectures.resolve(config.get("architectures"), config.get("model_type"))
+        if loads is not None and family_for_architecture(loads) is described:
+            # The engine registers the family's class; dspark has no loader
+            # of this engine for it: unjudged (ENG007), not refused.
+            return Resolution(None, loads, None, [], unmodelled_here=described.name)
         return Resolution(described, None, None, [not_served_finding(described, engine, config_file)])
     architecture, rewritten = engine.architectures.resolve(config.get("architectures"), config.get("model_type"))
     cite = engine.architectures.source.cite()

@@ -327,3 +327,18 @@ def test_the_page_says_it_looked_only_at_the_context_projection(dspark, tiny_dra
     assert run.exit_code == 0
     (line,) = [line for line in run.stdout.splitlines() if line.strip().startswith("looked at")]
     assert "context projection only" in line and "dspark check --deep" in line
+
+
+def test_kernel_both_on_a_draft_without_fc_norm_needs_no_engine_and_says_so(dspark, tmp_path):
+    # A DFlash2 draft projects its taps with fc and an ordinary RMSNorm: no
+    # engine kernel to put beside dspark's, so `both` runs dspark's alone
+    # (no engine installed here) and notes it; `engine` alone still refuses.
+    from dspark.examples.fabricate import fabricate
+
+    draft = fabricate(tmp_path / "d", family="dflash2")
+    run = dspark("smoke", draft, "--device", DEVICE, "--tokens", "8", "--kernel", "both", "--format", "json")
+    assert run.exit_code == 0, run.stdout + run.stderr
+    report = run.json()
+    assert report["family"] == "dflash2" and not report["fc_norm"] and report["engine_kernel"] is None
+    assert "SMK012" in {f["code"] for f in report["findings"]}
+    assert dspark("smoke", draft, "--device", DEVICE, "--kernel", "engine").exit_code == 2

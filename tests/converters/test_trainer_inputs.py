@@ -208,7 +208,7 @@ def test_speculators_draft_without_tap_ids_converts_to_the_engines_defaults(tmp_
 
 
 def test_a_speculators_model_of_a_family_dspark_does_not_model_fails_unjudged(tmp_path):
-    source = write_speculators_draft(tmp_path / "spec", model_type="dflash2")
+    source = write_speculators_draft(tmp_path / "spec", model_type="mtp")
     result = dspark("check", str(source))
     assert result.returncode == 1 and "ENG007" in result.stdout and "does not model" in result.stdout
 

@@ -27,7 +27,7 @@ from dspark.schema.engines.base import (
     TapPaths,
 )
 from dspark.schema.errors import UsageError
-from dspark.schema.families import FAMILIES
+from dspark.schema.families import FAMILIES, family_by_name
 from dspark.schema.families.dflash_gqa import gqa_taps
 from dspark.schema.families.eagle3_common import TAP_IDS_FIELD, target_capture_ids
 from dspark.schema.rules.contract import check_contract
@@ -179,9 +179,27 @@ def _without(family: str):
     return dataclasses.replace(profile, name="fake", revision="1", loaders=loaders)
 
 
-def test_a_family_the_engine_does_not_serve_is_a_finding_not_a_usage_error(tmp_path):
+def _unregistered(family: str):
+    """An engine with neither a loader nor a registered class for `family`."""
+    profile = _without(family)
+    classes = set(family_by_name(family).architectures)
+    return dataclasses.replace(profile, architectures=dataclasses.replace(
+        profile.architectures, registered=profile.architectures.registered - classes))
+
+
+def test_a_family_the_engine_registers_but_dspark_has_no_loader_for_is_unjudged():
+    # SGLang registers DFlash2DraftModel (sglang/srt/models/dflash.py:1264,1321@sglang==0.5.23);
+    # dspark judges DFlash2 on TokenSpeed and vLLM only: ENG007 there, not a refusal.
     config = draft_config(SCALES["tiny"], fc_norm=False)
     result = check_contract(config, [], engine=_without("k3_dspark"))
+    assert [f.code for f in result.findings] == ["ENG007"]
+    assert result.findings[0].detail["family"] == "k3_dspark"
+    assert "has no rules for how fake@1 serves k3_dspark" in result.findings[0].message
+
+
+def test_a_family_the_engine_does_not_serve_is_a_finding_not_a_usage_error(tmp_path):
+    config = draft_config(SCALES["tiny"], fc_norm=False)
+    result = check_contract(config, [], engine=_unregistered("k3_dspark"))
     assert [f.code for f in result.findings] == ["ENG006"]
     [finding] = result.findings
     assert "fake@1 does not serve k3_dspark" in finding.message and finding.detail["family"] == "k3_dspark"
@@ -189,7 +207,7 @@ def test_a_family_the_engine_does_not_serve_is_a_finding_not_a_usage_error(tmp_p
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(config))
     write_safetensors(folder, make_tensors(tensor_shapes(SCALES["tiny"], fc_norm=False), dtype="bfloat16", seed=0))
-    report = check_checkpoint(folder, engine=_without("k3_dspark"))
+    report = check_checkpoint(folder, engine=_unregistered("k3_dspark"))
     assert [f.code for f in report.errors] == ["ENG006"]
     assert check_checkpoint(folder).passed()
 

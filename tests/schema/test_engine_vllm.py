@@ -70,7 +70,7 @@ def test_vllm_alone_is_the_released_0_33_0_and_other_revisions_are_refused():
     profile = engine_by_spec("vllm")
     assert profile.spec == "vllm@0.33.0"
     assert engine_by_spec("vllm@0.33.0") is profile
-    assert set(profile.loaders) == {"k3_dspark", "dflash_gqa", "eagle3_llama", "eagle3_mla", "eagle3_qwen3"}
+    assert set(profile.loaders) == {"k3_dspark", "dflash_gqa", "dflash2", "eagle3_llama", "eagle3_mla", "eagle3_qwen3"}
     with pytest.raises(UsageError):
         engine_by_spec("vllm@0.34.0")
     assert [p.name for p in engine_specs("tokenspeed,vllm")] == ["tokenspeed", "vllm"]

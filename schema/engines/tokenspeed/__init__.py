@@ -84,11 +84,13 @@ def _k3(**options: bool) -> Callable[[], FamilyLoader]:
     return lambda: _module("k3_dspark").loader(**options)
 
 
-def _loaders(k3: Callable[[], FamilyLoader], **own: Callable[[], FamilyLoader]) -> _Loaders:
-    """K3's loader and, for each other family, its own (`own`) or main's."""
+def _loaders(k3: Callable[[], FamilyLoader], *, added: Mapping[str, Callable[[], FamilyLoader]] | None = None,
+             **own: Callable[[], FamilyLoader]) -> _Loaders:
+    """K3's loader and, for each other family, its own (`own`) or main's;
+    `added`: families main does not serve."""
     others = ("dflash_gqa", "eagle3_llama", "eagle3_mla")
     return _Loaders({"k3_dspark": k3, **{family: own.get(family, functools.partial(_main_loader, family))
-                                         for family in others}})
+                                         for family in others}, **(added or {})})
 
 CURRENT = EngineProfile(
     name=NAME,
@@ -151,7 +153,10 @@ RELEASE_0_1_1 = EngineProfile(
     description="TokenSpeed 0.1.1, the release `pip install tokenspeed` gives: pull request 1031's K3 DSpark "
     "model with the stream read at the top level only and the draft compared with the loaded target at startup",
     loaders=_loaders(_release("k3_dspark", "k3_loader_0_1_1"),
-                     dflash_gqa=_release("dflash_gqa", "gqa_loader_0_1_1")),
+                     dflash_gqa=_release("dflash_gqa", "gqa_loader_0_1_1"),
+                     # DFlash2 is new in 0.1.1: its model over the GQA DFlash one (dflash2.py).
+                     added={"dflash2": lambda: _module("dflash2").loader_0_1_1(
+                         _release("dflash_gqa", "gqa_loader_0_1_1")())}),
     **{**PROFILE_FACTS, "architectures": _releases().ARCHITECTURES_0_1_1,
        "launch_model": importlib.import_module(f"{__name__}.launch").MODEL},
 )

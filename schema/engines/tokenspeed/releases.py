@@ -24,6 +24,8 @@ from: only the rules that differ, each cited to the release's own files
     called from `execution/factory.py::configure_draft_target`:161-190): a
     target_hidden_size, target_num_hidden_layers (93 when absent) or
     vocab_size other than the target's stops the server.
+  - DFlash2 (`models/dflash2.py`, `execution/drafter/dflash2.py`), new:
+    `dflash2.py` beside this module, over the GQA loader below.
   GQA DFlash/DSpark drafts resolve their stream as 1031's drafter did, now
   in the model (`models/dflash.py::DFlashDraftModel._checkpoint_capture_field`
   :316-319, `aux_hidden_stream`:331-336, `configure_target`:338-358):
@@ -70,8 +72,9 @@ def at_0_1_1(lines: str, path: str, qualname: str = "") -> Source:
 
 
 # The classes each release registers (each models/*.py `EntryClass`), as
-# what it adds to and drops from main's (common.py): 0.1.1 adds DFlash2 (a
-# family dspark does not model: ENG007) and drops the MiniMax-M2 target and
+# what it adds to and drops from main's (common.py): 0.1.1 adds DFlash2
+# (models/dflash2.py::EntryClass@tokenspeed==0.1.1:566, judged by dflash2.py)
+# and drops the MiniMax-M2 target and
 # its EAGLE-3 rewrite; 0.1.0 has no Kimi-K3 target, K3 DSpark, GQA DSpark nor
 # DeepSeek-V3.2.
 _REGISTERED_0_1_1 = (MAIN_REGISTERED | {

@@ -15,7 +15,7 @@ tap list) docs/engines/vllm.md says so.
 from __future__ import annotations
 
 from dspark.schema.engines.base import EngineProfile, FamilyLoader
-from dspark.schema.engines.vllm import launch, dflash_gqa, eagle3_llama, eagle3_mla, eagle3_qwen3, k3_dspark
+from dspark.schema.engines.vllm import launch, dflash2, dflash_gqa, eagle3_llama, eagle3_mla, eagle3_qwen3, k3_dspark
 from dspark.schema.engines.vllm.common import NAME, PIN, PROFILE_FACTS, VERSION
 
 V0_33_0 = EngineProfile(
@@ -26,6 +26,7 @@ V0_33_0 = EngineProfile(
     loaders={
         "k3_dspark": k3_dspark.LOADER,
         "dflash_gqa": dflash_gqa.LOADER,
+        "dflash2": dflash2.LOADER,
         "eagle3_llama": eagle3_llama.LOADER,
         "eagle3_mla": eagle3_mla.LOADER,
         "eagle3_qwen3": eagle3_qwen3.LOADER,

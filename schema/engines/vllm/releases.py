@@ -88,7 +88,8 @@ MOVED: dict[str, dict[str, str]] = {
         "model_executor/models/interfaces.py": "1616-1617>1577-1578 1640-1650>1601-1611 1751-1770>1712-1731",
         "model_executor/models/qwen3_dflash.py": "59-73>58,84-97 84-93>108-117 96-157>120-181 390-410>416-432 "
                                                  "403-410>425-432 412-495>434-513 736-775>771-810 851-892>886-927",
-        "model_executor/models/registry.py": "655-713>625-673 1420-1470>1376-1426",
+        "model_executor/models/registry.py": "655-713>625-673 1420-1470>1376-1426 666>636",
+        "v1/worker/gpu/spec_decode/__init__.py": "42-47>34-39",
         "models/kimi_k3/nvidia/model.py": "275-286>272-283 1068-1106>1242-1280 1145-1189>1319-1363",
         "transformers_utils/config.py": "340-420>294-374 1258-1272>1195-1209",
         "transformers_utils/model_arch_config_convertor.py": "241-291>263-311",
@@ -106,7 +107,8 @@ MOVED: dict[str, dict[str, str]] = {
         "model_executor/models/qwen3.py": "100>99 115-121>114-120 153-169>151-167 209>206",
         "model_executor/models/qwen3_dflash.py": "59-73>58,84-97 84-93>108-117 96-157>120-181 390-410>398-414 "
                                                  "403-410>407-414 412-495>416-495 736-775>762-801 851-892>877-918",
-        "model_executor/models/registry.py": "655-713>626-674 1420-1470>1366-1416",
+        "model_executor/models/registry.py": "655-713>626-674 1420-1470>1366-1416 666>637",
+        "v1/worker/gpu/spec_decode/__init__.py": "42-47>24-29",
         "model_executor/models/utils.py": "425-448>409-432 457-458>441-442 471>455",
         "models/kimi_k3/nvidia/model.py": "275-286>257-268 1068-1106>1234-1272 1145-1189>1311-1355",
         "transformers_utils/config.py": "340-420>322-407 1258-1272>1228-1242",
@@ -136,7 +138,12 @@ MOVED: dict[str, dict[str, str]] = {
                                                  "211-214>209-212 215-222>212-219 224-233>221-230 245>242 "
                                                  "273-276>270-273 291-295>286-290 307-316>302-311 317-324>312-319 "
                                                  "389-394>384-389 398-446>393-441 404-405>399-400 409-420>404-415",
-        "model_executor/models/registry.py": "655-713>627-674 1420-1470>1371-1421",
+        "model_executor/models/registry.py": "655-713>627-674 1420-1470>1371-1421 666>637",
+        "v1/worker/gpu/spec_decode/__init__.py": "42-47>18-23",
+        # 0.30.0 has no Triton kernel for the convolution (its forward's, 0.33.0 lines 14-15, 25-143).
+        "model_executor/models/qwen3_dflash2.py": "170-227>46-102 182-185>57-60 229-246>104-121 229-287>104-161 "
+                                                  "248-258>123-132 253-256>128-131 314-358>188-232 361-413>235-287 "
+                                                  "376-379>250-253 376-389>250-263 400-406>274-280",
         "model_executor/models/utils.py": "233-240>217-224 425-448>394-417 457-458>426-427 471>440",
         "models/kimi_k3/nvidia/dspark_mla.py": "39-58>36-55 134-208>131-193 150-157>147-154 433-452>413-432 "
                                                "437-452>417-432 437-464>417-444 446-451>426-431 530-537>497-504",
@@ -350,12 +357,12 @@ def loader(version: str, base: FamilyLoader) -> FamilyLoader:
     if version == "0.30.0" and base.family == "k3_dspark":
         out = dataclasses.replace(out, skips=tuple(CONFIDENCE_HEAD_0_30_0 if s.pattern == "confidence_head" else s
                                                    for s in out.skips))
-    if version == "0.30.0" and base.family == "dflash_gqa":
+    if version == "0.30.0" and base.family in ("dflash_gqa", "dflash2"):
+        out = dataclasses.replace(out, config_limits=out.config_limits + (value_scale_unread,))
         # has_own_lm_head is unread: the target's head replaces the draft's
         # unless one is shipped (dflash/utils.py@vllm==0.30.0:61-68;
         # 0.31.0 reads the flag, 64-70)
-        out = dataclasses.replace(out, config_limits=out.config_limits + (value_scale_unread,),
-                                  head_from_target="not_shipped",
+        out = dataclasses.replace(out, head_from_target="not_shipped",
                                   sources={**out.sources, "embedding / lm_head (dflash)": at_release(
                                       "0.30.0", "61-68 (has_own_lm_head unread)", DFLASH_SHARING_PATH)})
     return out

@@ -33,6 +33,7 @@ ORIGIN = "dspark-fabricator"
 GOOD_VARIANTS: dict[str, list[dict]] = {
     "k3_dspark": [{}, {"fc_norm": False}, {"stream": "attn_res"}, {"fc_norm": False, "stream": None}],
     "dflash_gqa": [{}, {"variant": "dspark"}],
+    "dflash2": [{}, {"variant": "mla"}],
     "eagle3_llama": [{}, {"fc_norm": True}, {"norm_before_fc": True}],
     "eagle3_mla": [{}, {"fc_norm": True}],
     "eagle3_qwen3": [{}, {"fc_norm": True, "norm_before_fc": True}],

@@ -156,7 +156,7 @@ def write_train_dry_runs(w: Writer) -> None:
                    "--num-layers", "2", "--block-size", "8")
     draft("dflash_gqa", "dflash", "dflash-train-dry-run-qwen3-moe-target", "qwen3_moe", [1, 3, 5, 7],
           "DFlash draft on a Qwen3-MoE target, four taps", "--num-layers", "2", "--block-size", "8")
-    draft(None, "dflash2", "train-dry-run", "qwen3", ids, "DFlash2 draft (conv + selector)",
+    dflash2 = draft("dflash2", "dflash2", "train-dry-run", "qwen3", ids, "DFlash2 draft (conv + selector)",
           "--num-layers", "2", "--block-size", "8", "--selector-rank", "32", "--selector-top-k", "4")
     dspark = draft("dflash_gqa", "dspark", "dspark-train-dry-run", "qwen3", ids,
                    "speculators' DSpark draft (DFlash backbone, Markov and confidence heads)",
@@ -175,6 +175,10 @@ def write_train_dry_runs(w: Writer) -> None:
                  source=entry["id"])
 
     edited(eagle, "eagle3_llama", "edit-cast-float16", edits.cast_floats("float16"), "cast to float16")
+    edited(dflash2, "dflash2", "edit-remove-selector-top-k", edits.remove_config_key("selector_top_k"),
+           "selector_top_k removed (vLLM's reader copies only the fields present into dflash_config)", "qwen3")
+    edited(dflash2, "dflash2", "edit-drop-candidate-selector", edits.drop_tensors("candidate_selector."),
+           "candidate_selector.* deleted, taken for a training head", "qwen3")
     edited(eagle, "eagle3_llama", "edit-shard-2", edits.shard(2), "split into two files with an index")
     edited(eagle, "eagle3_llama", "edit-rename-architecture", edits.set_config(architectures=["LlamaForCausalLMEagle3"]),
            "architectures renamed to SGLang's LlamaForCausalLMEagle3 (still the speculators layout)")

@@ -44,7 +44,14 @@ sys.path[:] = [entry for entry in sys.path if entry != _HERE] + [_HERE]
 
 import outcomes  # noqa: E402
 import tokenspeed_stubs  # noqa: E402
-from tokenspeed_verdict import capture_reading, dropped_trained_tensors, proposal_checks, served_wrong  # noqa: E402
+from tokenspeed_verdict import (  # noqa: E402
+    capture_reading,
+    dflash2_cache_refusal,
+    dflash2_served_wrong,
+    dropped_trained_tensors,
+    proposal_checks,
+    served_wrong,
+)
 from outcomes import LOADED, NO_RUN, REFUSED, SERVED_WRONG, Case, Outcome, norm_problems  # noqa: E402
 
 CASE_SECONDS = 120
@@ -304,6 +311,7 @@ class Probe:
             raise HarnessGap("the case names no target: the server needs one to start")
         stage = "config"
         captured = None
+        drafter = None
         try:
             with tempfile.TemporaryDirectory() as target_dir:
                 target_json = _completed_target(json.loads(Path(case.target_config).read_text()))
@@ -331,7 +339,7 @@ class Probe:
                 captured, stream = capture_reading(target)
                 stage = "startup"
                 if algorithm in ("DFLASH", "DSPARK"):
-                    self._start_drafter(server_args, algorithm, draft, draft_config, target)
+                    drafter = self._start_drafter(server_args, algorithm, draft, draft_config, target)
         except (HarnessGap, tokenspeed_stubs.StubCalled):
             raise
         except Exception as error:
@@ -343,6 +351,10 @@ class Probe:
             stage = "load" if stage == "build" and _loading(error) else stage
             return Outcome(REFUSED, reason=f"{type(error).__name__}: {error}"[:2000], stage=stage,
                            captured_layers=captured, details={"at": _engine_frame(error), "algorithm": algorithm})
+        cache_refusal = dflash2_cache_refusal(draft, draft_config)
+        if cache_refusal is not None:
+            return Outcome(REFUSED, reason=cache_refusal, stage="first request", captured_layers=captured,
+                           details={"algorithm": algorithm})
         # Parameters the target shared into the draft replace the draft's own
         # (the embedding and head): those the loader left alone are served.
         after = dict(draft.named_parameters())
@@ -360,6 +372,7 @@ class Probe:
             details["owned_taps"] = sorted(self.owned_taps)
         wrong += proposal_checks(algorithm, config, draft, captured, target_config)
         wrong += norm_problems(case, draft)
+        wrong += dflash2_served_wrong(config, draft, drafter)
         status = SERVED_WRONG if wrong else LOADED
         return Outcome(status, reason="; ".join(wrong), stage="startup" if not wrong else "capture",
                        captured_layers=captured, unwritten=unwritten, details=details)

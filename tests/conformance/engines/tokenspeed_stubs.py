@@ -25,6 +25,12 @@ from pathlib import Path
 # `triton.jit`, a `triton.Config(...)` in a table) returns another stand-in;
 # once `seal()` runs, any call raises `StubCalled`, which the probe reports as
 # NO_RUN (a harness gap), never as the engine's verdict.
+# DFlash2 is no exception: its model takes `tokenspeed_kernel.ops.conv.
+# dflash2_grouped_conv` (models/dflash2.py@0.1.1:30), called only by the
+# convolution's forward on CUDA tensors (:109-123), and its drafter
+# `ops.sampling.triton.dflash2_greedy_path` (execution/drafter/dflash2.py:26),
+# called only when it walks a drafted lattice (:57-66); construction,
+# load_weights and the drafter's __init__/wire_target call neither.
 STUBBED_PACKAGES = (
     "tokenspeed_kernel",      # tokenspeed-kernel: Triton/CUDA kernels
     "tokenspeed_triton",      # the kernels' Triton fork

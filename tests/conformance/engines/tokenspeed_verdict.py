@@ -129,3 +129,37 @@ def served_wrong(config, draft, captured, stream, trained, unwritten, target_con
         wrong.append(f"the projection takes {width} features, the target hands over "
                      f"{len(captured)} x {target_hidden}")
     return wrong
+
+
+def dflash2_served_wrong(config, draft, drafter) -> list[str]:
+    """A DFlash2 draft's serve-time scales as the release holds them, against
+    what the draft declares anywhere (trained with): the model's
+    input_embedding_scale (models/dflash2.py:427-429, dflash_config first,
+    else the top level), the drafter's output_multiplier and
+    final_logit_softcapping (execution/drafter/dflash2.py:86-91, dflash_config only)."""
+    if drafter is None or not hasattr(drafter, "candidate_selector"):
+        return []
+    wrong = []
+    held = {"input_embedding_scale": getattr(draft, "input_embedding_scale", 1.0),
+            "output_multiplier": getattr(drafter, "output_multiplier", 1.0),
+            "final_logit_softcapping": getattr(drafter, "final_logit_softcapping", 0.0)}
+    neutral = {"input_embedding_scale": 1.0, "output_multiplier": 1.0, "final_logit_softcapping": 0.0}
+    for key, value in held.items():
+        declared = _declared(config, key)
+        trained = float(declared) if declared is not None else neutral[key]
+        if float(value or 0.0) != trained:
+            wrong.append(f"the draft declares {key} {declared!r}, the release serves {value!r}")
+    return wrong
+
+
+def dflash2_cache_refusal(draft, draft_config) -> str | None:
+    """The KV cache the engine lays out for the draft: MLA only when its
+    config says so (configs/model_config.py:354-366, 748); a model built
+    with MLA attention writes a latent into it (models/dflash2.py:459-482),
+    which a per-head cache has no buffer for: the first request fails."""
+    uses_mla = getattr(draft, "_uses_mla", False)
+    arch = getattr(getattr(draft_config, "attention_arch", None), "name", None)
+    if type(draft).__name__ == "DFlash2DraftModel" and uses_mla and arch != "MLA":
+        return (f"the model builds MLA attention but the engine lays the draft's KV cache out as {arch}: "
+                "write_context_kv calls set_mla_kv_buffer on a per-head pool at the first request")
+    return None

@@ -158,6 +158,27 @@ def _input_projection(draft: torch.nn.Module) -> torch.nn.Module | None:
     return None
 
 
+def _dflash2_scales(config, draft: torch.nn.Module) -> list[str]:
+    """A DFlash2 draft's serve-time scales as the model holds them
+    (qwen3_dflash2.py@0.33.0:376-379 the embedding scale, 400-406 the
+    candidates' logits), against what the draft declares anywhere: the
+    value it was trained with."""
+    processor = getattr(draft, "candidate_logits_processor", None)
+    if processor is None:
+        return []
+    held = {"input_embedding_scale": getattr(getattr(draft, "model", None), "input_embedding_scale", 1.0),
+            "output_multiplier": getattr(processor, "scale", 1.0),
+            "final_logit_softcapping": getattr(processor, "soft_cap", None) or 0.0}
+    neutral = {"input_embedding_scale": 1.0, "output_multiplier": 1.0, "final_logit_softcapping": 0.0}
+    problems = []
+    for key, value in held.items():
+        declared = _declared(config, key)
+        trained = float(declared) if declared is not None else neutral[key]
+        if float(value) != trained:
+            problems.append(f"{key} {declared!r} declared, the model serves {value!r}")
+    return problems
+
+
 def judge(case: Case, vllm_config, target, draft, sentinel: Sentinel, ids, captured: list[int]) -> Outcome:
     speculative = vllm_config.speculative_config
     config = speculative.draft_model_config.hf_config
@@ -236,6 +257,8 @@ def judge(case: Case, vllm_config, target, draft, sentinel: Sentinel, ids, captu
             problems.append(f"{feature} weights shipped, dropped by the loader (the model builds no {feature})")
     if any(n.endswith(".bias") for n in shipped) and not any(n.endswith(".bias") for n in final):
         problems.append("bias tensors shipped, dropped by the loader (the model builds no bias)")
+
+    problems.extend(_dflash2_scales(config, draft))
 
     if speculative.method in ("dflash", "dspark"):
         from vllm.v1.worker.gpu.spec_decode.utils import get_parallel_drafting_token_id

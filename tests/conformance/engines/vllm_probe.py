@@ -138,7 +138,10 @@ def user_method(case: Case) -> str:
         speculators = config.get("speculators_config")
         algorithm = speculators.get("algorithm") if isinstance(speculators, dict) else None
         if isinstance(algorithm, str):
-            return algorithm.lower()
+            # DFlash2 launches as "dflash", as vLLM's own reader of this shape
+            # rewrites it (transformers_utils/configs/speculators/base.py:135-136@0.33.0);
+            # "dflash2" is no method SpeculativeConfig takes.
+            return "dflash" if algorithm.lower() == "dflash2" else algorithm.lower()
         names = " ".join(a for a in (config.get("architectures") or []) if isinstance(a, str)).lower()
         for word in ("dspark", "dflash", "eagle3"):
             if word in names:
