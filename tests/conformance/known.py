@@ -69,12 +69,12 @@ KNOWN: tuple[KnownDisagreement, ...] = (
         "nothing in the folder says which were trained (TAP003 names the defaults served)",
         "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py@0.33.0"),
     # vLLM -----------------------------------------------------------------
-    KnownDisagreement(
-        "vllm", "*speculators/dflash2/*", "engine",
-        "served as it is, vLLM's reader of speculators' format locks the method to dflash for a DFlash2 draft and "
-        "loads it; dspark does not model DFlash2 and says so (ENG007, not judged), which counts as a fail",
-        "vllm/transformers_utils/configs/speculators/base.py::build_vllm_speculative_config@0.33.0:135-136"),
     # SGLang ---------------------------------------------------------------
+    KnownDisagreement(
+        "sglang", "*/dflash2/*", "engine",
+        "SGLang registers DFlash2DraftModel and loads these drafts; dspark has no rules for SGLang's DFlash2 "
+        "loader and says so (ENG007, not judged: exit 1), which counts as a fail",
+        "sglang/srt/models/dflash.py::DFlash2DraftModel@0.5.23:1264-1323"),
     KnownDisagreement(
         "sglang", "*/eagle3_llama/*flatten-for-sglang*", "dspark",
         "the draft was trained with norm_before_residual (speculators' default) and no SGLang model reads the key: "
