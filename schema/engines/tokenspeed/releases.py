@@ -63,7 +63,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from dspark.schema.engines.base import ArchitectureResolution, FamilyLoader, Source, StreamResolution
+from dspark.schema.engines.base import (
+    ArchitectureResolution,
+    FamilyLoader,
+    Source,
+    StreamResolution,
+    served_wrong,
+)
 from dspark.schema.engines.tokenspeed.common import ARCHITECTURES as MAIN_ARCHITECTURES
 from dspark.schema.families.base import block_size_launch_note, block_size_the_drafter_reads
 from dspark.schema.findings import Finding
@@ -201,7 +207,10 @@ def mla_rope_needs_yarn_0_1_0(config, config_file: str) -> list[Finding]:
                   if isinstance(config.get(field), dict)), None) or {}
     kind = block.get("rope_type", block.get("type"))
     if "factor" in block and (kind == "yarn" or "original_max_position_embeddings" in block):
-        return []
+        if kind in ("yarn", "deepseek_yarn"):
+            return []
+        return [served_wrong(config_file, f"rope_scaling declares rope type {kind!r}, which tokenspeed 0.1.0's "
+                             "EAGLE-3 MLA layer builds as DeepSeek YaRN", _EAGLE3_MLA_ROPE_0_1_0, "rope_scaling")]
     missing = "factor" if "factor" not in block else "original_max_position_embeddings"
     return [Finding(
         "CFG003",
