@@ -480,7 +480,7 @@ class Probe:
             if unowned:
                 wrong.append(f"tap(s) {unowned} owned by no pipeline stage: never projected")
             details["owned_taps"] = sorted(self.owned_taps)
-        wrong += proposal_checks(algorithm, config, draft, captured, target_config)
+        wrong += proposal_checks(algorithm, config, draft, captured, target_config, drafter)
         wrong += norm_problems(case, draft)
         wrong += dflash2_served_wrong(config, draft, drafter)
         status = SERVED_WRONG if wrong else LOADED
