@@ -167,8 +167,8 @@ RELEASE_0_1_0 = EngineProfile(
     commit="tokenspeed==0.1.0 (PyPI)",
     description="TokenSpeed 0.1.0, the first PyPI release: main's GQA DFlash and EAGLE-3 models; no K3 DSpark, "
     "no GQA DSpark, no DFlash2",
-    loaders=_Loaders({family: functools.partial(_main_loader, family)
-                      for family in ("dflash_gqa", "eagle3_llama", "eagle3_mla")}),
+    loaders=_Loaders({**{family: functools.partial(_main_loader, family) for family in ("dflash_gqa", "eagle3_llama")},
+                      "eagle3_mla": lambda: _releases().eagle3_mla_loader_0_1_0(_main_loader("eagle3_mla"))}),
     **{**PROFILE_FACTS, "architectures": _releases().architectures_0_1_0(PROFILE_FACTS["architectures"])},
 )
 

@@ -8,6 +8,16 @@ from: only the rules that differ, each cited to the release's own files
   DFlash2 (each `models/*.py` `EntryClass`): a K3 DSpark draft is ENG006,
   a GQA DSpark draft names no class it registers (ENG002).
 
+  Its EAGLE-3 MLA layer passes the draft's rope_scaling to the attention
+  unfiltered, which turns any truthy one into DeepSeek YaRN and reads its
+  `factor` and `original_max_position_embeddings`
+  (`models/deepseek_v3.py::Eagle3MlaDecoderLayer.__init__`:1802, 1816;
+  `DeepseekV3AttentionMLA.__init__`:513-514, 597-599;
+  `layers/rotary_embedding.py::get_rope`:1435-1437). transformers 5.12.0,
+  which 0.1.0 pins, fills a plain-RoPE config's rope_scaling with
+  `{"rope_type": "default"}`: a draft without YaRN scaling fails to build
+  (KeyError), where main and 0.1.1 build plain RoPE (`eagle3_mla_loader_0_1_0`).
+
 * 0.1.1 (`pip install tokenspeed`, October 2026) carries pull request
   1031's K3 DSpark model, with two changes that move a verdict:
   - the stream: the K3 config class takes `aux_hidden_stream` as a top-level
@@ -53,9 +63,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from dspark.schema.engines.base import ArchitectureResolution, FamilyLoader, Source, StreamResolution
+from dspark.schema.engines.base import (
+    ArchitectureResolution,
+    FamilyLoader,
+    Source,
+    StreamResolution,
+    served_wrong,
+)
 from dspark.schema.engines.tokenspeed.common import ARCHITECTURES as MAIN_ARCHITECTURES
 from dspark.schema.families.base import block_size_launch_note, block_size_the_drafter_reads
+from dspark.schema.findings import Finding
 
 MAIN_REGISTERED = MAIN_ARCHITECTURES.registered
 
@@ -172,3 +189,45 @@ def gqa_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
             "316-319, 331-358 (DFlashDraftModel._checkpoint_capture_field, aux_hidden_stream, configure_target)",
             GQA_MODEL, "DFlashDraftModel._checkpoint_capture_field")),
     )
+
+
+_EAGLE3_MLA_ROPE_0_1_0 = Source(_RUNTIME + "models/deepseek_v3.py",
+                                "1802, 1816; 513-514, 597-599 (DeepseekV3AttentionMLA.__init__); "
+                                "layers/rotary_embedding.py:1435-1437 (get_rope)",
+                                RELEASE_0_1_0, "Eagle3MlaDecoderLayer.__init__")
+
+
+def mla_rope_needs_yarn_0_1_0(config, config_file: str) -> list[Finding]:
+    """0.1.0's EAGLE-3 MLA layer builds DeepSeek YaRN from any rope_scaling
+    the config class holds, reading `factor` and
+    `original_max_position_embeddings` (module docstring). transformers
+    5.12.0 gives every config a rope_scaling (`{"rope_type": "default"}`
+    when none is written) and fills the original length for `yarn` only."""
+    block = next((config.get(field) for field in ("rope_scaling", "rope_parameters")
+                  if isinstance(config.get(field), dict)), None) or {}
+    kind = block.get("rope_type", block.get("type"))
+    if "factor" in block and (kind == "yarn" or "original_max_position_embeddings" in block):
+        if kind in ("yarn", "deepseek_yarn"):
+            return []
+        return [served_wrong(config_file, f"rope_scaling declares rope type {kind!r}, which tokenspeed 0.1.0's "
+                             "EAGLE-3 MLA layer builds as DeepSeek YaRN", _EAGLE3_MLA_ROPE_0_1_0, "rope_scaling")]
+    missing = "factor" if "factor" not in block else "original_max_position_embeddings"
+    return [Finding(
+        "CFG003",
+        f"{config_file}: the rope scaling ({kind or 'none, read as default'}) has no {missing}: "
+        "tokenspeed 0.1.0's EAGLE-3 MLA layer builds every draft's RoPE as DeepSeek YaRN and fails to build "
+        f"this one (KeyError '{missing}'). Write the target's YaRN rope_scaling in the draft's config, or serve "
+        "it on tokenspeed 0.1.1, which builds plain RoPE.",
+        file=config_file,
+        detail={"field": "rope_scaling", "validator": "engine", "source": _EAGLE3_MLA_ROPE_0_1_0.cite()},
+    )]
+
+
+def eagle3_mla_loader_0_1_0(base: FamilyLoader) -> FamilyLoader:
+    """main's EAGLE-3 MLA loader with 0.1.0's RoPE build in place of main's
+    (which keeps YaRN and builds plain RoPE for anything else)."""
+    from dspark.schema.engines.tokenspeed.eagle3_mla import mla_rope_only_yarn
+
+    limits = tuple(mla_rope_needs_yarn_0_1_0 if rule is mla_rope_only_yarn else rule for rule in base.config_limits)
+    return dataclasses.replace(base, config_limits=limits,
+                               sources={**base.sources, "rope": _EAGLE3_MLA_ROPE_0_1_0})

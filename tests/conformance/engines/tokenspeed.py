@@ -20,12 +20,11 @@ import environments
 from outcomes import NO_RUN, Case, Outcome, read_outcomes, write_cases
 
 ENGINE = "tokenspeed"
-# 0.1.1 (October 2026) is what `pip install tokenspeed` gives. 0.1.0 does not
-# run here yet: its startup is laid out otherwise (no
-# execution/factory.py::configure_draft_target, no drafter registry
-# `get_drafter_impl`, no K3 DSpark or GQA DSpark model), so the probe's steps
-# would need a 0.1.0 reading of their own.
-RELEASES: tuple[str, ...] = ("0.1.1",)
+# 0.1.1 (October 2026) is what `pip install tokenspeed` gives. 0.1.0 wires
+# its drafter otherwise (inside ModelExecutor.__init__, no
+# execution/factory.py::configure_draft_target, no K3 DSpark or GQA DSpark
+# model, no DSPARK algorithm): the probe takes its 0.1.0 path there.
+RELEASES: tuple[str, ...] = ("0.1.0", "0.1.1")
 
 # What the probe's imports load (tokenspeed.runtime's config, model, loader,
 # drafter and server-argument modules, and what they import at module top),
@@ -39,8 +38,9 @@ REQUIRED_DISTRIBUTIONS = (
 KERNEL_DISTRIBUTION = "tokenspeed-kernel"
 # The tokenspeed-kernel a `pip install tokenspeed==V` resolves: the newest
 # that meets the METADATA's bound (>=0.1.4 at 0.1.1; 0.1.3 and 0.1.4 are on
-# the index). Only its `platform` module is read.
-KERNEL_FOR_RELEASE = {"0.1.1": "0.1.4"}
+# the index; 0.1.0 asks >=0.1.3.dev0, which also resolves to 0.1.4). Only
+# its `platform` module is read.
+KERNEL_FOR_RELEASE = {"0.1.0": "0.1.4", "0.1.1": "0.1.4"}
 BATCH_SECONDS_PER_CASE = 150
 
 _REQUIREMENT = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9_.\-]+)\s*(.*)$")
@@ -89,7 +89,7 @@ def run(version: str, cases: list[Case], workdir: Path) -> dict[str, Outcome]:
     write_cases(cases, cases_file)
     probe = Path(__file__).with_name("tokenspeed_probe.py")
     try:
-        result = environments.run_in(python, probe, [str(cases_file), str(outcomes_file), str(kernel)],
+        result = environments.run_in(python, probe, [str(cases_file), str(outcomes_file), str(kernel), version],
                                      pythonpath=[code, probe.parent],
                                      timeout=60 + BATCH_SECONDS_PER_CASE * len(cases))
         log = (result.stdout + result.stderr)[-3000:]

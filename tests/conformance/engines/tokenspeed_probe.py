@@ -20,6 +20,15 @@ tokenspeed/runtime/):
 4. startup: the drafter class `get_drafter_impl` picks, constructed (mask
    token, block geometry, sliding windows) and wired to the target
    (execution/model_executor.py:567-578).
+
+0.1.0 (LEGACY_RELEASES) runs steps 1-2 through the same functions (its
+`EventLoop._load_model_config`, engine/event_loop.py@0.1.0:1046-1063, takes
+no target config; its loader, model_loader/loader.py@0.1.0:447-480), and
+steps 3-4 as its `ModelExecutor.__init__` does them in one place
+(execution/model_executor.py@0.1.0:374-423, see `_wire_legacy`). It has no
+DSPARK algorithm (utils/server_args.py@0.1.0:1531-1534 offers EAGLE3, MTP,
+DFLASH), so a block draft is launched with DFLASH and its architecture meets
+the release's model registry.
 """
 
 from __future__ import annotations
@@ -55,6 +64,10 @@ from tokenspeed_verdict import (  # noqa: E402
 from outcomes import LOADED, NO_RUN, REFUSED, SERVED_WRONG, Case, Outcome, norm_problems  # noqa: E402
 
 CASE_SECONDS = 120
+
+# Releases whose drafter is built and wired inside ModelExecutor.__init__
+# (no execution/factory.py::configure_draft_target, no drafter registry).
+LEGACY_RELEASES = ("0.1.0",)
 
 # Tensor operations that consume a checkpoint tensor's values (a weight
 # loader copies, casts, stacks or offsets them into a parameter or a table);
@@ -97,12 +110,13 @@ def _engine_frame(error: BaseException) -> str:
     return ""
 
 
-def _algorithm(case: Case, config: dict) -> str:
-    """The --speculative-algorithm a user passes for this draft."""
+def _algorithm(case: Case, config: dict, legacy: bool = False) -> str:
+    """The --speculative-algorithm a user passes for this draft. A release
+    without DSPARK is given DFLASH, the block-drafting algorithm it has."""
     names = " ".join(str(a) for a in config.get("architectures") or []) + " " + str(config.get("model_type", ""))
     family = case.family or ""
     if family == "k3_dspark" or "DSpark" in names or "dspark" in names:
-        return "DSPARK"
+        return "DFLASH" if legacy else "DSPARK"
     if family == "dflash_gqa" or "DFlash" in names or "dflash" in names:
         return "DFLASH"
     return "EAGLE3"
@@ -119,11 +133,18 @@ def _read_config(folder: Path) -> dict:
 class Probe:
     """Imports the release once; `run(case)` runs one case (in a fork)."""
 
-    def __init__(self, kernel_code: Path) -> None:
+    def __init__(self, kernel_code: Path, version: str = "0.1.1") -> None:
+        self.legacy = version in LEGACY_RELEASES
         tokenspeed_stubs.install(kernel_code)
+        if self.legacy:
+            tokenspeed_stubs.eager_compile()
         tokenspeed_stubs.gpu_platform()
         tokenspeed_stubs.cpu_server()
         import torch
+
+        if self.legacy:
+            self._import_legacy(torch)
+            return
 
         from tokenspeed.runtime.engine.event_loop import EventLoop
         from tokenspeed.runtime.execution import factory
@@ -153,6 +174,24 @@ class Probe:
         tokenspeed_stubs.seal()
         tokenspeed_stubs.place_gpu_tensors_on_cpu()
 
+    def _import_legacy(self, torch) -> None:
+        from tokenspeed.runtime.engine.event_loop import EventLoop
+        # The executor module holds 0.1.0's drafter choice and EAGLE-3 tap
+        # reading (execution/model_executor.py@0.1.0:88-113); importing it
+        # imports the three drafters.
+        from tokenspeed.runtime.execution import model_executor
+        from tokenspeed.runtime.model_loader import loader as loader_module
+        from tokenspeed.runtime.models.registry import ModelRegistry  # noqa: F401
+        from tokenspeed.runtime.utils.server_args import prepare_server_args
+
+        self.torch = torch
+        self.event_loop = EventLoop
+        self.model_executor = model_executor
+        self.loader_module = loader_module
+        self.prepare_server_args = prepare_server_args
+        tokenspeed_stubs.seal()
+        tokenspeed_stubs.place_gpu_tensors_on_cpu()
+
     # -- the steps -----------------------------------------------------------
 
     def _model_configs(self, case: Case, algorithm: str, target_dir: Path, language_only: bool):
@@ -162,10 +201,16 @@ class Probe:
         # --language-model-only, for a multimodal target whose tiny config
         # has no vision tower: the server then skips the encoder
         # (configs/model_config.py:620-633), which holds no draft-facing layer.
+        # (0.1.0 has no such flag: its YaRN table follows the stand-in device.)
         argv = ["--model", str(target_dir), "--speculative-algorithm", algorithm,
-                "--speculative-draft-model-path", case.folder, "--yarn-ramp-mask-device", "cpu",
+                "--speculative-draft-model-path", case.folder,
+                *([] if self.legacy else ["--yarn-ramp-mask-device", "cpu"]),
                 *(["--language-model-only"] if language_only else []), *shlex.split(case.launch or "")]
-        server_args = self.prepare_server_args(argv)
+        try:
+            server_args = self.prepare_server_args(argv)
+        except SystemExit as error:  # a flag this release does not have: no verdict on the draft
+            raise HarnessGap(f"the release's argument parser refuses the case's launch flags "
+                             f"(exit {error.code}): {case.launch}") from None
         # One process stands for the world: the launcher gives each process
         # its rank before it builds anything (entrypoints/engine.py:639).
         # Under --pipeline-parallel-size > 1 it is a rank of the LAST stage,
@@ -176,7 +221,7 @@ class Probe:
         mapping = server_args.mapping
         # a copy without a rank, for the earlier stages (a rank is set once)
         self.unranked_mapping = copy.deepcopy(mapping)
-        mapping.rank = mapping.world_size - 1 if mapping.pp_size > 1 else 0
+        mapping.rank = mapping.world_size - 1 if getattr(mapping, "pp_size", 1) > 1 else 0
         # The scheduler publishes the launch to its process-wide dict before
         # it builds a model (engine/event_loop.py:637); layers read it.
         from tokenspeed.runtime.utils.env import global_server_args_dict_update
@@ -188,10 +233,27 @@ class Probe:
         except tokenspeed_stubs.StubCalled:
             raise
         except Exception as error:
+            if self.legacy:
+                self._resolve_draft_alone(host, case)
             raise HarnessGap(f"the engine does not take the case's target config: {type(error).__name__}: {error}")
         host.model_config = target_config
         draft_config = self.event_loop._load_model_config(host, case.folder, is_draft_worker=True)
         return server_args, target_config, draft_config
+
+    def _resolve_draft_alone(self, host, case: Case) -> None:
+        """A target this release has no config for (0.1.0 knows no Kimi-K3,
+        the only target of a K3 draft) stops the server before the draft is
+        read; the draft would be refused on its own by the same release when
+        its config or architecture is one the release does not have: its
+        ModelConfig (engine/event_loop.py@0.1.0:1046-1063) and the model
+        registry's resolution (model_loader/utils.py@0.1.0::
+        get_model_architecture:45, models/registry.py@0.1.0::
+        _raise_for_unsupported:44-56) are run on the draft alone and raise
+        what they raise. Neither reads the target."""
+        from tokenspeed.runtime.model_loader.utils import get_model_architecture
+
+        draft_config = self.event_loop._load_model_config(host, case.folder, is_draft_worker=True)
+        get_model_architecture(draft_config)
 
     def _load_draft(self, server_args, draft_config):
         """DefaultModelLoader.load_model as the server runs it, with every
@@ -301,12 +363,55 @@ class Probe:
         drafter.wire_target(target)
         return drafter
 
+    def _wire_legacy(self, server_args, algorithm, draft, draft_config, target, target_config):
+        """0.1.0's drafter construction and wiring, the steps of
+        ModelExecutor.__init__ in its order (execution/model_executor.py@0.1.0:
+        374-423); its buffers and attention components are stand-ins (see
+        tokenspeed_stubs.cpu_server), the page size the executor's default
+        (the launch's --block-size, :344-346). Of the step buffers the
+        drafters read only the batch bound and, for EAGLE-3, the shape of
+        the sequence-length buffer (execution/drafter/eagle.py@0.1.0:119-133):
+        one request's worth stands in; neither reads the draft."""
+        executor = self.model_executor
+        runner = types.SimpleNamespace(model=draft, model_config=draft_config, server_args=server_args,
+                                       device="cpu", mapping=server_args.mapping)
+        drafter_class = executor._get_drafter_impl(algorithm, draft)
+        drafter = drafter_class(
+            spec_num_tokens=server_args.speculative_num_draft_tokens,
+            spec_num_steps=server_args.speculative_num_steps,
+            draft_model_runner=runner,
+            page_size=int(server_args.block_size),
+            runtime_states=types.SimpleNamespace(),
+            input_buffers=types.SimpleNamespace(max_bs=1, seq_lens_buf=self.torch.zeros(1, dtype=self.torch.int32)),
+            req_to_page=self.torch.zeros((2, 1), dtype=self.torch.int32),
+            attn_backend=types.SimpleNamespace(),
+            token_to_kv_pool=types.SimpleNamespace(),
+            vocab_size=draft_config.vocab_size,
+        )
+        if hasattr(drafter, "bind_target_model"):
+            drafter.bind_target_model(target)
+        if algorithm in ("EAGLE3", "MTP"):
+            embed, head = target.get_embed_and_head()
+            draft.set_embed_and_head(embed, head)
+        if algorithm == "EAGLE3" and hasattr(target, "set_eagle3_layers_to_capture"):
+            target.set_eagle3_layers_to_capture(executor._eagle_aux_layer_ids(draft_config.hf_config))
+        if algorithm == "DFLASH":
+            if not hasattr(target, "set_dflash_layers_to_capture"):
+                raise ValueError("DFLASH requires the target model to support set_dflash_layers_to_capture.")
+            incremental = getattr(drafter, "_incremental_proj_enabled", False)
+            target.set_dflash_layers_to_capture(
+                drafter.target_layer_ids,
+                incremental_callback=drafter._on_capture_slot_ready if incremental else None,
+                slot_bufs=drafter._incr_slot_bufs if incremental else None,
+            )
+        return drafter
+
     # -- one case ----------------------------------------------------------------
 
     def run(self, case: Case) -> Outcome:
         folder = Path(case.folder)
         config = _read_config(folder)
-        algorithm = _algorithm(case, config)
+        algorithm = _algorithm(case, config, self.legacy)
         if not case.target_config:
             raise HarnessGap("the case names no target: the server needs one to start")
         stage = "config"
@@ -322,7 +427,7 @@ class Probe:
                 stage = "build"
                 draft, unwritten, dropped, load_config = self._load_draft(server_args, draft_config)
                 self.owned_taps = set(getattr(draft, "local_tap_indices", ()))
-                if server_args.mapping.pp_size > 1:
+                if getattr(server_args.mapping, "pp_size", 1) > 1:
                     dropped = self._load_earlier_stages(server_args, draft_config, dropped)
                 before = dict(draft.named_parameters())
                 try:
@@ -333,13 +438,18 @@ class Probe:
                     raise HarnessGap(f"the engine cannot build the case's target: {type(error).__name__}: {error} "
                                      f"at {_engine_frame(error)}")
                 stage = "capture"
-                runner = types.SimpleNamespace(model=target, model_config=target_config, mapping=server_args.mapping)
-                draft_runner = types.SimpleNamespace(model=draft, model_config=draft_config)
-                self.factory.configure_draft_target(server_args, runner, draft_runner)
-                captured, stream = capture_reading(target)
-                stage = "startup"
-                if algorithm in ("DFLASH", "DSPARK"):
-                    drafter = self._start_drafter(server_args, algorithm, draft, draft_config, target)
+                if self.legacy:
+                    drafter = self._wire_legacy(server_args, algorithm, draft, draft_config, target, target_config)
+                    captured, stream = capture_reading(target)
+                else:
+                    runner = types.SimpleNamespace(model=target, model_config=target_config,
+                                                   mapping=server_args.mapping)
+                    draft_runner = types.SimpleNamespace(model=draft, model_config=draft_config)
+                    self.factory.configure_draft_target(server_args, runner, draft_runner)
+                    captured, stream = capture_reading(target)
+                    stage = "startup"
+                    if algorithm in ("DFLASH", "DSPARK"):
+                        drafter = self._start_drafter(server_args, algorithm, draft, draft_config, target)
         except (HarnessGap, tokenspeed_stubs.StubCalled):
             raise
         except Exception as error:
@@ -365,12 +475,12 @@ class Probe:
         details["dropped"] = dropped
         wrong = served_wrong(config, draft, captured, stream, case.trained_layers, unwritten, target_config)
         wrong += dropped_trained_tensors(dropped)
-        if server_args.mapping.pp_size > 1 and hasattr(draft, "local_tap_indices"):
+        if getattr(server_args.mapping, "pp_size", 1) > 1 and hasattr(draft, "local_tap_indices"):
             unowned = sorted(set(range(len(draft.target_layer_ids))) - self.owned_taps)
             if unowned:
                 wrong.append(f"tap(s) {unowned} owned by no pipeline stage: never projected")
             details["owned_taps"] = sorted(self.owned_taps)
-        wrong += proposal_checks(algorithm, config, draft, captured, target_config)
+        wrong += proposal_checks(algorithm, config, draft, captured, target_config, drafter)
         wrong += norm_problems(case, draft)
         wrong += dflash2_served_wrong(config, draft, drafter)
         status = SERVED_WRONG if wrong else LOADED
@@ -432,9 +542,9 @@ def _run_isolated(probe: Probe, case: Case) -> Outcome:
         result_file.unlink(missing_ok=True)
 
 
-def main(cases_file: str, outcomes_file: str, kernel_code: str) -> None:
+def main(cases_file: str, outcomes_file: str, kernel_code: str, version: str = "0.1.1") -> None:
     cases = outcomes.read_cases(Path(cases_file))
-    probe = Probe(Path(kernel_code))
+    probe = Probe(Path(kernel_code), version)
     results = {}
     for case in cases:
         results[case.id] = _run_isolated(probe, case)
@@ -444,4 +554,4 @@ def main(cases_file: str, outcomes_file: str, kernel_code: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

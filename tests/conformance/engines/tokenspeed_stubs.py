@@ -168,6 +168,21 @@ def gpu_platform() -> None:
         max_shared_memory_per_sm=228 << 10))
 
 
+def eager_compile() -> None:
+    """`torch.compile` runs the function it is given eagerly. 0.1.0 compiles
+    helpers at module top (e.g. layers/vocab_parallel_embedding.py@0.1.0:163),
+    which makes inductor import Triton (stubbed here, and absent from a CPU
+    torch). A compiled function computes what the eager one does, and each is
+    called only in forward passes, never by config, construction or
+    load_weights."""
+    import torch
+
+    def compile(model=None, **kwargs):
+        return model if model is not None else (lambda function: function)
+
+    torch.compile = compile
+
+
 def cpu_server() -> None:
     """What a server reads from the GPU itself, answered as the device of
     `gpu_platform` would: its memory (sizes the KV cache and scheduling

@@ -56,8 +56,11 @@ def dropped_trained_tensors(dropped: list[str]) -> list[str]:
     return [f"{len(lost)} shipped tensor(s) never read by the loader: {lost[:6]}"]
 
 
-def proposal_checks(algorithm, config, draft, captured, target_config) -> list[str]:
-    """What the drafter reads at startup and uses at the first request."""
+def proposal_checks(algorithm, config, draft, captured, target_config, drafter=None) -> list[str]:
+    """What the drafter reads at startup and uses at the first request.
+    `drafter`: where the model keeps no tap list (0.1.0's DFlash model), the
+    drafter's, which it hands to the target (execution/model_executor.py@
+    0.1.0:410-423; execution/drafter/dflash.py@0.1.0:91-95)."""
     wrong = []
     text = target_config.hf_text_config
     target_vocab = int(getattr(text, "vocab_size", 0) or 0)
@@ -77,7 +80,7 @@ def proposal_checks(algorithm, config, draft, captured, target_config) -> list[s
         # The taps reach the draft in capture order, ascending (kimi_k3.py:3677-3683,
         # qwen3_5.py:1434-1450, causal_lm.py:304-306); the draft's projection
         # columns follow its declared order.
-        declared = list(getattr(draft, "target_layer_ids", []) or [])
+        declared = list(getattr(draft, "target_layer_ids", None) or getattr(drafter, "target_layer_ids", None) or [])
         if captured is not None and declared and declared != list(captured):
             wrong.append(f"the draft declares taps in the order {declared}, the target hands them over as {captured}")
     if algorithm == "EAGLE3":
