@@ -84,13 +84,38 @@ def enclosing_qualname(tree: ast.Module, first: int, last: int) -> str:
 
 def _normalised(text: str) -> str:
     """The tokens of a definition's source, comments and layout left out:
-    a moved or re-indented function hashes the same, an edited one does not."""
+    a moved or re-indented function hashes the same, an edited one does not.
+
+    The same on every Python: from 3.12 `tokenize` splits an f-string into
+    FSTRING_START, its parts and FSTRING_END (3.14: TSTRING_* too), where
+    3.11 gives one STRING token. A recorded table, generated on one Python,
+    must match an install read on another, so an f-string is kept whole: its
+    text from its START to its matching END, which is 3.11's STRING token."""
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def at(position: tuple[int, int]) -> int:
+        row, column = position
+        return offsets[row - 1] + column
+
     tokens = []
     skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
             tokenize.ENDMARKER, tokenize.ENCODING}
+    depth, opened = 0, 0
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type not in skip:
+            kind = tokenize.tok_name.get(token.type, "")
+            if kind.endswith("STRING_START"):
+                if depth == 0:
+                    opened = at(token.start)
+                depth += 1
+            elif kind.endswith("STRING_END"):
+                depth -= 1
+                if depth == 0:
+                    tokens.append(text[opened:at(token.end)])
+            elif depth == 0 and token.type not in skip:
                 tokens.append(token.string)
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return text

@@ -16,6 +16,27 @@ import pytest
 _ISOLATED_VARIABLES = ("TOKENSPEED_DFLASH_AUX_STREAM", "DSPARK_DEBUG", "DSPARK_ENGINE_PATH")
 
 
+def _engine_on_this_path() -> str | None:
+    """The serving engine installed on this Python's path, if one: tests of a
+    machine without one cannot hold where one is (a GPU host that serves)."""
+    from dspark.converters.engine_install import find_installed_engines
+
+    found = find_installed_engines()
+    return f"{found[0].distribution} {found[0].version or ''} at {found[0].location}" if found else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`@pytest.mark.without_engine`: a test of what dspark says where no
+    serving engine is installed is skipped where one is on the path."""
+    marked = [item for item in items if item.get_closest_marker("without_engine")]
+    installed = _engine_on_this_path() if marked else None
+    if installed:
+        skip = pytest.mark.skip(reason=f"a serving engine is installed on this Python's path ({installed}); "
+                                       "the test is of a machine without one")
+        for item in marked:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run the test inside its own temporary folder, with none of the

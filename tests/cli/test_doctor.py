@@ -27,6 +27,7 @@ def _gpu() -> bool:
     return torch.cuda.is_available()
 
 
+@pytest.mark.without_engine
 def test_doctor_says_what_is_here(dspark_process):
     run = dspark_process("doctor", "--format", "json")
     assert run.exit_code == EXIT_OK, run.stdout + run.stderr
@@ -50,6 +51,7 @@ def test_doctor_says_what_is_here(dspark_process):
         assert kernel["data"]["backend"] == "triton-interpreter"
 
 
+@pytest.mark.without_engine
 def test_doctor_without_torch_says_so(dspark_process, tmp_path):
     import subprocess
     import sys
@@ -64,6 +66,7 @@ def test_doctor_without_torch_says_so(dspark_process, tmp_path):
     assert "no serving engine is installed here" in done.stdout
 
 
+@pytest.mark.without_engine
 def test_doctor_quiet_prints_nothing_when_all_is_well(dspark_process):
     run = dspark_process("doctor", "-q")
     assert run.exit_code == EXIT_OK and run.stdout == ""
@@ -77,6 +80,7 @@ def run_codes(run) -> dict[str, dict]:
     return {f["code"]: f for f in run.json()["findings"] if f["code"].startswith("RUN")}
 
 
+@pytest.mark.without_engine
 def test_runtime_without_an_engine_says_so_and_judges_with_the_default(dspark, tiny_draft):
     assert probe_runtime().serving is None  # this machine, as the tests assume
     run = dspark("check", tiny_draft(fc_norm=True), "--runtime", "--format", "json")

@@ -76,7 +76,7 @@ def test_an_engine_kernel_off_the_reference_fails_the_draft_on_that_engine(dspar
 
 
 @pytest.mark.parametrize("setup, kernel, fc_norm, why", [
-    (None, "engine", True, "no serving engine is installed here"),
+    pytest.param(None, "engine", True, "no serving engine is installed here", marks=pytest.mark.without_engine),
     ("main", "engine", True, "builds no fc_norm"),
     ("pr1031", "engine", False, "the draft has no fc_norm"),
     ("pr1016-lacking", "both", True, "the engine would not start"),
