@@ -13,7 +13,7 @@ def test_explain_names_title_severity_why_action_and_the_engine_source(dspark):
     assert run.stdout.startswith("IDX002 (error): shard named in the index is missing\n")
     assert "why:" in run.stdout and "what to do:" in run.stdout
     # the rule is tied to the engine's weight loader, cited path@commit:lines
-    assert "python/tokenspeed/runtime/model_loader/weight_utils.py@f4d8ec6e:254-272" in run.stdout
+    assert "python/tokenspeed/runtime/model_loader/weight_utils.py::filter_duplicate_safetensors_files" in run.stdout.replace("\n      @", "@")
     assert "documented in docs/codes.md#IDX002" in run.stdout
     # TokenSpeed loads the shards present, so the engine lowers it
     assert "severity on tokenspeed@0.1.1: warning" in run.stdout

@@ -87,7 +87,7 @@ ARCHITECTURES = ArchitectureResolution(
     appended_suffix="NextN",
     # KimiK3DSparkConfig fills architectures when absent, [] or null.
     default_architectures={"k3_dspark": ("K3DSparkModel",)},
-    source=at_main("375-398 (rewrite); registry.py:75-86 (first registered wins)", HF_UTILS),
+    source=at_main("375-398 (rewrite); registry.py:75-86 (first registered wins)", HF_UTILS, qualname="get_config"),
 )
 
 # The DFlash drafter (K3 DSpark and GQA DFlash/DSpark alike) wires itself to
@@ -106,7 +106,8 @@ DFLASH_TARGET_CLASSES = frozenset({
     "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
     "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM", "MiniMaxM3SparseForConditionalGeneration",
 })
-DFLASH_TARGET_SOURCE = at_main("227-238 (wire_target); models/base/causal_lm.py:43", DFLASH_DRAFTER)
+DFLASH_TARGET_SOURCE = at_main("227-238 (wire_target); models/base/causal_lm.py:43", DFLASH_DRAFTER,
+                               qualname="DFlash.wire_target")
 
 # Target model classes whose forward never reads `layers_to_capture`: it
 # returns `(hidden_states, None)`, so a draft gets no captured states
@@ -115,7 +116,7 @@ DFLASH_TARGET_SOURCE = at_main("227-238 (wire_target); models/base/causal_lm.py:
 # `set_eagle3_layers_to_capture` and `set_dflash_layers_to_capture` exist on
 # them (models/base/causal_lm.py@f4d8ec6e:133-171).
 TARGETS_WITHOUT_CAPTURE = frozenset({"Qwen3ForCausalLM", "Qwen2ForCausalLM", "Qwen3MoeForCausalLM"})
-TARGETS_WITHOUT_CAPTURE_SOURCE = at_main("367-401", _RT + "models/qwen3.py")
+TARGETS_WITHOUT_CAPTURE_SOURCE = at_main("367-401", _RT + "models/qwen3.py", qualname="Qwen3Model.forward")
 # Targets built on the engine's BaseTransformerModel, whose forward also
 # captures id N, the residual after the last layer
 # (models/base/transformer_model.py@f4d8ec6e:251-264; subclassed by
@@ -153,7 +154,7 @@ EAGLE3_TARGET_TAPS = TapPaths(
     section_shadows=True,
     also_under=("text_config",),
 )
-EAGLE3_TARGET_SOURCE = at_main("44-75, 95-102", FACTORY)
+EAGLE3_TARGET_SOURCE = at_main("44-75, 95-102", FACTORY, qualname="_eagle_aux_layer_ids")
 
 # Config findings shared by the family limits ---------------------------------
 
@@ -209,7 +210,8 @@ QWEN3_DEFAULTS = {
 # Neither EAGLE-3 loader validates d2t (`hot = d2t + arange`, any dtype and
 # length) and both ignore t2d; these rules come from the `d2t`/`t2d`
 # branches of their load_weights.
-EAGLE3_T2D = SkipRule(r"t2d", "the target-to-draft table is never read", at_main("697-698", EAGLE3_LLAMA_MODEL))
+EAGLE3_T2D = SkipRule(r"t2d", "the target-to-draft table is never read", at_main("697-698", EAGLE3_LLAMA_MODEL,
+                                                                                 qualname="LlamaForCausalLMEagle3.load_weights"))
 
 # The target's capture: ids -1..N-2 are captured before layer id+1 runs;
 # anything else is silently never captured, so fc gets fewer taps than it
@@ -282,7 +284,7 @@ def eagle3_fc_skipped_when_widths_meet(model: str, lines: str, tap_paths: TapPat
 # which of the files present are read, so a shard it names that is missing
 # is skipped; a tensor the draft needs from it is then missing (INV001).
 _INDEX_SEVERITIES = {"IDX002": "warning", "IDX003": "warning", "IDX004": "warning", "IDX006": "warning"}
-_INDEX_SOURCE = at_main("254-272", WEIGHT_UTILS)
+_INDEX_SOURCE = at_main("254-272", WEIGHT_UTILS, qualname="filter_duplicate_safetensors_files")
 
 PROFILE_FACTS = dict(
     repository=REPOSITORY,
@@ -290,7 +292,7 @@ PROFILE_FACTS = dict(
     # config.json and builds every linear layer quantized
     # (configs/model_config.py@f4d8ec6e:605-700).
     quantization_keys=("quantization_config", "compression_config"),
-    quantization_source=at_main("605-700", MODEL_CONFIG),
+    quantization_source=at_main("605-700", MODEL_CONFIG, qualname="ModelConfig"),
     # get_config parses the draft's config.json and get_hf_text_config then
     # requires any `text_config` attribute to carry num_attention_heads;
     # transformers' plain config classes (llama, qwen2/3, deepseek_v3) and
@@ -303,7 +305,8 @@ PROFILE_FACTS = dict(
     # minimax_m3_config.py, qwen3_asr_config.py).
     text_config_model_types=("kimi_k25", "kimi_k3", "qwen3_5", "qwen3_5_moe", "inkling_mm_model",
                              "minimax_m3_vl", "qwen3_asr"),
-    text_config_source=at_main("138-143 (get_hf_text_config), 358 (get_config)", HF_UTILS),
+    text_config_source=at_main("138-143 (get_hf_text_config), 358 (get_config)", HF_UTILS,
+                               qualname="get_hf_text_config"),
     architectures=ARCHITECTURES,
     ignored_env_vars=(STREAM_ENV_VAR,),
     severity_overrides=_INDEX_SEVERITIES,

@@ -186,7 +186,8 @@ def loader_0_1_1(gqa: FamilyLoader) -> FamilyLoader:
             **gqa.features,
             "fc_norm": FeatureSupport(
                 supported=False,
-                source=Source(GQA_MODEL, "381-398 (DFlashDraftModel.__init__: no fc_norm)", RELEASE_0_1_1),
+                source=Source(GQA_MODEL, "381-398 (DFlashDraftModel.__init__: no fc_norm)", RELEASE_0_1_1,
+                              qualname="DFlashDraftModel"),
                 when_unsupported="the DFlash2 model has no fc_norm: shipped weights are dropped (GQA) or refused "
                 "(MLA), and the taps reach fc unnormalised",
             ),
@@ -201,7 +202,7 @@ def loader_0_1_1(gqa: FamilyLoader) -> FamilyLoader:
             "convolution": at_0_1_1("126-187 (DFlashGroupedConv)", DFLASH2_MODEL),
             "selector": at_0_1_1("213-264 (CandidateSelector)", DFLASH2_MODEL),
             "drafter": at_0_1_1("69-124 (DFlash2.__init__, wire_target)", DFLASH2_DRAFTER),
-            "load_weights (GQA)": Source(GQA_MODEL, "507-542", RELEASE_0_1_1),
+            "load_weights (GQA)": Source(GQA_MODEL, "507-542", RELEASE_0_1_1, qualname="DFlashDraftModel.load_weights"),
             "load_weights (MLA)": load,
             "MLA KV cache": at_0_1_1("354-366, 748", MODEL_CONFIG),
         },

@@ -70,7 +70,8 @@ _FUSED = (
 
 # `dflash_config.target_layer_ids` when non-empty, else the top level; no
 # default (models/dflash.py@f4d8ec6e:382-385).
-_TAPS = TapReading(target=DFLASH_TAP_PATHS, numbering=NUMBERING, source=at_main("382-385", GQA_MODEL))
+_TAPS = TapReading(target=DFLASH_TAP_PATHS, numbering=NUMBERING, source=at_main("382-385", GQA_MODEL,
+                                                                                qualname="DFlashDraftModel.__init__"))
 
 
 def gqa_partial_rope_nested(config: Mapping[str, Any], config_file: str) -> list[Finding]:
@@ -82,7 +83,7 @@ def gqa_partial_rope_nested(config: Mapping[str, Any], config_file: str) -> list
         factor = block.get("partial_rotary_factor") if isinstance(block, Mapping) else None
         if factor is not None and factor != 1:
             return [engine_finding(config_file, f"{field}.partial_rotary_factor is {factor!r}, but the GQA "
-                                   "DFlash/DSpark attention rotates the whole head", Source(GQA_MODEL, "112-125", MAIN),
+                                   "DFlash/DSpark attention rotates the whole head", Source(GQA_MODEL, "112-125", MAIN, qualname="DFlashAttention.__init__"),
                                    "partial_rotary_factor")]
     return []
 
@@ -99,7 +100,7 @@ def gqa_rope_parameters_need_theta(config: Mapping[str, Any], config_file: str) 
     if parameters is None or config.get("model_type") not in KEEPS_FILE_ROPE_PARAMETERS:
         return []
     scaling = config.get("rope_scaling")
-    source = Source(GQA_MODEL, "112-118", MAIN)
+    source = Source(GQA_MODEL, "112-118", MAIN, qualname="DFlashAttention.__init__")
     if isinstance(parameters, Mapping) and reads_as_float(parameters.get("rope_theta")):
         if isinstance(scaling, Mapping) and any(
                 scaling.get(key) != parameters.get(key) for key in set(scaling) - {"rope_theta"}):
@@ -162,7 +163,7 @@ LOADER = FamilyLoader(
     features={
         "fc_norm": FeatureSupport(
             supported=False,
-            source=at_main("381-395", GQA_MODEL),
+            source=at_main("381-395", GQA_MODEL, qualname="DFlashDraftModel"),
             when_unsupported="the GQA DFlash/DSpark model has no fc_norm: the weights are dropped without a "
             "word and the taps reach fc unnormalised",
         ),
@@ -173,7 +174,7 @@ LOADER = FamilyLoader(
         "aux_hidden_stream": FeatureSupport(
             supported=False,
             source=at_main("227-248 (wire_target: no stream); models/base/causal_lm.py:146-177; "
-                           "models/kimi_k3.py:2488-2503", DFLASH_DRAFTER),
+                           "models/kimi_k3.py:2488-2503", DFLASH_DRAFTER, qualname="DFlash.wire_target"),
             when_unsupported="the drafter hands the target no stream and every target captures the prefix "
             "stream only",
         ),
@@ -196,7 +197,7 @@ LOADER = FamilyLoader(
         # (get_rope(head_dim, rotary_dim=head_dim), models/dflash.py@f4d8ec6e:119-125).
         "partial_rotary_factor": FeatureSupport(
             supported=False,
-            source=at_main("119-125", GQA_MODEL),
+            source=at_main("119-125", GQA_MODEL, qualname="DFlashAttention.__init__"),
             when_unsupported="the GQA DFlash/DSpark attention rotates the whole head: a draft trained with "
             "partial RoPE is served with full RoPE",
             fixed_value=1.0,
@@ -214,13 +215,13 @@ LOADER = FamilyLoader(
     sources={
         "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
         "load_weights": at_main("479-514", GQA_MODEL, "DFlashDraftModel.load_weights"),
-        "fc width": at_main("381-395", GQA_MODEL),
-        "taps": at_main("382-385", GQA_MODEL),
+        "fc width": at_main("381-395", GQA_MODEL, qualname="DFlashDraftModel"),
+        "taps": at_main("382-385", GQA_MODEL, qualname="DFlashDraftModel.__init__"),
         "taps vs target": at_main("146-177", CAUSAL_LM, "BaseCausalLM"),
         "target classes": DFLASH_TARGET_SOURCE,
         "markov head": at_main("75-128", GQA_DSPARK_MODEL),
         "block size": at_main("81-97", DFLASH_DRAFTER),
-        "config types": at_main("69-86, 337-347", HF_UTILS),
+        "config types": at_main("69-86, 337-347", HF_UTILS, qualname="_CONFIG_REGISTRY"),
         "sliding layers": at_main("542-592", GQA_MODEL),
     },
 )
@@ -255,11 +256,12 @@ def loader_pr1031() -> FamilyLoader:
     the stream it declares, on a Kimi-K3 target with AttnRes, as a K3 draft
     is; the GQA config class validates nothing on its own (no top-level
     check)."""
-    resolution = Source(DFLASH_DRAFTER, "52-58, 258-271", PR1031)
+    resolution = Source(DFLASH_DRAFTER, "52-58, 258-271", PR1031, qualname="_resolve_aux_hidden_stream")
     return _drafter_resolves_stream(
         StreamResolution(nested_truthy_wins=True, validates_top_level=False, fixed_stream=None, source=resolution),
         feature=resolution,
-        stream_vs_target=Source(K3_TARGET, "2660-2680, 3069-3074; execution/drafter/dflash.py:263-271", PR1031),
+        stream_vs_target=Source(K3_TARGET, "2660-2680, 3069-3074; execution/drafter/dflash.py:263-271", PR1031,
+                                qualname="KimiLinearForCausalLM.set_dflash_aux_hidden_stream"),
     )
 
 
@@ -289,6 +291,7 @@ def loader_pr1016() -> FamilyLoader:
             env_override=STREAM_ENV_VAR,
             source=Source(DFLASH_DRAFTER, "53-65, 264-277", PR1016),
         ),
-        feature=Source(DFLASH_DRAFTER, "56-65, 264-277", PR1016),
-        stream_vs_target=Source(K3_TARGET, "1986-2005, 2247-2252; execution/drafter/dflash.py:269-277", PR1016),
+        feature=Source(DFLASH_DRAFTER, "56-65, 264-277", PR1016, qualname="_resolve_aux_hidden_stream"),
+        stream_vs_target=Source(K3_TARGET, "1986-2005, 2247-2252; execution/drafter/dflash.py:269-277", PR1016,
+                                qualname="KimiLinearForCausalLM.set_dflash_aux_hidden_stream"),
     )

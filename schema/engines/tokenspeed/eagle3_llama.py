@@ -92,7 +92,8 @@ def llama_eagle3_rope_theta_at_the_top(config: Mapping[str, Any], config_file: s
         return []
     return [engine_finding(config_file, f"rope_parameters.rope_theta is {declared!r} but the Llama EAGLE-3 layer "
                            f"takes its base from the top-level rope_theta, {served!r} (10000 when absent)",
-                           Source(LLAMA_MODEL, "154", MAIN), "rope_theta",
+                           Source(LLAMA_MODEL, "154", MAIN,
+                                  qualname="LlamaAttention.__init__.rope_theta"), "rope_theta",
                            "Write the draft's rope_theta at the top level.")]
 
 
@@ -105,7 +106,8 @@ def llama_no_sliding_window(config: Mapping[str, Any], config_file: str) -> list
     if not sliding and not (config.get("use_sliding_window") and config.get("sliding_window")):
         return []
     return [engine_finding(config_file, "sliding-window layers are declared, but the Llama EAGLE-3 attention "
-                           "attends over the whole context", Source(LLAMA_MODEL, "140-200", MAIN), "sliding_window")]
+                           "attends over the whole context", Source(LLAMA_MODEL, "140-200", MAIN,
+                                                                    qualname="LlamaAttention"), "sliding_window")]
 
 
 def fc_width_is_hidden_size(config: Mapping[str, Any], config_file: str) -> list[Finding]:
@@ -158,7 +160,7 @@ LOADER = FamilyLoader(
     # inv_freq is a buffer the rotary embedding recomputes: the loader finds
     # no parameter for it and drops it, which costs nothing.
     skips=(EAGLE3_T2D, SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding; dropped",
-                                at_main("705-719", _LE3))),
+                                at_main("705-719", _LE3, qualname="LlamaForCausalLMEagle3.load_weights"))),
     fused=(
         FusedParameter(
             "midlayer.self_attn.qkv_proj.weight",
@@ -166,12 +168,14 @@ LOADER = FamilyLoader(
              "midlayer.self_attn.v_proj.weight"),
             # A pre-stacked qkv_proj holds none of the `.q_proj` substrings and
             # is split by the configured sizes (layers/linear.py@f4d8ec6e:927-996).
-            fused_accepted=True, partial_passes=True, source=at_main("678-711", _LE3),
+            fused_accepted=True, partial_passes=True, source=at_main("678-711", _LE3,
+                                                                     qualname="LlamaForCausalLMEagle3.load_weights"),
         ),
         FusedParameter(
             "midlayer.mlp.gate_up_proj.weight",
             ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
-            fused_accepted=True, partial_passes=True, source=at_main("678-711", _LE3),
+            fused_accepted=True, partial_passes=True, source=at_main("678-711", _LE3,
+                                                                     qualname="LlamaForCausalLMEagle3.load_weights"),
         ),
     ),
     unexpected="drops",
@@ -220,19 +224,19 @@ LOADER = FamilyLoader(
     # target's unless target_hidden_size differs from hidden_size
     # (models/llama_eagle3.py@f4d8ec6e:691-698, 727-751).
     vocab=VocabHandling(d2t=HOT_TOKEN_MAP, t2d=DROPPED, embedding=TARGET_UNLESS_WIDTHS_DIFFER,
-                        source=at_main("691-698, 727-751", _LE3)),
+                        source=at_main("691-698, 727-751", _LE3, qualname="LlamaForCausalLMEagle3")),
     sources={
         "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
-        "load_weights": at_main("675-719", _LE3),
+        "load_weights": at_main("675-719", _LE3, qualname="LlamaForCausalLMEagle3.load_weights"),
         "one layer": at_main("612-613", _LE3, "LlamaForCausalLMEagle3.prepare_model_kwargs"),
         "taps (draft)": at_main("462-466", _LE3, "Eagle3LlamaModel.forward"),
-        "taps (target)": at_main("44-75, 95-102", FACTORY),
+        "taps (target)": at_main("44-75, 95-102", FACTORY, qualname="_eagle_aux_layer_ids"),
         "taps vs target": at_main("133-144", CAUSAL_LM, "BaseCausalLM.set_eagle3_layers_to_capture"),
         "fc width": at_main("468-478", _LE3, "Eagle3LlamaModel.forward"),
         "lm_head": at_main("617-631, 752-754", _LE3, "LlamaForCausalLMEagle3.load_weights"),
-        "d2t": at_main("691-695", _LE3),
-        "embedding": at_main("727-751", _LE3),
-        "head_dim": at_main("148-150", LLAMA_MODEL),
+        "d2t": at_main("691-695", _LE3, qualname="LlamaForCausalLMEagle3.load_weights"),
+        "embedding": at_main("727-751", _LE3, qualname="LlamaForCausalLMEagle3.set_embed_and_head"),
+        "head_dim": at_main("148-150", LLAMA_MODEL, qualname="LlamaAttention.__init__"),
     },
     config_defaults={"llama": _LLAMA_DEFAULTS, "qwen3": QWEN3_DEFAULTS},
     # `getattr(config, "draft_vocab_size", None) is None` -> the target's

@@ -115,7 +115,8 @@ def mla_fc_norm_width(config: Mapping[str, Any], config_file: str) -> list[Findi
         return []
     return [engine_finding(config_file, f"fc_norm with target_hidden_size {width} != hidden_size {hidden}: the MLA "
                            f"EAGLE-3 model builds fc_norm {hidden} wide and applies it to {width}-wide taps, which "
-                           "fails to load or at the first request", Source(_DS3, "2166-2175, 2205-2222", MAIN),
+                           "fails to load or at the first request", Source(_DS3, "2166-2175, 2205-2222", MAIN,
+                                                                           qualname="Eagle3MlaModel"),
                            "fc_norm", "Retrain without fc_norm, or with a draft as wide as the target.")]
 
 
@@ -168,7 +169,7 @@ def mla_config_fields(config: Mapping[str, Any], config_file: str) -> list[Findi
             "kimi_k2 or deepseek_v3.",
             file=config_file,
             detail={"field": missing[0], "validator": "engine",
-                    "source": at_main("206-217", MODEL_CONFIG).cite()},
+                    "source": at_main("206-217", MODEL_CONFIG, qualname="configure_mla_attention").cite()},
         ))
     experts = config.get("n_routed_experts")
     if llama and "n_routed_experts" not in config:
@@ -180,7 +181,8 @@ def mla_config_fields(config: Mapping[str, Any], config_file: str) -> list[Findi
             "deepseek_v3 (their config class defaults it to 256), or write n_routed_experts.",
             file=config_file,
             detail={"field": "n_routed_experts", "validator": "engine",
-                    "source": at_main("1763-1773", _DS3).cite()},
+                    "source": at_main("1763-1773", _DS3,
+                                      qualname="DeepseekV3ForCausalLM.load_weights.moe_loader").cite()},
         ))
     elif "n_routed_experts" in config and not (is_int(experts) and experts > 0):
         findings.append(Finding(
@@ -190,8 +192,8 @@ def mla_config_fields(config: Mapping[str, Any], config_file: str) -> list[Findi
             "n_routed_experts, or leave it out under model_type kimi_k2 or deepseek_v3 (256).",
             file=config_file,
             detail={"field": "n_routed_experts", "validator": "engine",
-                    "source": f"{at_main('1763-1773', _DS3).cite()}; "
-                              f"{at_main('62-70, 464-467', _MOE_LOADER).cite()}"},
+                    "source": f"{at_main('1763-1773', _DS3, qualname='DeepseekV3ForCausalLM.load_weights.moe_loader').cite()}; "
+                              f"{at_main('62-70, 464-467', _MOE_LOADER, qualname='_ep_partition').cite()}"},
         ))
     return findings
 
@@ -222,8 +224,10 @@ LOADER = FamilyLoader(
     name_rewrites=((r"^.*d2t.*$", "d2t"), (r"^.*t2d.*$", "t2d"), (r"^layers\.0\.", "midlayer."),
                    (r"language_model\.", "")),
     skips=(
-        SkipRule(r"t2d", "the target-to-draft table is never read", at_main("2363-2364", _DS3)),
-        SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding", at_main("1794-1795", _DS3)),
+        SkipRule(r"t2d", "the target-to-draft table is never read", at_main("2363-2364", _DS3,
+                                                                            qualname="Eagle3DeepseekV2ForCausalLM.load_weights")),
+        SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding", at_main("1794-1795", _DS3,
+                                                                                        qualname="DeepseekV3ForCausalLM.load_weights")),
     ),
     fused=(
         FusedParameter(
@@ -233,7 +237,7 @@ LOADER = FamilyLoader(
             # The row-offset loader copies each part into place with no
             # full-shape check (layers/linear.py@f4d8ec6e:276-278).
             partial_passes=True,
-            source=at_main("1746-1747, 1828-1861", _DS3),
+            source=at_main("1746-1747, 1828-1861", _DS3, qualname="DeepseekV3ForCausalLM.load_weights"),
             when_pre_fused="fails the load: the name contains kv_a_proj_with_mqa, becomes "
             "fused_qfused_qkv_a_proj_with_mqa, is not found, and the loader calls weight_loader on None "
             "(AttributeError)",
@@ -243,7 +247,7 @@ LOADER = FamilyLoader(
             ("midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight"),
             fused_accepted=False,
             partial_passes=True,
-            source=at_main("1740-1744, 1798-1819", _DS3),
+            source=at_main("1740-1744, 1798-1819", _DS3, qualname="DeepseekV3ForCausalLM.load_weights"),
             when_pre_fused="drops it: the name contains up_proj, becomes gate_gate_up_proj, is not found, and "
             "is skipped with a log line, so the MLP is served uninitialised",
         ),
@@ -252,10 +256,11 @@ LOADER = FamilyLoader(
     missing="uninitialised",
     unread_flags={"norm_before_residual": NORM_BEFORE_RESIDUAL},
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at_main("2166-2175", _DS3)),
+        "fc_norm": FeatureSupport(supported=True, source=at_main("2166-2175", _DS3,
+                                                                 qualname="Eagle3MlaModel.__init__")),
         "norm_before_fc": FeatureSupport(
             supported=False,
-            source=at_main("2110-2186 (no input_norm)", _DS3),
+            source=at_main("2110-2186 (no input_norm)", _DS3, qualname="Eagle3MlaModel"),
             when_unsupported="Eagle3MlaModel has no input_norm: a declaration is ignored and shipped weights "
             "are logged and skipped, so the taps reach fc unnormalised",
         ),
@@ -275,20 +280,20 @@ LOADER = FamilyLoader(
     # shapes do, and the draft shipped its own)
     # (models/deepseek_v3.py@f4d8ec6e:2358-2364, 2408-2434).
     vocab=VocabHandling(d2t=HOT_TOKEN_MAP, t2d=DROPPED, embedding=TARGET_UNLESS_WIDTHS_DIFFER,
-                        source=at_main("2358-2364, 2408-2434", _DS3)),
+                        source=at_main("2358-2364, 2408-2434", _DS3, qualname="Eagle3DeepseekV2ForCausalLM")),
     sources={
         "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
-        "load_weights": at_main("2355-2376, 1739-1877", _DS3),
-        "one layer": at_main("2282-2283", _DS3),
-        "taps (draft)": at_main("2112-2119, 2139-2140", _DS3),
-        "taps (target)": at_main("44-75, 95-102", FACTORY),
-        "taps vs target": at_main("1591-1593, 1688-1695", _DS3),
-        "fc width": at_main("2142-2155", _DS3),
-        "lm_head": at_main("2294-2310, 2370-2373, 2430-2432", _DS3),
-        "d2t": at_main("2358-2362", _DS3),
-        "embedding": at_main("2408-2434", _DS3),
-        "unknown names": at_main("1724-1737", _DS3),
-        "model_type llama": at_main("340-347", HF_UTILS),
+        "load_weights": at_main("2355-2376, 1739-1877", _DS3, qualname="Eagle3DeepseekV2ForCausalLM.load_weights"),
+        "one layer": at_main("2282-2283", _DS3, qualname="Eagle3DeepseekV2ForCausalLM.__init__"),
+        "taps (draft)": at_main("2112-2119, 2139-2140", _DS3, qualname="Eagle3MlaModel"),
+        "taps (target)": at_main("44-75, 95-102", FACTORY, qualname="_eagle_aux_layer_ids"),
+        "taps vs target": at_main("1591-1593, 1688-1695", _DS3, qualname="DeepseekV3Model.forward"),
+        "fc width": at_main("2142-2155", _DS3, qualname="Eagle3MlaModel.__init__"),
+        "lm_head": at_main("2294-2310, 2370-2373, 2430-2432", _DS3, qualname="Eagle3DeepseekV2ForCausalLM"),
+        "d2t": at_main("2358-2362", _DS3, qualname="Eagle3DeepseekV2ForCausalLM.load_weights"),
+        "embedding": at_main("2408-2434", _DS3, qualname="Eagle3DeepseekV2ForCausalLM.set_embed_and_head"),
+        "unknown names": at_main("1724-1737", _DS3, qualname="DeepseekV3ForCausalLM.get_param"),
+        "model_type llama": at_main("340-347", HF_UTILS, qualname="get_config"),
     },
     config_defaults={"deepseek_v3": _DEEPSEEK_V3_DEFAULTS, "kimi_k2": _DEEPSEEK_V3_DEFAULTS, "llama": _LLAMA_DEFAULTS},
     # convert writes deepseek_v3 for llama: DeepseekV3Config defaults

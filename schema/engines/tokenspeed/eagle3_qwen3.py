@@ -16,4 +16,4 @@ from __future__ import annotations
 from dspark.schema.engines.tokenspeed.common import REGISTRY, at_main
 
 NOT_SERVED = at_main("44-57, 75-86 (no class registered: refused); models/llama_eagle3.py:759 "
-                     "(the only GQA EAGLE-3 class)", REGISTRY)
+                     "(the only GQA EAGLE-3 class)", REGISTRY, qualname="_ModelRegistry")

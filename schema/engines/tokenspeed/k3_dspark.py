@@ -43,7 +43,7 @@ from dspark.schema.findings import Finding, Severity
 
 _SKIPS = (
     SkipRule(r"^(embed_tokens|lm_head|confidence_head)\.", "borrowed from the target, or training-only",
-             at_pr1031("41", K3_CONFIG)),
+             at_pr1031("41", K3_CONFIG, qualname="K3_DSPARK_SKIPPED_WEIGHT_PREFIXES")),
     SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding",
              at_pr1031("506-507", qualname="K3DSparkModel.load_weights")),
 )
@@ -77,7 +77,7 @@ _DEFAULTS = {
 _TAPS = TapReading(
     target=TapPaths(paths=("target_layer_ids",), pick=FIRST_PRESENT),
     numbering=NUMBERING,
-    source=at_pr1031("111, 206-229", K3_CONFIG),
+    source=at_pr1031("111, 206-229", K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
 )
 
 
@@ -89,7 +89,8 @@ def k3_rope_only_yarn(config: Mapping[str, Any], config_file: str) -> list[Findi
     if kind is None or kind.lower() in YARN_OR_NONE:
         return []
     return [engine_finding(config_file, f"{field} declares rope type {kind!r}; the K3 DSpark config passes only "
-                           "YaRN to the model, which then applies unscaled RoPE", Source(K3_CONFIG, "139-170", PR1031),
+                           "YaRN to the model, which then applies unscaled RoPE", Source(K3_CONFIG, "139-170", PR1031,
+                                                                                         qualname="KimiK3DSparkConfig"),
                            "rope_scaling")]
 
 
@@ -105,7 +106,7 @@ def k3_fc_norm_only_in_dflash_config(config: Mapping[str, Any], config_file: str
         return []
     unread = engine_finding(config_file, "dflash_config sets fc_norm but the engine reads it at the top level only, "
                             "where it is off, and serves the draft without its per-tap norms",
-                            Source(K3_CONFIG, "78, 112", PR1031), "fc_norm",
+                            Source(K3_CONFIG, "78, 112", PR1031, qualname="KimiK3DSparkConfig.__init__"), "fc_norm",
                             "Set fc_norm at the top level of config.json (and ship the fc_norm weights).")
     if "fc_norm" in config:
         # The top level says off, and it is the one served: the two flags
@@ -172,9 +173,11 @@ def loader(*, serving_change: bool) -> FamilyLoader:
         sources={
             "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
             "load_weights": at_pr1031("482-553", qualname="K3DSparkModel.load_weights"),
-            "config": at_pr1031("87-127, 194-300", K3_CONFIG),
-            "taps vs target": at_pr1031("2627-2658", K3_TARGET),
-            "stream vs target": at_pr1031("2660-2680", K3_TARGET),
+            "config": at_pr1031("87-127, 194-300", K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
+            "taps vs target": at_pr1031("2627-2658", K3_TARGET,
+                                        qualname="KimiLinearForCausalLM.set_dflash_layers_to_capture"),
+            "stream vs target": at_pr1031("2660-2680", K3_TARGET,
+                                          qualname="KimiLinearForCausalLM.set_dflash_aux_hidden_stream"),
             "target classes": Source(DFLASH_DRAFTER, "236-247 (wire_target)" if serving_change
                                      else "227-238 (wire_target)", commit),
         },
@@ -190,11 +193,16 @@ def loader_pr1016() -> FamilyLoader:
     base = loader(serving_change=True)
     return dataclasses.replace(
         base,
-        features={"fc_norm": FeatureSupport(supported=True, source=Source(K3_MODEL, "312-322", PR1016))},
+        features={"fc_norm": FeatureSupport(supported=True, source=Source(K3_MODEL, "312-322", PR1016,
+                                                                          qualname="K3DSparkModel.__init__"))},
         stream=dataclasses.replace(base.stream, env_override=STREAM_ENV_VAR,
                                    source=Source(DFLASH_DRAFTER, "53-65, 264-277", PR1016)),
-        sources={**base.sources, "load_weights": Source(K3_MODEL, "471-543", PR1016),
-                 "taps vs target": Source(K3_TARGET, "1954-1984", PR1016),
-                 "stream vs target": Source(K3_TARGET, "1986-2005", PR1016),
-                 "target classes": Source(DFLASH_DRAFTER, "242-264 (wire_target)", PR1016)},
+        sources={**base.sources, "load_weights": Source(K3_MODEL, "471-543", PR1016,
+                                                        qualname="K3DSparkModel.load_weights"),
+                 "taps vs target": Source(K3_TARGET, "1954-1984", PR1016,
+                                          qualname="KimiLinearForCausalLM.set_dflash_layers_to_capture"),
+                 "stream vs target": Source(K3_TARGET, "1986-2005", PR1016,
+                                            qualname="KimiLinearForCausalLM.set_dflash_aux_hidden_stream"),
+                 "target classes": Source(DFLASH_DRAFTER, "242-264 (wire_target)", PR1016,
+                                          qualname="DFlash.wire_target")},
     )

@@ -65,10 +65,10 @@ K3_MODEL = _RUNTIME + "models/kimi_k3_dspark.py"
 EXECUTOR = _RUNTIME + "execution/model_executor.py"
 
 
-def _at(path: str, lines: str) -> str:
+def _at(path: str, lines: str, qualname: str = "") -> str:
     # cited inside tokenspeed/runtime/ (the module docstring says so), so a
     # citation stays one short word on a narrow terminal
-    return Source(path.removeprefix(_RUNTIME), lines, RELEASE).cite()
+    return Source(path.removeprefix(_RUNTIME), lines, RELEASE, qualname).cite()
 
 
 PP = "--pipeline-parallel-size"
@@ -168,7 +168,7 @@ def launch_widths(launch: Launch | None, family_alg: str) -> Widths:
             steps = expected
         elif steps != expected:
             stops = (f"{algorithm} requires {STEPS} to equal {DRAFT_TOKENS} - 1; the launch gives {steps} and "
-                     f"{draft_tokens} ({_at(SERVER_ARGS, '1146-1158 (ServerArgs.resolve_speculative_decoding)')})")
+                     f"{draft_tokens} ({_at(SERVER_ARGS, '1146-1158 (ServerArgs.resolve_speculative_decoding)', qualname='ServerArgs.resolve_speculative_decoding')})")
     return Widths(algorithm, steps, draft_tokens, explicit, stops)
 
 
@@ -182,7 +182,7 @@ def _serve_flags(algorithm: str, steps: int) -> str:
 
 def _geometry(launch: Launch | None, ctx: LaunchContext, widths: Widths) -> list[Finding]:
     """The block size against the launch's widths (module docstring)."""
-    where_read = _at(GEOMETRY, "56-83 (read_checkpoint_block_size)")
+    where_read = _at(GEOMETRY, "56-83 (read_checkpoint_block_size)", qualname="read_checkpoint_block_size")
     raw, where = checkpoint_block_size(ctx.config)
     cf = ctx.config_file
     if widths.algorithm not in BLOCK_ALGORITHMS:
@@ -208,11 +208,11 @@ def _geometry(launch: Launch | None, ctx: LaunchContext, widths: Widths) -> list
     if needed < 1:
         return [_finding("CFG003", f"{cf}: {where} = {raw!r}: a {widths.algorithm} checkpoint stores {convention}, "
                          f"so it implies {STEPS} {needed}, which drafts nothing: the server stops whatever the launch "
-                         f"({_at(GEOMETRY, '86-107 (resolve_block_widths)')}). Write the block size the draft was "
+                         f"({_at(GEOMETRY, '86-107 (resolve_block_widths)', qualname='resolve_block_widths')}). Write the block size the draft was "
                          "trained with.", cf, field=where, value=raw)]
     flags = _serve_flags(widths.algorithm, needed)
-    cite = (f"{_at(GEOMETRY, '110-141 (validate_block_widths)')}, "
-            f"{_at(MODEL_CONFIG, '369-401 (_apply_block_spec_widths)')}")
+    cite = (f"{_at(GEOMETRY, '110-141 (validate_block_widths)', qualname='validate_block_widths')}, "
+            f"{_at(MODEL_CONFIG, '369-401 (_apply_block_spec_widths)', qualname='_apply_block_spec_widths')}")
     detail = dict(block_size=size, algorithm=widths.algorithm, steps=needed, num_draft_tokens=needed + 1,
                   serve_with=flags)
     if launch is None or not widths.explicit:
@@ -259,9 +259,10 @@ def _k3_pipeline(ctx: LaunchContext) -> tuple[list[tuple[str, str]], dict[str, s
     quantized = [key for key in getattr(ctx.profile, "quantization_keys", ()) if config.get(key)]
     if quantized:
         problems.append(("LCH001", f"{cf}: {quantized[0]} makes the draft quantized, and a pipeline stage refuses "
-                         f"a quantized K3 DSpark draft ({_at(K3_MODEL, '333-334 (K3DSparkModel.__init__)')})"))
+                         f"a quantized K3 DSpark draft ({_at(K3_MODEL, '333-334 (K3DSparkModel.__init__)', qualname='K3DSparkModel.__init__')})"))
     embed = served.get("embed_tokens.weight")
-    load_cite = _at(K3_MODEL, "402-416 (K3DSparkModel.__init__), 633-637, 697-703 (load_weights)")
+    load_cite = _at(K3_MODEL, "402-416 (K3DSparkModel.__init__), 633-637, 697-703 (load_weights)",
+                    qualname="K3DSparkModel.__init__")
     vocab, hidden = config.get("vocab_size"), config.get("hidden_size")
     if embed is None:
         problems.append(("LCH001", f"{cf}: the draft ships no embed_tokens.weight, which the last pipeline stage "
@@ -273,7 +274,7 @@ def _k3_pipeline(ctx: LaunchContext) -> tuple[list[tuple[str, str]], dict[str, s
         if want is not None and tuple(embed.shape) != want:
             problems.append(("LCH001", f"{cf}: embed_tokens.weight is {list(embed.shape)}, and the last pipeline "
                              f"stage's embedding is [vocab_size, hidden_size] = {list(want)}: its weight loader "
-                             f"refuses it ({load_cite}; {_at(_RUNTIME + 'layers/vocab_parallel_embedding.py', '472-515')})"))
+                             f"refuses it ({load_cite}; {_at(_RUNTIME + 'layers/vocab_parallel_embedding.py', '472-515', qualname='VocabParallelEmbedding.weight_loader')})"))
         elif not str(embed.dtype).upper().startswith(("F", "BF")):
             problems.append(("LCH002", f"{cf}: embed_tokens.weight is {embed.dtype}: the last pipeline stage "
                              "copies it into its floating-point embedding without a word, and drafts from those "
@@ -286,7 +287,7 @@ def _k3_pipeline(ctx: LaunchContext) -> tuple[list[tuple[str, str]], dict[str, s
             match = _FC_NORM.match(name)
             if match and not 0 <= int(match.group(1)) < count:
                 dropped[name] = (f"at {PP} > 1 each stage loads only the fc_norm of the taps it owns, and drops "
-                                 f"{name} without a word ({_at(K3_MODEL, '594-603 (checkpoint_weight_name_filter)')})")
+                                 f"{name} without a word ({_at(K3_MODEL, '594-603 (checkpoint_weight_name_filter)', qualname='K3DSparkModel.checkpoint_weight_name_filter')})")
     return problems, dropped
 
 
@@ -294,10 +295,10 @@ def _pipeline_family_refusal(ctx: LaunchContext, algorithm: str) -> str | None:
     if algorithm not in PIPELINE_ALGORITHMS:
         return (f"TokenSpeed 0.1.1 runs only {', '.join(PIPELINE_ALGORITHMS)} drafters on a pipeline, and this "
                 f"{ctx.family} draft is {algorithm}: the server stops at startup "
-                f"({_at(SERVER_ARGS, '104, 1489-1508 (ServerArgs.resolve_disaggregation)')})")
+                f"({_at(SERVER_ARGS, '104, 1489-1508 (ServerArgs.resolve_disaggregation)', qualname='PIPELINE_SPEC_ALGORITHMS')})")
     if ctx.family != "k3_dspark":
         return (f"a {ctx.family} DSPARK model cannot produce its draft context across pipeline stages: the server "
-                f"stops at startup ({_at(EXECUTOR, '242-260 (select_dspark_context_producer)')})")
+                f"stops at startup ({_at(EXECUTOR, '242-260 (select_dspark_context_producer)', qualname='select_dspark_context_producer')})")
     return None
 
 
@@ -319,7 +320,7 @@ def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Cal
                 "LCH006",
                 f"--launch: TokenSpeed 0.1.1 runs {PP} > 1 with a draft only on a prefill server "
                 f"({DISAGGREGATION} prefill); as given the server stops whatever the draft "
-                f"({_at(SERVER_ARGS, '1462-1499 (ServerArgs.resolve_disaggregation)')}). The draft is judged as "
+                f"({_at(SERVER_ARGS, '1462-1499 (ServerArgs.resolve_disaggregation)', qualname='ServerArgs.resolve_disaggregation')}). The draft is judged as "
                 f"served by a prefill server at {PP} {pp}.", cf, launch=launch.text))
         refusal = _pipeline_family_refusal(ctx, widths.algorithm)
         if refusal is not None:
@@ -349,7 +350,7 @@ def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Cal
             findings.append(_finding(
                 "LCH003",
                 f"{cf}: {name}: the verdict depends on the launch: at {PP} 1 the loader refuses it (its index is "
-                f"no tap's: {_at(K3_MODEL, '655-658 (load_weights)')}); {why}, and the draft loads. Remove {name} "
+                f"no tap's: {_at(K3_MODEL, '655-658 (load_weights)', qualname='K3DSparkModel.load_weights')}); {why}, and the draft loads. Remove {name} "
                 "from the folder.",
                 cf, setting=PP, tensor=name, verdicts={"1": "refused", ">1": "dropped"}))
     return findings, replace

@@ -32,8 +32,8 @@ KERNEL_WHEEL_MODULE = "tokenspeed_kernel.ops.layernorm.triton"
 LOCAL_KERNEL_MODULE = "tokenspeed.runtime.layers.segmented_rmsnorm"
 
 
-def _at(path: str, lines: str, commit: str) -> Source:
-    return Source(REPO_PREFIX + path, lines, commit)
+def _at(path: str, lines: str, commit: str, qualname: str = "") -> Source:
+    return Source(REPO_PREFIX + path, lines, commit, qualname)
 
 
 # The PyPI release, read from its wheel (paths inside the installed package).
@@ -86,9 +86,9 @@ FC_NORM_BUILT = Fingerprint(
     values={"main": False, "pr1016": True, "pr1031": True, "0.1.1": True},
     sources={
         "0.1.1": _in_wheel(K3_MODEL_FILE, "367", "K3DSparkModel.__init__"),
-        "main": _at(K3_MODEL_FILE, "289-345 (no fc_norm)", MAIN),
-        "pr1016": _at(K3_MODEL_FILE, "312-322", PR1016),
-        "pr1031": _at(K3_MODEL_FILE, "319-329", PR1031),
+        "main": _at(K3_MODEL_FILE, "289-345 (no fc_norm)", MAIN, qualname="K3DSparkModel"),
+        "pr1016": _at(K3_MODEL_FILE, "312-322", PR1016, qualname="K3DSparkModel.__init__"),
+        "pr1031": _at(K3_MODEL_FILE, "319-329", PR1031, qualname="K3DSparkModel.__init__"),
     },
 )
 
@@ -102,9 +102,9 @@ STREAM_RESOLVER = Fingerprint(
     values={"main": False, "pr1016": True, "pr1031": True, "0.1.1": False},
     sources={
         "0.1.1": _in_wheel(DRAFTER_FILE, "(not defined; models/kimi_k3_dspark.py:421-436 hands the top level's)"),
-        "main": _at(DRAFTER_FILE, "227-250 (wire_target: prefix capture only)", MAIN),
-        "pr1016": _at(DRAFTER_FILE, "56-65, 264-277", PR1016),
-        "pr1031": _at(DRAFTER_FILE, "52-58, 258-271", PR1031),
+        "main": _at(DRAFTER_FILE, "227-250 (wire_target: prefix capture only)", MAIN, qualname="DFlash"),
+        "pr1016": _at(DRAFTER_FILE, "56-65, 264-277", PR1016, qualname="_resolve_aux_hidden_stream"),
+        "pr1031": _at(DRAFTER_FILE, "52-58, 258-271", PR1031, qualname="_resolve_aux_hidden_stream"),
     },
 )
 
@@ -117,8 +117,8 @@ STREAM_ENV_READ = Fingerprint(
     sources={
         "0.1.1": _in_wheel(DRAFTER_FILE, "(not read)"),
         "main": _at(DRAFTER_FILE, "(not read)", MAIN),
-        "pr1016": _at(DRAFTER_FILE, "53, 58-60", PR1016),
-        "pr1031": _at(DRAFTER_FILE, "52-58 (not read)", PR1031),
+        "pr1016": _at(DRAFTER_FILE, "53, 58-60", PR1016, qualname="AUX_HIDDEN_STREAM_ENV"),
+        "pr1031": _at(DRAFTER_FILE, "52-58 (not read)", PR1031, qualname="_resolve_aux_hidden_stream"),
     },
 )
 
@@ -162,7 +162,8 @@ KERNEL_CALLS: Mapping[str, KernelCall] = {
         parameters=("x", "weight", "eps", "out"),
         segments_axis=True,
         needs_cuda=False,
-        source=Source("tokenspeed-kernel/python/tokenspeed_kernel/ops/layernorm/triton.py", "160-211", PR1016),
+        source=Source("tokenspeed-kernel/python/tokenspeed_kernel/ops/layernorm/triton.py", "160-211", PR1016,
+                      qualname="segmented_rmsnorm"),
         package=KERNEL_PACKAGE,
     ),
     "pr1031": KernelCall(
@@ -170,18 +171,18 @@ KERNEL_CALLS: Mapping[str, KernelCall] = {
         parameters=("x", "weight", "eps", "out"),
         segments_axis=True,
         needs_cuda=True,
-        source=_at(LOCAL_KERNEL_FILE, "35-76", PR1031),
+        source=_at(LOCAL_KERNEL_FILE, "35-76", PR1031, qualname="segmented_rmsnorm"),
     ),
 }
 # The K3 model calls it with the taps unflattened to [..., S, th].
 KERNEL_CALL_SITES: Mapping[str, Source] = {
     "0.1.1": _in_wheel(K3_MODEL_FILE, "466-471", "K3DSparkModel.project_target_hidden"),
-    "pr1016": _at(K3_MODEL_FILE, "367-373", PR1016),
-    "pr1031": _at(K3_MODEL_FILE, "369-375", PR1031),
+    "pr1016": _at(K3_MODEL_FILE, "367-373", PR1016, qualname="K3DSparkModel.project_target_hidden"),
+    "pr1031": _at(K3_MODEL_FILE, "369-375", PR1031, qualname="K3DSparkModel.project_target_hidden"),
 }
 
 # The engine imports every module of tokenspeed.runtime.models when it
 # starts and stops on the first that fails to import, whatever model it
 # serves: a K3 DSpark model whose module-top import fails keeps the whole
 # engine from starting.
-MODEL_IMPORT_SOURCE = _at(REGISTRY_FILE, "90-101, 123", PR1016)
+MODEL_IMPORT_SOURCE = _at(REGISTRY_FILE, "90-101, 123", PR1016, qualname="import_model_classes")
