@@ -113,7 +113,8 @@ def _engine_groups(family: str) -> list[tuple[list[str], dict]]:
     for row in contract_table():
         if row["family"] != family or not row.get("served", True):
             continue
-        facts = {key: value for key, value in row.items() if key != "engine"}
+        # the launch flags are the release's, not the family's: `dspark families` lists them
+        facts = {key: value for key, value in row.items() if key not in ("engine", "launch")}
         for specs, known in groups:
             if known == facts:
                 specs.append(row["engine"])

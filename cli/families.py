@@ -47,6 +47,17 @@ def _families(family: str | None):
     return tuple(chosen) or family_registry.FAMILIES
 
 
+def launch_flags(profile) -> dict:
+    """The server flags this release's verdicts read (`--launch`), each with
+    what it changes; any other flag given is named as ignored (LCH004)."""
+    model = profile.launch_model
+    if model is None:
+        return {"summary": "", "flags": []}
+    return {"summary": model.summary,
+            "flags": [{"flag": spec.name, "aliases": list(spec.aliases), "changes": spec.changes}
+                      for spec in model.flags]}
+
+
 def contract_table(family: str | None = None, engine: str | None = None) -> list[dict]:
     """Family x engine revision x feature, with where each rule was read;
     a family an engine does not serve is a row saying so."""
@@ -96,6 +107,7 @@ def contract_table(family: str | None = None, engine: str | None = None) -> list
                     "source": loader.vocab.source.cite()},
                 "targets_without_capture": sorted(loader.targets_without_capture),
                 "sources": {key: source.cite() for key, source in loader.sources.items()},
+                "launch": launch_flags(profile),
             })
     return rows
 
@@ -180,5 +192,14 @@ def page_lines(rows: list[dict], width: int) -> list[str]:
             rule("builds: " + "; ".join(f"{k}: {v}" for k, v in row["builds"].items()))
         for key, source in row["sources"].items():
             rule(f"{key}:", source)
+        launch = row["launch"]
+        if launch["flags"]:
+            rule(f"--launch flags read on {row['engine']}: {launch['summary']}" if launch["summary"]
+                 else f"--launch flags read on {row['engine']}:")
+            for flag in launch["flags"]:
+                spelled = " / ".join([flag["flag"], *flag["aliases"]])
+                lines.extend(wrap(f"{spelled}: {flag['changes']}", width, first="    ", indent="      "))
+        else:
+            rule(f"--launch: no flag read on {row['engine']} (each one given is named as ignored)")
         lines.append("")
     return lines

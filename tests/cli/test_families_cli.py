@@ -84,3 +84,20 @@ def test_a_name_skipped_unless_a_flag_says_when_it_is_loaded(dspark):
     [row] = json.loads(dspark("families", "--family", "k3_dspark", "--engine", "vllm@0.33.0", "--format",
                               "json").stdout)
     assert {"pattern": "confidence_head", "unless": "enable_confidence_head"}.items() <= row["skipped"][1].items()
+
+
+def test_families_lists_the_launch_flags_each_release_reads(dspark):
+    """A malformed --launch points the user here for the flags each engine's
+    verdicts read: every launch model's flags are listed, with what each changes."""
+    from dspark.schema.engines import engine_by_spec
+
+    [row] = json.loads(dspark("families", "--family", "k3_dspark", "--engine", "tokenspeed@0.1.1",
+                              "--format", "json").stdout)
+    model = engine_by_spec("tokenspeed@0.1.1").launch_model
+    assert [flag["flag"] for flag in row["launch"]["flags"]] == [spec.name for spec in model.flags]
+    assert "--speculative-num-steps" in [flag["flag"] for flag in row["launch"]["flags"]]
+    assert all(flag["changes"] for flag in row["launch"]["flags"])
+    page = dspark("families", "--family", "k3_dspark", "--engine", "tokenspeed@0.1.1,tokenspeed@main").stdout
+    assert "--launch flags read on tokenspeed@0.1.1" in page and "--speculative-num-steps:" in page
+    # a revision whose verdicts read no flag says so
+    assert "--launch: no flag read on tokenspeed@main" in page
