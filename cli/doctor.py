@@ -27,20 +27,20 @@ def doctor(
         # this machine, and would be an empty log that says nothing was wrong.
         raise UsageError("doctor has no SARIF form: its checks are about this machine, not a file in the "
                          "repository.", hint="Use --format json, junit or github.")
-    from dspark.converters.doctor import NOT_RUN, DoctorReport, DoctorRow, environment_rows, serving_engine_rows
+    from dspark.converters.doctor import NOT_RUN, PROBLEM, DoctorReport, DoctorRow, environment_rows, serving_engine_rows
+    from dspark.schema.errors import import_torch_or_why
     from dspark.converters.runtime import probe_runtime
 
     runtime = probe_runtime(engine_path)
     rows = environment_rows()
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    torch, why, broken = import_torch_or_why()
     if torch is None:
-        rows.append(DoctorRow("gpu", NOT_RUN, "not probed: torch is not installed"))
-        rows.append(DoctorRow("triton kernel", NOT_RUN, "not run: torch is not installed"))
+        if broken:  # installed and failing is a problem with this machine, not an absent extra
+            rows.append(DoctorRow("torch import", PROBLEM, why + "; run python -c 'import torch' to see why"))
+        rows.append(DoctorRow("gpu", NOT_RUN, f"not probed: {why}"))
+        rows.append(DoctorRow("triton kernel", NOT_RUN, f"not run: {why}"))
         rows += serving_engine_rows(runtime)
-        rows.append(DoctorRow("engine kernel", NOT_RUN, "not run: torch is not installed"))
+        rows.append(DoctorRow("engine kernel", NOT_RUN, f"not run: {why}"))
     else:
         if not torch.cuda.is_available() and _installed("triton"):
             # Without a GPU the kernel can only run in Triton's interpreter,

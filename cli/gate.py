@@ -123,10 +123,11 @@ def _smoke_runner(runtime):
     reason = _no_gpu_reason()
     if reason is not None:
         return None, reason
-    try:
-        import torch
-    except ImportError:
-        return None, "not run: torch is not installed (pip install 'dspark[torch]')"
+    from dspark.schema.errors import import_torch_or_why
+
+    torch, why, broken = import_torch_or_why()
+    if torch is None:
+        return None, f"not run: {why}" + ("" if broken else " (pip install 'dspark[torch]')")
 
     if not torch.cuda.is_available():
         return None, "not run: no GPU here (the smoke runs on a GPU; `dspark smoke --device cpu` runs it slowly)"

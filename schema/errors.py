@@ -75,12 +75,43 @@ def require_torch(feature: str):
     """Import torch for `feature`, or say which extra brings it."""
     try:
         import torch  # noqa: PLC0415 - torch is optional and slow to import
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise _torch_broken(feature, exc) from exc
         raise MissingDependencyError(
             f"{feature} needs PyTorch, which is not installed.",
             hint="Install the extra: pip install 'dspark[torch]'.",
         ) from exc
+    except (ImportError, OSError) as exc:  # a missing shared library is an OSError
+        raise _torch_broken(feature, exc) from exc
     return torch
+
+
+def import_torch_or_why() -> tuple[object | None, str | None, bool]:
+    """(torch, None, False) when it imports; else (None, why in words,
+    broken): broken when torch is installed but its import fails, which a
+    report must not call "not installed"."""
+    try:
+        import torch  # noqa: PLC0415 - torch is optional and slow to import
+    except ModuleNotFoundError as exc:
+        if exc.name == "torch":
+            return None, "torch is not installed", False
+        return None, f"torch is installed but does not import here ({type(exc).__name__}: {first_line(exc)})", True
+    except (ImportError, OSError) as exc:
+        return None, f"torch is installed but does not import here ({type(exc).__name__}: {first_line(exc)})", True
+    return torch, None, False
+
+
+def _torch_broken(feature: str, error: BaseException) -> MissingDependencyError:
+    """torch is there but does not import (a CUDA library or one of its own
+    dependencies missing): saying "not installed" would send the user to
+    install what they have."""
+    return MissingDependencyError(
+        f"{feature} needs PyTorch, which is installed but does not import here: "
+        f"{type(error).__name__}: {first_line(error)}",
+        hint="Run python -c 'import torch' to see the whole error; reinstall torch for this machine's "
+             "accelerator (or its missing dependency) and try again.",
+    )
 
 
 def first_line(error: BaseException, limit: int = 200) -> str:

@@ -66,6 +66,25 @@ def test_doctor_without_torch_says_so(dspark_process, tmp_path):
     assert "no serving engine is installed here" in done.stdout
 
 
+def test_a_torch_that_does_not_import_is_a_problem_named_with_its_error(tmp_path):
+    """Installed but failing (a CUDA library missing) is a problem of this
+    machine, exit 1, with the error's first line; never "not installed",
+    never a traceback."""
+    import subprocess
+    import sys
+
+    broken = tmp_path / "broken_torch"
+    (broken / "torch").mkdir(parents=True)
+    (broken / "torch" / "__init__.py").write_text("raise OSError('libcudart.so.13: cannot open shared object file')\n")
+    done = subprocess.run([sys.executable, "-c", "from dspark.cli.main import main; main()", "doctor", "--format", "json"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(broken), *sys.path[1:]])})
+    assert done.returncode == EXIT_CHECK_FAILED, done.stderr
+    found = {row["name"]: row for row in json.loads(done.stdout)["rows"]}
+    assert found["torch import"]["status"] == "problem" and "libcudart.so.13" in found["torch import"]["detail"]
+    assert "does not import here" in found["gpu"]["detail"] and "Traceback" not in done.stderr
+
+
 @pytest.mark.without_engine
 def test_doctor_quiet_prints_nothing_when_all_is_well(dspark_process):
     run = dspark_process("doctor", "-q")

@@ -40,17 +40,22 @@ def write(folder: Path, *, fc_norm: bool = True, poison: str | None = None, fmt:
 
 
 def without_module(tmp_path: Path, module: str) -> Path:
-    """A folder for PYTHONPATH whose sitecustomize makes `import module`
-    fail in the child process, as on an install without it."""
+    """A folder for PYTHONPATH whose sitecustomize makes `module` absent in
+    the child process, as on an install without it: the path finder does
+    not find it, so `import` raises ModuleNotFoundError and
+    `importlib.util.find_spec` returns None (torch asks the latter before it
+    imports triton; an error from the finder itself would break torch's
+    import, which no real install without the module does)."""
     folder = tmp_path / f"without_{module}"
     folder.mkdir()
     (folder / "sitecustomize.py").write_text(
-        "import sys\n"
-        "class _Blocked:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        f"        if name == {module!r} or name.startswith({module + '.'!r}):\n"
-        "            raise ImportError('No module named ' + repr(name))\n"
-        "sys.meta_path.insert(0, _Blocked())\n"
+        "import importlib.machinery\n"
+        "_find = importlib.machinery.PathFinder.find_spec\n"
+        "def _find_spec(cls, name, path=None, target=None):\n"
+        f"    if name == {module!r} or name.startswith({module + '.'!r}):\n"
+        "        return None\n"
+        "    return _find(name, path, target)\n"
+        "importlib.machinery.PathFinder.find_spec = classmethod(_find_spec)\n"
     )
     return folder
 
@@ -210,6 +215,19 @@ def test_on_cuda_the_compiled_kernel_runs_and_is_timed(dspark, tmp_path):
     report = run.json()
     assert report["kernel_backend"] == "triton" and report["timings"]["tokens"] == 64
     assert "SMK007" in codes(run)
+
+
+def test_a_torch_that_does_not_import_is_named_as_broken_not_missing(dspark_process, tmp_path):
+    """A torch whose import fails (a CUDA library missing on this host) is
+    not "not installed": the error says what failed, exit 2."""
+    broken = tmp_path / "broken_torch"
+    (broken / "torch").mkdir(parents=True)
+    (broken / "torch" / "__init__.py").write_text(
+        "raise OSError('libcudart.so.13: cannot open shared object file: No such file or directory')\n")
+    run = dspark_process("smoke", write(tmp_path / "d"), env={"PYTHONPATH": pythonpath(broken)})
+    assert run.exit_code == 2, run.stdout + run.stderr
+    assert "installed but does not import here" in run.stderr and "libcudart.so.13" in run.stderr
+    assert "not installed" not in run.stderr and "Traceback" not in run.stderr
 
 
 def test_without_torch_it_names_the_extra(dspark_process, tmp_path):
