@@ -16,9 +16,12 @@ and per registered class, whole for the newest release."""
 NEWEST = '0.5.23'
 
 FINGERPRINTS: dict[str, str | None] = {
+    'sglang/srt/arg_groups/speculative_hook.py::_handle_dflash': 'a10ceb4f63f8b1bc',
+    'sglang/srt/arg_groups/speculative_hook.py::_handle_dspark': '9682869103bc7954',
     'sglang/srt/configs/model_config.py::ModelConfig': '35ccf9506b632631',
     'sglang/srt/configs/model_config.py::ModelConfig._derive_model_shapes': '97fec9ddf38de3f1',
     'sglang/srt/configs/model_config.py::ModelConfig._parse_quant_hf_config': 'b85fd613512ef06c',
+    'sglang/srt/distributed/utils.py::get_pp_indices': '17d03bb4cba84ea7',
     'sglang/srt/model_executor/model_runner_components/attention_backend_setup.py::configure_aux_hidden_state_capture': 'bc21701c937e2cda',
     'sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py::_resolve_dflash_aux_hidden_state': '7b05b43152da9787',
     'sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state': '013d162ded591716',
@@ -55,8 +58,10 @@ FINGERPRINTS: dict[str, str | None] = {
     'sglang/srt/models/qwen3.py::Qwen3ForCausalLM.set_dflash_layers_to_capture': '6fd20d49dbd5042e',
     'sglang/srt/models/registry.py::_ModelRegistry': 'e02d0966d8561eeb',
     'sglang/srt/speculative/dflash_utils.py::parse_dflash_draft_config': '64499d233a587aa0',
+    'sglang/srt/speculative/dflash_worker_v2.py::DFlashWorkerV2.__init__': '3bc979df45b65e07',
     'sglang/srt/speculative/dspark_components/dspark_config.py::_get_dspark_config': 'ee18781f2a8ec1ba',
     'sglang/srt/speculative/dspark_components/dspark_config.py::parse_dspark_draft_config': '355f1f641d720e03',
+    'sglang/srt/speculative/eagle_worker_v2.py::EAGLEWorkerV2.__init__': '6cd3f5f625f6c49f',
     'sglang/srt/speculative/eagle_worker_v2.py::EagleDraftWorker.init_lm_head': '08bc40e5f67e38da',
     'sglang/srt/utils/hf_transformers/common.py::get_hf_text_config': 'aca579a079b9dff0',
 }
@@ -64,6 +69,8 @@ FINGERPRINTS: dict[str, str | None] = {
 # Each older release, newest first: what differs from the release above it.
 OLDER_FINGERPRINTS: dict[str, dict[str, str | None]] = {
     '0.5.22': {
+        'sglang/srt/arg_groups/speculative_hook.py::_handle_dflash': 'b050ce0b73db3c11',
+        'sglang/srt/arg_groups/speculative_hook.py::_handle_dspark': 'b168f644fcc5ace0',
         'sglang/srt/configs/model_config.py::ModelConfig': 'fa07b207d6b65ea3',
         'sglang/srt/model_executor/model_runner_components/attention_backend_setup.py::configure_aux_hidden_state_capture': 'ec74049674f5826b',
         'sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py::_resolve_dflash_aux_hidden_state': 'bf9b35a2f42b3e97',
@@ -72,9 +79,12 @@ OLDER_FINGERPRINTS: dict[str, dict[str, str | None]] = {
         'sglang/srt/models/dflash.py::DFlashDraftModel.__init__': 'f884c9aedaa2e8fc',
         'sglang/srt/models/dflash.py::DFlashMLP.__init__': 'b28d4662637bd230',
         'sglang/srt/models/llama.py::LlamaMLP.__init__': 'b2f34d2b4c049e8c',
+        'sglang/srt/speculative/dflash_worker_v2.py::DFlashWorkerV2.__init__': '407d2e1cc58d44a2',
         'sglang/srt/speculative/dspark_components/dspark_config.py::_get_dspark_config': '8c036dd70290c94e',
     },
     '0.5.21': {
+        'sglang/srt/arg_groups/speculative_hook.py::_handle_dflash': '91f8f233dc313584',
+        'sglang/srt/arg_groups/speculative_hook.py::_handle_dspark': '383098cfc83161f4',
         'sglang/srt/configs/model_config.py::ModelConfig': 'e39e7847d5bc9e04',
         'sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py::_resolve_dflash_aux_hidden_state': 'cd59abdbea9d04fd',
         'sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state': '0a3ec3d69f428ba2',
@@ -90,8 +100,11 @@ OLDER_FINGERPRINTS: dict[str, dict[str, str | None]] = {
         'sglang/srt/models/llama_eagle3.py::LlamaDecoderLayer': '4054bc5e740d0785',
         'sglang/srt/models/llama_eagle3.py::LlamaModel': '1e1eff9e943b018a',
         'sglang/srt/models/llama_eagle3.py::LlamaModel.__init__': '73a275586af070f4',
+        'sglang/srt/speculative/dflash_worker_v2.py::DFlashWorkerV2.__init__': '448c951c83234d2a',
     },
     '0.5.20': {
+        'sglang/srt/arg_groups/speculative_hook.py::_handle_dflash': '3e0fbf0f02b47d32',
+        'sglang/srt/arg_groups/speculative_hook.py::_handle_dspark': '53b128cb53e0a703',
         'sglang/srt/configs/model_config.py::ModelConfig': '0f0a47b09bbf8ed2',
         'sglang/srt/configs/model_config.py::ModelConfig._derive_model_shapes': '4370716b605819a3',
         'sglang/srt/models/dflash.py::DFlashAttention': '695b0963c745a1e7',
@@ -102,6 +115,8 @@ OLDER_FINGERPRINTS: dict[str, dict[str, str | None]] = {
         'sglang/srt/models/kimi_k3.py::KimiK3LinearModel.forward': 'e56d631a5f2e4de7',
         'sglang/srt/models/llama_eagle3.py::LlamaForCausalLMEagle3.__init__': '8582abc6ff481ef8',
         'sglang/srt/models/registry.py::_ModelRegistry': '4f208a918e47f786',
+        'sglang/srt/speculative/dflash_worker_v2.py::DFlashWorkerV2.__init__': '715edf1113091ee9',
+        'sglang/srt/speculative/eagle_worker_v2.py::EAGLEWorkerV2.__init__': '45057abf65532a8d',
         'sglang/srt/speculative/eagle_worker_v2.py::EagleDraftWorker.init_lm_head': '45a04484c5cdde55',
     },
 }
