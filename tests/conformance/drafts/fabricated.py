@@ -133,6 +133,32 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
 }
 
 
+# Good drafts served against another family's tiny target, per engine:
+# (family, name, build options, the family whose target it is). SGLang
+# 0.5.20's Kimi-K3 classes capture for DSPARK only, 0.5.21 adds DFLASH
+# (schema/engines/sglang/releases.py).
+TARGET_CASES: dict[str, list[tuple[str, str, dict, str]]] = {
+    "sglang": [
+        ("dflash_gqa", "good", {}, "k3_dspark"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "k3_dspark"),
+    ],
+}
+
+
+def _target_cases(root: Path, workdir: Path, engine_name: str | None) -> list[Case]:
+    cases = []
+    for family, name, options, target_family in TARGET_CASES.get(engine_name or "", []):
+        target = _write_target(workdir, target_family)
+        folder = root / "target" / family / name
+        if not folder.exists():
+            fabricate(folder, family=family, **options)
+        cases.append(Case(id=f"fabricated/target/{family}/{name}/on-{target_family}-target", folder=str(folder),
+                          origin=ORIGIN, family=family, target_config=str(target),
+                          trained_layers=_trained_layers(folder, target, None),
+                          expect=f"{name} against the {target_family} tiny target"))
+    return cases
+
+
 def _edited(folder: Path, edit: str) -> None:
     """A config value (`key=int`), a dropped tensor (`drop=NAME`), the
     embedding made int8 or one column narrower (`embed=int8|narrow`) or an
@@ -233,4 +259,4 @@ def build(workdir: Path, *, engine: str | None = None) -> list[Case]:
                                   origin=ORIGIN, family=family, target_config=str(target), trained_layers=trained,
                                   check_without_target=True,
                                   expect=f"{defect.description}, checked without --target"))
-    return cases + _launch_cases(root, workdir, engine_name)
+    return cases + _launch_cases(root, workdir, engine_name) + _target_cases(root, workdir, engine_name)
