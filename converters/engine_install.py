@@ -162,8 +162,11 @@ class EngineDetector:
 
 def recorded_fingerprints(distribution: str) -> Mapping[str, Mapping[str, str | None]]:
     """release -> {function: fingerprint} for each release dspark models
-    (schema/engines/<engine>/fingerprints.py, generated from the wheels)."""
-    return importlib.import_module(f"dspark.schema.engines.{distribution}.fingerprints").RELEASES
+    (schema/engines/<engine>/fingerprints.py, generated from the wheels and
+    stored as deltas between neighbours: each release's whole table here)."""
+    from dspark.schema.engines.fingerprint_tables import fingerprints_of
+
+    return fingerprints_of(importlib.import_module(f"dspark.schema.engines.{distribution}.fingerprints"))
 
 
 @dataclass(frozen=True)

@@ -234,11 +234,13 @@ def recorded_lists(distribution: str, release: str) -> dict[str, frozenset[str] 
     fingerprints.py), or None where none were recorded."""
     import importlib
 
+    from dspark.schema.engines.fingerprint_tables import lists_of
+
     try:
         table = importlib.import_module(f"dspark.schema.engines.{distribution}.fingerprints")
     except ModuleNotFoundError:
         return None
-    row = getattr(table, "LISTS", {}).get(release)
+    row = lists_of(table).get(release)
     if row is None:
         return None
     return {key: frozenset(row[key]) if row.get(key) is not None else None for key in KEYS}

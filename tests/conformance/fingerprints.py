@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import types
 import zipfile
 from pathlib import Path
 from typing import Callable
@@ -26,6 +27,7 @@ from environments import REPOSITORY, cache_root, wheel  # noqa: E402
 
 from dspark.converters.fingerprints import hashes_in  # noqa: E402
 from dspark.schema.engines import engine_names, release_profiles  # noqa: E402
+from dspark.schema.engines import fingerprint_tables as tables  # noqa: E402
 from dspark.schema.engines.citations import cited_functions  # noqa: E402
 
 
@@ -82,41 +84,71 @@ def lists(engine: str, find_wheel: Callable[[str, str], Path | None] = wheel) ->
     return rows
 
 
+def _literal(value, indent: int) -> list[str]:
+    """`value` (dicts of str keys, lists of names, scalars) as Python lines,
+    one key or name a line, so a release's change reads as a diff does."""
+    pad = " " * indent
+    if isinstance(value, dict):
+        lines = ["{"]
+        for key, item in value.items():
+            inner = _literal(item, indent + 4)
+            lines.append(f"{pad}    {key!r}: {inner[0]}")
+            lines += inner[1:]
+            lines[-1] += ","
+        return lines + [f"{pad}}}"] if len(lines) > 1 else ["{}"]
+    if isinstance(value, list):
+        return (["["] + [f"{pad}    {name!r}," for name in value] + [f"{pad}]"]) if value else ["[]"]
+    return [repr(value)]
+
+
+def _assignment(name: str, annotation: str, value) -> list[str]:
+    lines = _literal(value, 0)
+    return [f"{name}: {annotation} = {lines[0]}", *lines[1:]]
+
+
 def render(engine: str, rows: dict[str, dict[str, str | None]], listed: dict[str, dict] | None = None) -> str:
+    """The table module: the newest release whole, each older one as its
+    delta over its newer neighbour (schema/engines/fingerprint_tables.py);
+    checked to give `rows` and `listed` back before it is written."""
+    newest, row, older = tables.deltas(rows, tables.changed_fingerprints)
     lines = [
         f'"""Fingerprints of the {engine} functions dspark\'s rules cite, in each',
         "release it models: `path::Qualified.name` -> a hash of the definition's",
         "source (converters/fingerprints.py), None where the release has no such",
         "definition. `--runtime` and `doctor` compare an installed engine with it.",
         "",
+        "Stored as the profiles are (releases.py): the newest release whole, each",
+        "older one as the fingerprints that differ from its newer neighbour's;",
+        "schema/engines/fingerprint_tables.py gives each release's whole table.",
+        "",
         "Generated from the released wheels by `python tests/conformance/fingerprints.py`:",
         "do not edit.",
         "",
         "Why this module is long: it is generated data, one row per cited function",
-        'and per registered class, for every release."""',
+        'and per registered class, whole for the newest release."""',
         "",
-        "RELEASES: dict[str, dict[str, str | None]] = {",
+        f"NEWEST = {newest!r}",
+        "",
+        *_assignment("FINGERPRINTS", "dict[str, str | None]", row),
+        "",
+        "# Each older release, newest first: what differs from the release above it.",
+        *_assignment("OLDER_FINGERPRINTS", "dict[str, dict[str, str | None]]", older),
     ]
-    for release, hashes in rows.items():
-        lines.append(f"    {release!r}: {{")
-        lines += [f"        {function!r}: {value!r}," for function, value in hashes.items()]
-        lines.append("    },")
-    lines.append("}")
+    module = {"NEWEST": newest, "FINGERPRINTS": row, "OLDER_FINGERPRINTS": older}
     if listed is not None:
+        _, newest_lists, older_lists = tables.deltas(listed, tables.changed_lists)
         lines += ["", "# What each release registers and which targets capture, read in its wheel as",
-                  "# converters/engine_lists.py reads an installed engine (None: not read for this engine).",
-                  "LISTS: dict[str, dict[str, list[str] | None]] = {"]
-        for release, read in listed.items():
-            lines.append(f"    {release!r}: {{")
-            for key, names in read.items():
-                if names is None:
-                    lines.append(f"        {key!r}: None,")
-                else:
-                    lines.append(f"        {key!r}: [")
-                    lines += [f"            {name!r}," for name in names]
-                    lines.append("        ],")
-            lines.append("    },")
-        lines.append("}")
+                  "# converters/engine_lists.py reads an installed engine (None: not read for this engine):",
+                  "# the newest release's lists, then what each older release lacks or adds over",
+                  "# the release above it.",
+                  *_assignment("LISTS", "dict[str, list[str] | None]", newest_lists),
+                  "",
+                  *_assignment("OLDER_LISTS", "dict[str, dict[str, dict[str, list[str] | None]]]", older_lists)]
+        module.update(LISTS=newest_lists, OLDER_LISTS=older_lists)
+    table_module = types.SimpleNamespace(**module)
+    if tables.fingerprints_of(table_module) != rows or (
+            listed is not None and tables.lists_of(table_module) != listed):
+        raise AssertionError(f"{engine}: the deltas do not give the releases' tables back")
     return "\n".join(lines) + "\n"
 
 

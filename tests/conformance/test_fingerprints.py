@@ -36,7 +36,9 @@ def test_the_recorded_table_is_the_one_the_wheels_give(engine):
 
 
 def test_the_table_tells_the_releases_apart():
-    from dspark.schema.engines.vllm.fingerprints import RELEASES
+    from dspark.converters.engine_install import recorded_fingerprints
+
+    RELEASES = recorded_fingerprints("vllm")
 
     # each release differs from its neighbour in some cited function (else
     # --runtime could not tell a build of one from the other)
@@ -66,3 +68,26 @@ def test_every_qualified_name_holds_the_lines_it_cites(engine):
             assert start <= int(first.group(1)) <= node.end_lineno, source.cite()
         checked += 1
     assert checked
+
+
+@pytest.mark.parametrize("engine", engine_names())
+def test_a_table_differing_from_the_wheels_in_any_release_reads_as_stale(engine):
+    """The staleness check compares the committed text with what the wheels
+    render: the deltas must carry a change of any release, the oldest one
+    included, into that text (here the committed rows stand in for the wheels)."""
+    from dspark.converters.engine_install import recorded_fingerprints
+    from dspark.converters.engine_lists import KEYS, recorded_lists
+
+    rows = {release: dict(row) for release, row in recorded_fingerprints(engine).items()}
+    listed = {release: {key: sorted(names) if names is not None else None
+                        for key, names in recorded_lists(engine, release).items()} for release in rows}
+    committed = generator.table_file(engine).read_text(encoding="utf-8")
+    assert generator.render(engine, rows, listed) == committed
+    for release in rows:
+        function = next(iter(rows[release]))
+        edited = {r: {**row, function: "0" * 16} if r == release else row for r, row in rows.items()}
+        assert generator.render(engine, edited, listed) != committed, release
+        key = KEYS[0]
+        relisted = {r: {**lists, key: [*(lists[key] or []), "ANewClass"]} if r == release else lists
+                    for r, lists in listed.items()}
+        assert generator.render(engine, rows, relisted) != committed, release

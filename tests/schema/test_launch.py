@@ -214,6 +214,77 @@ def test_sglang_reads_pp_size_and_the_dflash_block_size(tmp_path):
     assert note.detail["ignored"] == ["--tp-size"] and ignored.passed()
 
 
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.20"])
+def test_sglang_reads_both_dflash_size_flags(tmp_path, version):
+    draft = fabricate(tmp_path / "d", family="dflash_gqa")  # block_size 16
+    engine = f"sglang@{version}"
+    assert "LCH002" in codes(check_checkpoint(draft, engine=engine, launch="--speculative-dflash-block-size 8"),
+                             Severity.ERROR)
+    both = check_checkpoint(draft, engine=engine,
+                            launch="--speculative-dflash-block-size 16 --speculative-num-draft-tokens 8")
+    assert "LCH001" in codes(both, Severity.ERROR) and f"sglang=={version}" in lch(both)[-1].message
+    assert check_checkpoint(draft, engine=engine, launch="--speculative-dflash-block-size 16").passed()
+
+
+def test_sglang_stops_a_dspark_draft_whose_token_count_is_not_gamma_plus_one(tmp_path):
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", variant="dspark")  # block_size 16: gamma 16
+    assert check_checkpoint(draft, engine="sglang", launch="--speculative-num-draft-tokens 17").passed()
+    assert "LCH001" in codes(check_checkpoint(draft, engine="sglang", launch="--speculative-num-draft-tokens 16"),
+                             Severity.ERROR)
+    # the prefixed dspark_block_size is gamma when present
+    edit_config(draft, dspark_block_size=4)
+    assert check_checkpoint(draft, engine="sglang", launch="--speculative-num-draft-tokens 5").passed()
+
+
+def test_sglang_0_5_20_refuses_a_dspark_pipeline_that_0_5_21_runs_on_a_prefill_server(tmp_path):
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", variant="dspark")
+    prefill = "--pp-size 2 --disaggregation-mode prefill"
+    assert check_checkpoint(draft, engine="sglang@0.5.21", launch=prefill).passed()
+    old = check_checkpoint(draft, engine="sglang@0.5.20", launch=prefill)
+    assert "LCH001" in codes(old, Severity.ERROR) and "565-568" in lch(old)[-1].message
+    assert "LCH001" in codes(check_checkpoint(draft, engine="sglang@0.5.21", launch="--pp-size 2"), Severity.ERROR)
+
+
+@pytest.mark.parametrize("layers, pp_size, first", [(12, 2, 6), (12, 4, 9), (13, 2, 6), (10, 4, 7), (61, 8, 53)])
+def test_sglangs_last_pipeline_stage_holds_the_extra_layers(layers, pp_size, first):
+    from dspark.schema.engines.sglang.launch import last_stage_start
+
+    assert last_stage_start(layers, pp_size) == first
+
+
+def _eagle3_target(tmp_path: Path, layers: int = 12) -> Path:
+    path = tmp_path / "target.json"
+    path.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
+                                "num_hidden_layers": layers, "vocab_size": 128}))
+    return path
+
+
+def test_sglang_serves_an_eagle3_draft_above_pp_size_1_only_with_its_taps_on_the_last_stage(tmp_path):
+    draft = fabricate(tmp_path / "d", family="eagle3_llama")  # no taps: the target's defaults, layers 1, 5, 8
+    target = _eagle3_target(tmp_path)
+    spread = check_checkpoint(draft, engine="sglang", target=target, launch="--pp-size 2")
+    [finding] = [f for f in spread.findings if f.code == "LCH002"]
+    assert finding.detail["lost_taps"] == [1] and finding.detail["last_stage_first_layer"] == 6
+    assert check_checkpoint(draft, engine="sglang", target=target, launch="--pp-size 1").passed()
+    edit_config(draft, eagle_config={"eagle_aux_hidden_state_layer_ids": [6, 7, 8]})
+    assert check_checkpoint(draft, engine="sglang@0.5.20", target=target, launch="--pp-size 2").passed()
+    # at 4 stages the last holds layers 9-11: the outputs of 8 (entering 9) and on
+    deeper = check_checkpoint(draft, engine="sglang", target=target, launch="--pipeline-parallel-size 4")
+    assert [f.detail["lost_taps"] for f in deeper.findings if f.code == "LCH002"] == [[6, 7]]
+
+
+def test_without_a_target_sglangs_eagle3_pipeline_fails_only_where_every_target_loses_a_tap(tmp_path):
+    draft = fabricate(tmp_path / "d", family="eagle3_llama")
+    unknown = check_checkpoint(draft, engine="sglang", launch="--pp-size 2")
+    assert unknown.passed() and "LCH003" in codes(unknown, Severity.WARNING)
+    # a tap on layer 20 needs 22 layers or more; their last stage starts at 11 or later
+    edit_config(draft, eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 10, 20]})
+    assert "LCH002" in codes(check_checkpoint(draft, engine="sglang", launch="--pp-size 2"), Severity.ERROR)
+    edit_config(draft, eagle_config={"eagle_aux_hidden_state_layer_ids": [18, 19, 20]})
+    near = check_checkpoint(draft, engine="sglang", launch="--pp-size 2")
+    assert near.passed() and "LCH003" in codes(near, Severity.WARNING)
+
+
 def test_a_release_without_a_launch_model_names_every_flag_ignored(k3):
     report = check_checkpoint(k3, engine="tokenspeed@pr1031", launch="--speculative-num-steps 6")
     [note] = [f for f in report.findings if f.code == "LCH004"]

@@ -50,6 +50,7 @@ def _release(version: str, description: str) -> EngineProfile:
             "eagle3_mla": releases.eagle3_loader(version, eagle3_mla.LOADER),
         },
         **{**PROFILE_FACTS, "architectures": releases.architectures(version)},
+        launch_model=launch.model(version),
     )
 
 

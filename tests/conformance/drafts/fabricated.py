@@ -108,16 +108,71 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
         ("k3_dspark", "embed-tokens-narrow", {}, "embed=narrow", _PIPELINE),
         ("dflash_gqa", "good", {}, "", _PIPELINE),
     ],
+    # SGLang 0.5.20-0.5.23 (schema/engines/sglang/launch.py): a DFlash
+    # draft's block size against --speculative-num-draft-tokens and
+    # --speculative-dflash-block-size, a DSpark draft's gamma + 1, and
+    # --pp-size per algorithm (an EAGLE-3 draft's taps on the last stage:
+    # the tiny Llama target's 12 layers split 6 + 6 at --pp-size 2).
+    "sglang": [
+        ("dflash_gqa", "good", {}, "", ""),
+        ("dflash_gqa", "good", {}, "", "--speculative-num-draft-tokens 16"),
+        ("dflash_gqa", "good", {}, "", "--speculative-num-draft-tokens 8"),
+        ("dflash_gqa", "good", {}, "", "--speculative-dflash-block-size 8"),
+        ("dflash_gqa", "good", {}, "", "--speculative-dflash-block-size 16 --speculative-num-draft-tokens 8"),
+        ("dflash_gqa", "good", {}, "", "--speculative-num-steps 4"),
+        ("dflash_gqa", "good", {}, "", "--pp-size 2"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-num-draft-tokens 17"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-num-draft-tokens 16"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--pp-size 2"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--pp-size 2 --disaggregation-mode prefill"),
+        ("eagle3_llama", "good", {}, "", "--pp-size 2"),
+        ("eagle3_llama", "good", {}, "", "--pipeline-parallel-size 4"),
+        ("eagle3_llama", "taps-6-7-8", {}, "taps=6,7,8", "--pp-size 2"),
+        ("eagle3_llama", "taps-6-7-8", {}, "taps=6,7,8", "--pp-size 4"),
+    ],
 }
 
 
+# Good drafts served against another family's tiny target, per engine:
+# (family, name, build options, the family whose target it is). SGLang
+# 0.5.20's Kimi-K3 classes capture for DSPARK only, 0.5.21 adds DFLASH
+# (schema/engines/sglang/releases.py).
+TARGET_CASES: dict[str, list[tuple[str, str, dict, str]]] = {
+    "sglang": [
+        ("dflash_gqa", "good", {}, "k3_dspark"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "k3_dspark"),
+    ],
+}
+
+
+def _target_cases(root: Path, workdir: Path, engine_name: str | None) -> list[Case]:
+    cases = []
+    for family, name, options, target_family in TARGET_CASES.get(engine_name or "", []):
+        target = _write_target(workdir, target_family)
+        folder = root / "target" / family / name
+        if not folder.exists():
+            fabricate(folder, family=family, **options)
+        cases.append(Case(id=f"fabricated/target/{family}/{name}/on-{target_family}-target", folder=str(folder),
+                          origin=ORIGIN, family=family, target_config=str(target),
+                          trained_layers=_trained_layers(folder, target, None),
+                          expect=f"{name} against the {target_family} tiny target"))
+    return cases
+
+
 def _edited(folder: Path, edit: str) -> None:
-    """A config value (`key=int`), a dropped tensor (`drop=NAME`) or the
-    embedding made int8 or one column narrower (`embed=int8|narrow`), written
-    as a user would: the config as JSON, the weights by safetensors."""
+    """A config value (`key=int`), a dropped tensor (`drop=NAME`), the
+    embedding made int8 or one column narrower (`embed=int8|narrow`) or an
+    EAGLE-3 draft's taps (`taps=a,b,c`, in eagle_config, where SGLang's
+    target and draft read them), written as a user would: the config as
+    JSON, the weights by safetensors."""
     if not edit:
         return
     key, _, value = edit.partition("=")
+    if key == "taps":
+        config = json.loads((folder / "config.json").read_text())
+        config.setdefault("eagle_config", {})["eagle_aux_hidden_state_layer_ids"] = [int(i) for i in value.split(",")]
+        (folder / "config.json").write_text(json.dumps(config))
+        return
     if key == "embed":
         import torch
         from safetensors.torch import load_file, save_file
@@ -204,4 +259,4 @@ def build(workdir: Path, *, engine: str | None = None) -> list[Case]:
                                   origin=ORIGIN, family=family, target_config=str(target), trained_layers=trained,
                                   check_without_target=True,
                                   expect=f"{defect.description}, checked without --target"))
-    return cases + _launch_cases(root, workdir, engine_name)
+    return cases + _launch_cases(root, workdir, engine_name) + _target_cases(root, workdir, engine_name)

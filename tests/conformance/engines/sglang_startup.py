@@ -48,6 +48,30 @@ def check(algorithm: str, draft_config, target_config) -> str:
     return ""
 
 
+def block_size_problems(algorithm: str, draft, draft_config) -> list[str]:
+    """The block a DFLASH draft is served at, as its worker sets it
+    (`speculative/dflash_worker_v2.py::DFlashWorkerV2.__init__@0.5.23:507-523`):
+    the resolved --speculative-num-draft-tokens, handed to the draft model
+    (`set_block_size`); a checkpoint that declares another block size only
+    gets a log warning. Judged where the config declares one: otherwise
+    what it was trained at is not written down."""
+    if algorithm != "DFLASH":
+        return []
+    from sglang.srt.runtime_context import get_spec
+    from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+
+    declared = parse_dflash_draft_config(draft_hf_config=draft_config.hf_config).block_size
+    launched = get_spec().speculative_num_draft_tokens
+    if launched is None or declared is None:
+        return []
+    draft.set_block_size(int(launched))
+    served = int(draft.block_size)
+    if served == int(declared):
+        return []
+    return [f"the worker drafts blocks of {served} (--speculative-num-draft-tokens), the draft declares "
+            f"block_size {declared}: served at the launch's size, with a log warning"]
+
+
 def _shipped_names(folder: Path) -> set[str]:
     from safetensors import safe_open
 

@@ -178,12 +178,27 @@ def bypass_device_gates() -> None:
     _rope_as_on_cuda()
 
 
+def _one_process_stands_for_the_last_stage(runtime_context) -> None:
+    """At --pp-size P the launcher starts P pipeline processes; this one
+    stands for the last stage, which hosts the draft. The release checks
+    each configured width against the group built
+    (`runtime_context.py::_validate_parallel@0.5.23:331-350`): the pipeline
+    group's row is left out, as the harness builds one process (its layers
+    are cut to the last stage's by `sglang_target._last_stage_first_layer`).
+    Called in a case's own forked process only. 0.5.20 has no such check."""
+    widths = getattr(runtime_context, "_WIDTH_AND_GROUP", None)
+    if widths is not None:
+        runtime_context._WIDTH_AND_GROUP = tuple(row for row in widths if row != ("pp_size", "pp_group"))
+
+
 def publish_for_scheduler(server_args) -> None:
     """Publish the process config as a one-process scheduler's launcher does:
     rank 0 of one (`runtime_context.py::publish@0.5.23:1489-1515` takes the
     placement as `SpawnRanks`; 0.5.20 has no placement argument)."""
     from sglang.srt import runtime_context
 
+    if int(getattr(server_args, "pp_size", 1) or 1) > 1:
+        _one_process_stands_for_the_last_stage(runtime_context)
     if hasattr(runtime_context, "SpawnRanks"):
         runtime_context.publish(server_args, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0))
     else:

@@ -103,8 +103,9 @@ def _streams_without_cuda():
         torch.cuda.Stream = real_stream
 
 
-def _read_capture(target) -> tuple[list[int] | None, str]:
-    """The captured layers in the suite numbering, and which attribute said so."""
+def _read_capture(target, first_layer: int = 0) -> tuple[list[int] | None, str]:
+    """The captured layers in the suite numbering, and which attribute said
+    so; `first_layer`: the first layer the stage hosting the draft walks."""
     # The forward walks its layers in order and asks each whether it is in
     # the list (`models/llama.py::LlamaModel.forward@0.5.23:486-494`,
     # `models/qwen3_5.py::Qwen3_5ForCausalLM.forward@0.5.23:1942-1954`): the
@@ -122,12 +123,30 @@ def _read_capture(target) -> tuple[list[int] | None, str]:
             # (models/qwen2.py::Qwen2Model.forward@0.5.23:456-464).
             layers = getattr(module, "layers", None)
             reachable = len(layers) if layers is not None else None
-            kept = {int(i) for i in ids if reachable is None or int(i) < reachable}
+            kept = {int(i) for i in ids if (reachable is None or int(i) < reachable) and int(i) >= first_layer}
             note = f"{name or 'model'}.layers_to_capture (layer inputs, minus 1)"
             if reachable is not None and len(kept) < len(set(ids)):
-                note += f"; ids past its {reachable} layers are never reached by the forward"
+                note += f"; ids outside its layers {first_layer}-{reachable - 1} are never reached by the forward"
             return sorted(i - 1 for i in kept), note
     return None, "no module holds a capture list"
+
+
+def _last_stage_first_layer(pp_size: int, target_config) -> int:
+    """The first layer the last pipeline stage walks, split by the release's
+    own `distributed/utils.py::get_pp_indices`.
+
+    The harness runs one process, which builds every layer as pipeline
+    rank 0 of 1; at --pp-size P the EAGLE-3 draft runs on the last stage
+    (`speculative/eagle_worker_v2.py::EAGLEWorkerV2.__init__@0.5.23:1334`),
+    whose target forward walks only its own layers and hands the draft
+    only what it captured there (`models/llama.py::LlamaModel.forward@0.5.23:
+    486-497`; the earlier stages hand on the residual alone, and their
+    setters return before setting a capture: `::LlamaForCausalLM.
+    set_eagle3_layers_to_capture@0.5.23:929-931`)."""
+    from sglang.srt.distributed.utils import get_pp_indices
+
+    layers = int(target_config.hf_text_config.num_hidden_layers)
+    return int(get_pp_indices(layers, pp_size - 1, pp_size)[0])
 
 
 class TargetNotBuilt(Exception):
@@ -167,7 +186,11 @@ def captured_layers(server_args, target_config, algorithm: str, load_config,
     if not (aux.eagle_use_aux_hidden_state or aux.dflash_use_aux_hidden_state):
         note["source"] = "capture turned off (use_aux_hidden_state false)"
         return [], note
-    captured, note["source"] = _read_capture(target)
+    first_layer = 0
+    if algorithm == "EAGLE3" and int(getattr(server_args, "pp_size", 1) or 1) > 1:
+        first_layer = _last_stage_first_layer(int(server_args.pp_size), target_config)
+        note["pipeline"] = f"the draft's stage (the last of {server_args.pp_size}) walks layers from {first_layer}"
+    captured, note["source"] = _read_capture(target, first_layer)
     # Kimi-K3 hands its DSPARK/DFLASH taps the AttnRes mixture whenever its
     # config sets attn_res_block_size, whatever the draft declares; every
     # other target the prefix stream (`models/kimi_k3.py::KimiK3Model@0.5.23:
