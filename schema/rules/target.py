@@ -43,6 +43,10 @@ class TargetFacts:
     model_type: Any = None
     attn_res_declared: bool = False
     architectures: tuple = ()
+    # The context the engine derives for the target when no length is
+    # launched: its max_position_embeddings and RoPE parameters.
+    max_position_embeddings: Any = None
+    rope: Any = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source: str) -> "TargetFacts":
@@ -69,6 +73,8 @@ class TargetFacts:
             attn_res_declared=block is not _MISSING,
             architectures=tuple(a for a in config.get("architectures") or () if isinstance(a, str))
             if isinstance(config.get("architectures"), list) else (),
+            max_position_embeddings=pick("max_position_embeddings"),
+            rope=pick("rope_parameters") or pick("rope_scaling"),
         )
 
     def captures_final_residual(self, classes: frozenset[str]) -> bool:
