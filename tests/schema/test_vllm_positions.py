@@ -61,13 +61,18 @@ def test_an_eagle3_draft_is_raised_in_every_release(tmp_path, version):
 
 
 @pytest.mark.parametrize("version", ALL)
-def test_a_dynamic_rope_eagle3_draft_is_rotated_otherwise_when_raised(tmp_path, version):
-    folder = draft(tmp_path / "d", "eagle3_llama", max_position_embeddings=1024,
-                   rope_scaling={"rope_type": "dynamic", "factor": 2.0})
-    # 0.33.0 leaves it (dynamic derives its frequencies) and its V2 runner
-    # serves 2048 = 1024 x 2 positions of the 4096 asked for
+def test_a_dynamic_rope_eagle3_draft(tmp_path, version):
+    dynamic = {"rope_type": "dynamic", "factor": 2.0}
+    folder = draft(tmp_path / "d", "eagle3_llama", max_position_embeddings=1024, rope_scaling=dynamic)
+    # up to 0.32.0 raised, and the base is the factor's alone: the trained
+    # rotation on a longer cache; 0.33.0 leaves it, and its V2 runner
+    # serves the derived 1024 x 2 positions past the cache's 1024 rows
     assert codes(folder, version, launch="--max-model-len 4096") == (
-        ["ROP004"] if version == "0.33.0" else ["ROP003"])
+        ["ROP003"] if version == "0.33.0" else ["ROP005"])
+    # given max_trained_positions, a raise moves the base: rotated otherwise
+    trained = draft(tmp_path / "t", "eagle3_llama", max_position_embeddings=1024,
+                    rope_scaling={**dynamic, "max_trained_positions": 1024})
+    assert codes(trained, version, launch="--max-model-len 4096") == ["ROP003"]
 
 
 def test_a_yarn_draft_is_left_on_0_33_0_and_the_server_shortened(tmp_path):

@@ -37,6 +37,7 @@ from dspark.schema.engines.launch import (
     ignored_note,
     keep,
 )
+from dspark.schema.engines.vllm import positions
 from dspark.schema.findings import Finding
 
 SPEC_CONFIG = "--speculative-config"
@@ -81,12 +82,15 @@ def model(version: str) -> LaunchModel:
     """vLLM `version`'s launch model."""
     lines, dspark_default, share_lines = _DEFAULTS[version]
     release = f"vllm=={version}"
+    defaults = Source(SPECULATIVE, lines, release, "SpeculativeConfig.__post_init__")
+    shares = Source(PROPOSER, f"{share_lines} (_maybe_share_embeddings)", release,
+                    "SpecDecodeBaseProposer._maybe_share_embeddings")
+    position_sources = positions.sources(version)
 
     def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Callable[[Finding], Finding]]:
-        from dspark.schema.engines.vllm import positions
-
         launched = launch.get(MAX_MODEL_LEN) if launch is not None else None
-        findings = positions.judge(version, ctx.family, ctx.config, ctx.config_file, ctx.target, launched)
+        findings = positions.judge(version, ctx.family, ctx.config, ctx.config_file, ctx.target, launched,
+                                   position_sources)
         if launch is None:
             return findings, keep
         findings.insert(0, ignored_note(launch, FLAGS))
@@ -95,7 +99,7 @@ def model(version: str) -> LaunchModel:
         if spec is not None and method in ("dspark", "dflash", "eagle3", "eagle") \
                 and spec.get("num_speculative_tokens") is None:
             size, key = default_speculative_tokens(version, method, ctx.config)
-            cite = Source(SPECULATIVE, lines, release, "SpeculativeConfig.__post_init__").cite()
+            cite = defaults.cite()
             keys = ("top-level block_size or dspark_block_size" if method == "dspark" and dspark_default
                     else "n_predict")
             if size is None:
@@ -111,8 +115,7 @@ def model(version: str) -> LaunchModel:
                     "LCH005", f"{ctx.config_file}: num_speculative_tokens is taken from the draft's {key}, "
                     f"{size!r} ({cite}).", file=ctx.config_file, detail={"num_speculative_tokens": size}))
         if launch.get(PP, 1) > 1:
-            cite = Source(PROPOSER, f"{share_lines} (_maybe_share_embeddings)", release,
-                          "SpecDecodeBaseProposer._maybe_share_embeddings").cite()
+            cite = shares.cite()
             findings.append(Finding(
                 "LCH004", f"--launch: {PP} {launch.get(PP)} on vllm@{version} is read but not modelled: the "
                 f"proposer shares no embedding with the target there ({cite}), and dspark judges the draft as at "

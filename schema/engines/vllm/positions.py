@@ -6,11 +6,15 @@ max_model_len (`--max-model-len`, else derived from the target's config:
 config/model.py::_get_and_verify_max_len). The draft's rotary cache is
 built by `get_rope(max_position=config.max_position_embeddings, ...)`
 (model_executor/layers/rotary_embedding/__init__.py::get_rope), whose rows
-are max_position (default, llama3, ntk, proportional), max_position x
-factor (linear, dynamic) or original_max_position_embeddings x factor
-(yarn, deepseek_yarn); dynamic and longrope also derive their frequencies
-from max_position. A position past the last row gathers outside the cache:
-no check, no message, a wrong rotation (served wrong).
+are max_position (default, llama3, ntk, proportional, dynamic), max_position
+x factor (linear) or original_max_position_embeddings x factor (yarn,
+deepseek_yarn); longrope, and dynamic given `max_trained_positions`, also
+derive their frequencies from max_position
+(dynamic_ntk_scaling_rope.py::DynamicNTKScalingRotaryEmbedding._compute_cos_sin_cache).
+A position past the last row gathers outside the cache: no check, no
+message, a wrong rotation (served wrong). vLLM derives a dynamic config's
+length as max_position x factor (config/model.py::_get_and_verify_max_len),
+past its cache's rows.
 
 * 0.30.0-0.32.0: `SpeculativeConfig.__post_init__` raises the draft's
   max_position_embeddings to the target's max_model_len for methods eagle
@@ -49,8 +53,14 @@ ROPE = "vllm/model_executor/layers/rotary_embedding/__init__.py"
 
 # The RoPE types whose cache rows are max_position alone, or x factor.
 CACHE_ONLY = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
-# Types whose frequencies follow max_position (a raise changes the rotation).
-FREQUENCIES_FROM_LENGTH = frozenset({"dynamic", "longrope"})
+
+
+def rotation_follows_length(block: Mapping[str, Any]) -> bool:
+    """Whether a raise of max_position changes the rotation, not only the
+    cache's rows: longrope's scale, and dynamic NTK's base when
+    max_trained_positions is given (else the ratio is the factor alone)."""
+    kind = rope_type(block)
+    return kind == "longrope" or (kind == "dynamic" and "max_trained_positions" in block)
 # Types sized from original_max_position_embeddings x factor.
 FROM_ORIGINAL = frozenset({"yarn", "deepseek_yarn", "deepseek_llama_scaling"})
 # _get_and_verify_max_len leaves these unscaled by `factor`.
@@ -68,6 +78,21 @@ _LINES = {
 
 def _at(version: str, path: str, lines: str, qualname: str) -> Source:
     return Source(path, lines, f"vllm=={version}", qualname)
+
+
+def sources(version: str) -> dict[str, Source]:
+    """What the rule cites in `version` (the launch model holds them, so the
+    fingerprint tables and `dspark families` find them)."""
+    call, helper, rope_lines, derive = _LINES[version]
+    found = {
+        "raise": _at(version, SPECULATIVE, f"{helper} (called from SpeculativeConfig.__post_init__:{call})",
+                     "SpeculativeConfig._maybe_override_draft_max_position_embeddings"),
+        "rope": _at(version, ROPE, rope_lines, "get_rope"),
+        "derive": _at(version, MODEL_CONFIG, derive, "_get_and_verify_max_len"),
+    }
+    if version == "0.33.0":
+        found["limit"] = _at(version, VLLM_CONFIG, "3025-3051", "VllmConfig._limit_max_model_len_to_draft")
+    return found
 
 
 def rope_blocks(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -96,9 +121,10 @@ def cache_rows(block: Mapping[str, Any], max_position: int, own_max_position: in
     YaRN block's original_max_position_embeddings from the config's own
     value when the config is read, before any raise."""
     kind = rope_type(block)
-    if kind in ("default", "llama3", "ntk", "proportional", "longrope"):
+    if kind in ("default", "llama3", "ntk", "proportional", "longrope") or (kind == "dynamic"
+                                                                          and "alpha" not in block):
         return max_position
-    if kind in ("linear", "dynamic"):
+    if kind == "linear":
         return int(max_position * _factor(block))
     if kind in FROM_ORIGINAL:
         original = block.get("original_max_position_embeddings", own_max_position)
@@ -146,20 +172,18 @@ def _finding(code: str, message: str, *, file: str, detail: dict, action: str = 
 
 
 def judge(version: str, family: str, config: Mapping[str, Any], config_file: str, target: Any,
-          launched: int | None) -> list[Finding]:
+          launched: int | None, cited: Mapping[str, Source] | None = None) -> list[Finding]:
     own = config.get("max_position_embeddings")
     if not isinstance(own, int) or isinstance(own, bool) or own <= 0:
         return []
     length, length_from = served_length(target, launched)
     if length is None or own >= length:
         return []
-    call, helper, rope_lines, derive = _LINES[version]
+    cited = cited if cited is not None else sources(version)
     blocks = rope_blocks(config)
     kinds = sorted({rope_type(b) for b in blocks})
     method = _method(family, config)
-    raise_site = _at(version, SPECULATIVE, f"{call} (the call), {helper}",
-                     "SpeculativeConfig._maybe_override_draft_max_position_embeddings")
-    rope = _at(version, ROPE, rope_lines, "get_rope")
+    raise_site, rope = cited["raise"], cited["rope"]
     if version == "0.33.0":
         raised = all(k in CACHE_ONLY for k in kinds)
         why_not = f"its RoPE type ({', '.join(kinds)}) is not one that only sizes the cache"
@@ -171,7 +195,7 @@ def judge(version: str, family: str, config: Mapping[str, Any], config_file: str
               "rope_types": kinds, "method": method}
 
     if raised:
-        moved = [k for k in kinds if k in FREQUENCIES_FROM_LENGTH]
+        moved = sorted({rope_type(b) for b in blocks if rotation_follows_length(b)})
         if moved:
             return [_finding(
                 "ROP003", f"{where}; vLLM {version} raises it to {length} ({raise_site.cite()}), and the draft's "
@@ -201,7 +225,7 @@ def judge(version: str, family: str, config: Mapping[str, Any], config_file: str
     cache = min(rows)
     if version == "0.33.0":
         draft_length = derived_length(own, blocks)
-        limit = _at(version, VLLM_CONFIG, "3025-3051", "VllmConfig._limit_max_model_len_to_draft")
+        limit = cited["limit"]
         if draft_length is not None and draft_length < length and cache >= draft_length:
             return [_finding(
                 "ROP004", f"{where}; vLLM {version} leaves it ({why_not}: {raise_site.cite()}) and Model Runner "
@@ -218,7 +242,7 @@ def judge(version: str, family: str, config: Mapping[str, Any], config_file: str
     return [_finding(
         "ROP003", f"{where}; vLLM {version} leaves it ({why_not}: {raise_site.cite()}) and serves {served} "
         f"positions, but the draft's rotary cache holds {cache} rows ({rope.cite()}; the length derived in "
-        f"{_at(version, MODEL_CONFIG, derive, '_get_and_verify_max_len').cite()} caps only the draft's own "
+        f"{cited['derive'].cite()} caps only the draft's own "
         f"max_model_len, which no runner reads): positions from {cache} on gather outside it, without a word.",
         file=config_file, detail={**detail, "cache_rows": cache},
         action=f"Launch with --max-model-len {cache} or less, serve it on vLLM 0.33.0 or later (which raises the "
