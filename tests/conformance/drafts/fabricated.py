@@ -125,7 +125,7 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
          '{"rope_type": "dynamic", "factor": 2.0}', "--max-model-len 2048"),
         ("eagle3_llama", "dynamic-trained-512", {}, 'max_position_embeddings=512; rope_scaling='
          '{"rope_type": "dynamic", "factor": 2.0, "max_trained_positions": 512}', "--max-model-len 2048"),
-        ("k3_dspark", "good-vllm-layout", {"engine": "vllm"}, "", """--speculative-config '{"method": "dspark"}'"""),
+        ("k3_dspark", "good-fc-norm-false-vllm-layout", {"engine": "vllm", "fc_norm": False}, "", """--speculative-config '{"method": "dspark"}'"""),
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", """--speculative-config '{"method": "dspark"}'"""),
         ("dflash_gqa", "good", {}, "", """--speculative-config '{"method": "dflash"}'"""),
         ("eagle3_llama", "good", {}, "", """--speculative-config '{"method": "eagle3"}'"""),
