@@ -239,6 +239,19 @@ def rotary_problems(case: Case, vllm_config, draft: torch.nn.Module) -> list[str
     return problems
 
 
+def _biases_the_mapper_keeps(shipped: list[str], draft: torch.nn.Module) -> list[str]:
+    """The shipped biases the draft's weight mapper hands to the model: one
+    the mapper drops with its whole module (a training-only head, such as K3
+    DSpark's confidence_head on 0.30.0:
+    models/kimi_k3/nvidia/dspark_mla.py::K3DSparkForCausalLM.hf_to_vllm_mapper@0.30.0:417-431)
+    is that module's skip, judged as such, not a layer built without its bias."""
+    mapper = getattr(draft, "hf_to_vllm_mapper", None)
+    biases = [n for n in shipped if n.endswith(".bias")]
+    if mapper is None or not hasattr(mapper, "_map_name"):
+        return biases
+    return [n for n in biases if mapper._map_name(n) is not None]
+
+
 def judge(case: Case, vllm_config, target, draft, sentinel: Sentinel, ids, captured: list[int]) -> Outcome:
     speculative = vllm_config.speculative_config
     config = speculative.draft_model_config.hf_config
@@ -315,7 +328,7 @@ def judge(case: Case, vllm_config, target, draft, sentinel: Sentinel, ids, captu
     for feature in ("fc_norm", "input_norm"):
         if any(feature in n for n in shipped) and not any(n.endswith(feature) for n in modules):
             problems.append(f"{feature} weights shipped, dropped by the loader (the model builds no {feature})")
-    if any(n.endswith(".bias") for n in shipped) and not any(n.endswith(".bias") for n in final):
+    if _biases_the_mapper_keeps(shipped, draft) and not any(n.endswith(".bias") for n in final):
         problems.append("bias tensors shipped, dropped by the loader (the model builds no bias)")
 
     problems.extend(_dflash2_scales(config, draft))
