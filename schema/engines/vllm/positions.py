@@ -51,16 +51,10 @@ MODEL_CONFIG = "vllm/config/model.py"
 VLLM_CONFIG = "vllm/config/vllm.py"
 ROPE = "vllm/model_executor/layers/rotary_embedding/__init__.py"
 
-# The RoPE types whose cache rows are max_position alone, or x factor.
+# 0.33.0's _CACHE_ONLY_ROPE_TYPES (config/speculative.py:100-106): the
+# types a raise of max_position only gives more cache rows.
 CACHE_ONLY = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
 
-
-def rotation_follows_length(block: Mapping[str, Any]) -> bool:
-    """Whether a raise of max_position changes the rotation, not only the
-    cache's rows: longrope's scale, and dynamic NTK's base when
-    max_trained_positions is given (else the ratio is the factor alone)."""
-    kind = rope_type(block)
-    return kind == "longrope" or (kind == "dynamic" and "max_trained_positions" in block)
 # Types sized from original_max_position_embeddings x factor.
 FROM_ORIGINAL = frozenset({"yarn", "deepseek_yarn", "deepseek_llama_scaling"})
 # _get_and_verify_max_len leaves these unscaled by `factor`.
@@ -110,6 +104,14 @@ def rope_type(block: Mapping[str, Any]) -> str:
     return str(kind).lower() if isinstance(kind, str) else "default"
 
 
+def rotation_follows_length(block: Mapping[str, Any]) -> bool:
+    """Whether a raise of max_position changes the rotation, not only the
+    cache's rows: longrope's scale, and dynamic NTK's base when
+    max_trained_positions is given (else the ratio is the factor alone)."""
+    kind = rope_type(block)
+    return kind == "longrope" or (kind == "dynamic" and "max_trained_positions" in block)
+
+
 def _factor(block: Mapping[str, Any]) -> float:
     factor = block.get("factor", 1.0)
     return float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0 else 1.0
@@ -151,8 +153,8 @@ def served_length(target: Any, launched: int | None) -> tuple[int | None, str]:
         return launched, f"--max-model-len {launched}"
     if target is None:
         return None, ""
-    blocks = [target.rope] if isinstance(target.rope, Mapping) else [{}]
-    length = derived_length(target.max_position_embeddings, blocks)
+    max_position, rope = target.context
+    length = derived_length(max_position, [rope] if isinstance(rope, Mapping) else [{}])
     if length is None:
         return None, ""
     return length, f"the target's derived max_model_len, {length} ({target.source})"
