@@ -356,6 +356,22 @@ EXPLANATIONS: dict[str, Explanation] = {
     "ROP002": _x("The engine (or transformers) fills in or replaces RoPE parameters: the served rotation may not "
                  "be the trained one.",
                  "Write every RoPE parameter the draft was trained with."),
+    "ROP003": _x("The drafter is fed the target's positions, up to the server's max_model_len, while the draft's "
+                 "rotary cache is built from its own max_position_embeddings. vLLM 0.30.0-0.32.0 raise that "
+                 "value to the target's length for EAGLE drafts only (DFlash and DSpark keep theirs), and a raise "
+                 "changes the frequencies of dynamic and longrope RoPE and leaves a YaRN cache its size: "
+                 "positions past the cache gather outside it, or every position is rotated otherwise than in "
+                 "training. Nothing checks or logs it.",
+                 "Launch with a --max-model-len the draft reaches, serve it on a release that raises its length "
+                 "(vLLM 0.33.0 for RoPE that only sizes its cache), or write the length the draft reaches."),
+    "ROP004": _x("vLLM 0.33.0 leaves the length of a draft whose RoPE derives more than its cache size from "
+                 "max_position_embeddings (yarn, dynamic, longrope), and Model Runner V2 lowers the server's "
+                 "max_model_len to the draft's: served as trained, on a shorter context than the target's, with "
+                 "a warning in the log only.",
+                 "Nothing, if that context is enough; else serve a draft trained for the target's context."),
+    "ROP005": _x("The engine raises the draft's max_position_embeddings to the served length; its RoPE only sizes "
+                 "the cache by it, so the rotation is the trained one.",
+                 "Nothing to do."),
     "SWA001": _x("Sliding-window layers need a window size; the engine cannot build them without one.",
                  "Set sliding_window to the trained window.", "sliding layers"),
     # inventory

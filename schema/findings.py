@@ -108,6 +108,9 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("OVR001", E, "dflash_config overrides a top-level value with a different one"),
     ("ROP001", E, "RoPE scaling lacks a key the engine needs"),
     ("ROP002", W, "RoPE parameters the engine fills in or replaces silently"),
+    ("ROP003", E, "the draft's rotary embedding does not reach the positions the server feeds it as trained"),
+    ("ROP004", W, "the server's context is lowered to the draft's max_position_embeddings"),
+    ("ROP005", I, "the engine raises the draft's max_position_embeddings to the served length; rotation unchanged"),
     ("SWA001", E, "sliding-window layers without a sliding_window size"),
     # the launch (--launch, or the settings' launch): server flags a verdict depends on
     ("LCH001", E, "at the launch given, the engine refuses the draft (or the launch itself)"),

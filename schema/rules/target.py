@@ -43,6 +43,7 @@ class TargetFacts:
     model_type: Any = None
     attn_res_declared: bool = False
     architectures: tuple = ()
+    context: tuple = (None, None)  # (max_position_embeddings, RoPE block): the length an engine derives
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], source: str) -> "TargetFacts":
@@ -60,8 +61,7 @@ class TargetFacts:
 
         block = pick("attn_res_block_size", _MISSING)
         return cls(
-            source=source,
-            hidden_size=pick("hidden_size"),
+            source=source, hidden_size=pick("hidden_size"),
             num_hidden_layers=pick("num_hidden_layers"),
             vocab_size=pick("vocab_size"),
             attn_res_block_size=None if block is _MISSING else block,
@@ -69,6 +69,7 @@ class TargetFacts:
             attn_res_declared=block is not _MISSING,
             architectures=tuple(a for a in config.get("architectures") or () if isinstance(a, str))
             if isinstance(config.get("architectures"), list) else (),
+            context=(pick("max_position_embeddings"), pick("rope_parameters") or pick("rope_scaling")),
         )
 
     def captures_final_residual(self, classes: frozenset[str]) -> bool:

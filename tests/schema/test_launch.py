@@ -203,6 +203,22 @@ def test_vllm_takes_a_dspark_drafts_token_count_from_its_block_size(tmp_path):
     assert report.passed() and any("not modelled" in f.message for f in lch(report))
 
 
+@pytest.mark.parametrize("version", ["0.32.0", "0.31.0", "0.30.0"])
+def test_older_vllm_releases_read_the_launch_and_0_30_0_has_no_dspark_default(tmp_path, version):
+    k3 = edit_config(fabricate(tmp_path / "k3", family="k3_dspark", fc_norm=False, engine="vllm"), block_size=7)
+    dspark = "--speculative-config '{\"method\": \"dspark\"}'"
+    report = check_checkpoint(k3, engine=f"vllm@{version}", launch=dspark)
+    # 0.30.0's SpeculativeConfig takes n_predict only (speculative.py:1473-1492@vllm==0.30.0)
+    assert ("LCH001" in codes(report, Severity.ERROR)) == (version == "0.30.0")
+    assert any(f"vllm=={version}" in f.message for f in lch(report) if f.code in ("LCH001", "LCH005"))
+    edit_config(k3, n_predict=7)
+    assert "LCH005" in codes(check_checkpoint(k3, engine=f"vllm@{version}", launch=dspark))
+    # every other method takes n_predict in every release
+    dflash = edit_config(fabricate(tmp_path / "d", family="dflash_gqa", engine="vllm"))
+    assert "LCH001" in codes(check_checkpoint(dflash, engine=f"vllm@{version}",
+                                              launch="-sc '{\"method\": \"dflash\"}'"), Severity.ERROR)
+
+
 def test_sglang_reads_pp_size_and_the_dflash_block_size(tmp_path):
     draft = fabricate(tmp_path / "d", family="dflash_gqa")
     assert "LCH008" in codes(check_checkpoint(draft, engine="sglang"))

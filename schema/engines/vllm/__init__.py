@@ -44,7 +44,8 @@ def _release(version: str, description: str) -> EngineProfile:
                                         for family, base in V0_33_0.loaders.items()}
     return EngineProfile(name=NAME, revision=version, commit=f"vllm=={version}",
                          description=f"vLLM {version} (the released wheel; Model Runner V2): {description}",
-                         loaders=loaders, **releases.profile_facts(version, PROFILE_FACTS))
+                         loaders=loaders, **releases.profile_facts(version, PROFILE_FACTS),
+                         launch_model=launch.model(version))
 
 
 V0_32_0 = _release("0.32.0", "0.33.0 less: an EAGLE-3 draft's use_aux_hidden_state is not asked (the taps are "

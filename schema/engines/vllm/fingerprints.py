@@ -16,6 +16,11 @@ and per registered class, whole for the newest release."""
 NEWEST = '0.33.0'
 
 FINGERPRINTS: dict[str, str | None] = {
+    'vllm/config/model.py::_get_and_verify_max_len': 'b77ccb507212458b',
+    'vllm/config/speculative.py::SpeculativeConfig.__post_init__': 'd1990fea735b28cf',
+    'vllm/config/speculative.py::SpeculativeConfig._maybe_override_draft_max_position_embeddings': 'e2f8f18d089b36c1',
+    'vllm/config/vllm.py::VllmConfig._limit_max_model_len_to_draft': 'c5f5d98ca143842c',
+    'vllm/model_executor/layers/rotary_embedding/__init__.py::get_rope': '7cd4a16d6b9bc9ea',
     'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.load_weights': '1d6193febec4e9d0',
     'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.track_weights_loading': '6035a1f3af65ddc7',
     'vllm/model_executor/model_loader/weight_utils.py::default_weight_loader': '2064fb39f07eb3ac',
@@ -67,6 +72,7 @@ FINGERPRINTS: dict[str, str | None] = {
     'vllm/transformers_utils/config.py::get_hf_text_config': '73646b909b469476',
     'vllm/transformers_utils/configs/k3_dspark.py::K3DSparkConfig': '6301e4b05bf0d420',
     'vllm/transformers_utils/model_arch_config_convertor.py::ModelArchConfigConvertorBase': '0dbd68573551aaac',
+    'vllm/v1/spec_decode/llm_base_proposer.py::SpecDecodeBaseProposer._maybe_share_embeddings': 'adba05f94a2a0acc',
     'vllm/v1/worker/gpu/spec_decode/dflash/utils.py::load_dflash_model': 'c0269340eec8d4ee',
     'vllm/v1/worker/gpu/spec_decode/dspark/utils.py::load_dspark_model': '8653bb881762aa67',
     'vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py::get_eagle3_aux_layers_from_config': 'af0c847b6ebb991b',
@@ -77,13 +83,19 @@ FINGERPRINTS: dict[str, str | None] = {
 # Each older release, newest first: what differs from the release above it.
 OLDER_FINGERPRINTS: dict[str, dict[str, str | None]] = {
     '0.32.0': {
+        'vllm/config/speculative.py::SpeculativeConfig.__post_init__': '4f1d4e81365a5c0a',
+        'vllm/config/speculative.py::SpeculativeConfig._maybe_override_draft_max_position_embeddings': '53fc6b1126bffcf6',
+        'vllm/config/vllm.py::VllmConfig._limit_max_model_len_to_draft': None,
         'vllm/model_executor/models/qwen3_dflash.py::DFlashQwen3Model.__init__': 'e609896a0001ac7c',
         'vllm/model_executor/models/qwen3_dflash.py::DFlashQwen3Model.hf_to_vllm_mapper': '4d1fee8b3a013e8f',
         'vllm/models/kimi_k3/nvidia/model.py::KimiLinearModel': '50e5cad6579614fd',
         'vllm/transformers_utils/model_arch_config_convertor.py::ModelArchConfigConvertorBase': '2d1af1656d11a8c5',
+        'vllm/v1/spec_decode/llm_base_proposer.py::SpecDecodeBaseProposer._maybe_share_embeddings': '44ccae544bf163f3',
         'vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py::requires_aux_hidden_states': None,
     },
     '0.31.0': {
+        'vllm/config/model.py::_get_and_verify_max_len': '1e4d9f159935a8e7',
+        'vllm/model_executor/layers/rotary_embedding/__init__.py::get_rope': 'f1083703dc4c162c',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.load_weights': 'c60001a986da5662',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.track_weights_loading': 'de1029e99a5bb24b',
         'vllm/model_executor/models/qwen3.py::Qwen3Attention': 'dbf2e5f576e4ea09',
@@ -93,6 +105,9 @@ OLDER_FINGERPRINTS: dict[str, dict[str, str | None]] = {
         'vllm/v1/worker/gpu/spec_decode/eagle/utils.py::_should_share': '841381488ade5910',
     },
     '0.30.0': {
+        'vllm/config/model.py::_get_and_verify_max_len': 'f7e249a966f18886',
+        'vllm/config/speculative.py::SpeculativeConfig.__post_init__': 'f2cdd972a2f5a27d',
+        'vllm/config/speculative.py::SpeculativeConfig._maybe_override_draft_max_position_embeddings': '5117d98fde78b5a5',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.load_weights': '851b544a05cfc271',
         'vllm/model_executor/models/deepseek_eagle3.py::DeepseekV2Eagle3DecoderLayer': '836de01da2ec73cd',
         'vllm/model_executor/models/qwen3.py::Qwen3Attention': 'bd043c5f108579cd',
@@ -108,6 +123,7 @@ OLDER_FINGERPRINTS: dict[str, dict[str, str | None]] = {
         'vllm/models/kimi_k3/nvidia/dspark_mla.py::K3DSparkModel.__init__': 'ffc2e481faac10c3',
         'vllm/transformers_utils/config.py::get_hf_text_config': '2160b155684d211f',
         'vllm/transformers_utils/model_arch_config_convertor.py::ModelArchConfigConvertorBase': '1b07e6f8e3d9789e',
+        'vllm/v1/spec_decode/llm_base_proposer.py::SpecDecodeBaseProposer._maybe_share_embeddings': 'f21af9476ce0b3ba',
         'vllm/v1/worker/gpu/spec_decode/dflash/utils.py::load_dflash_model': '977e42f68e28a374',
         'vllm/v1/worker/gpu/spec_decode/dspark/utils.py::load_dspark_model': '9ce8585105d4a8ea',
     },

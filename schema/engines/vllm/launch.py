@@ -1,19 +1,23 @@
-"""What vLLM 0.33.0's launch flags change in a verdict, read from the wheel
-(`vllm/...@vllm==0.33.0`).
+"""What vLLM's launch flags change in a verdict, per release, read from
+each wheel (`vllm/...@vllm==X`).
 
-* `--speculative-config JSON` (`-sc`): its `num_speculative_tokens`, for a
-  DSpark draft (`method: dspark`), defaults to the draft config's
-  top-level `block_size`, then `dspark_block_size`; with neither, the
-  config refuses the draft ("A speculative model was provided, but
-  `num_speculative_tokens` was not provided":
-  config/speculative.py::SpeculativeConfig.__post_init__:1593-1618). Any
-  other value is accepted: no rule ties it to the checkpoint's block size
-  for the draft families dspark models (the one check, 167-201, is
+* `--speculative-config JSON` (`-sc`): without `num_speculative_tokens`,
+  `SpeculativeConfig.__post_init__` takes it, for a DSpark draft (`method:
+  dspark`), from the draft config's top-level `block_size`, then
+  `dspark_block_size` (0.31.0 on: speculative.py:1592-1618@0.33.0,
+  1481-1507@0.32.0, 1475-1501@0.31.0); for any other method, and for
+  every method on 0.30.0 (which has no DSpark default), from the config's
+  `n_predict` (1473-1492@0.30.0). With none, the config refuses the draft
+  ("A speculative model was provided, but `num_speculative_tokens` was not
+  provided"). Any value given is accepted: no rule ties it to the
+  checkpoint's block size for the families dspark models (the one check is
   Qwen3-Omni DSpark's, a target class dspark does not model). Its `method`
   is the one ENG004 names.
+* `--max-model-len`: the served length the draft's max_position_embeddings
+  is judged against (positions.py), else the target's derived one.
 * `--pipeline-parallel-size` (`-pp`): read, not modelled. At a size above
   1 the proposer shares no embedding with the target
-  (v1/spec_decode/llm_base_proposer.py::_maybe_share_embeddings:1418-1424),
+  (v1/spec_decode/llm_base_proposer.py::_maybe_share_embeddings:1418-1424@0.33.0),
   so a draft that ships none keeps the one it was built with; dspark does
   not yet judge what each family then serves, and says so (LCH004).
 """
@@ -33,56 +37,95 @@ from dspark.schema.engines.launch import (
     ignored_note,
     keep,
 )
+from dspark.schema.engines.vllm import positions
 from dspark.schema.findings import Finding
 
-RELEASE = "vllm==0.33.0"
 SPEC_CONFIG = "--speculative-config"
 PP = "--pipeline-parallel-size"
+MAX_MODEL_LEN = "--max-model-len"
+SPECULATIVE = "vllm/config/speculative.py"
+PROPOSER = "vllm/v1/spec_decode/llm_base_proposer.py"
 
 FLAGS = (
     FlagSpec(SPEC_CONFIG, JSON_OBJECT, "num_speculative_tokens (a DSpark draft's default is its block size)",
              aliases=("-sc",)),
+    FlagSpec(MAX_MODEL_LEN, INT, "the served length the draft's max_position_embeddings must reach", minimum=1),
     FlagSpec(PP, INT, "read, not modelled: the proposer shares no embedding at a size above 1", aliases=("-pp",),
              minimum=1),
 )
 
+# Per release: where __post_init__ defaults num_speculative_tokens (and
+# refuses without one), whether it has the DSpark block-size default, and
+# _maybe_share_embeddings.
+_DEFAULTS = {
+    "0.33.0": ("1592-1618", True, "1418-1424"),
+    "0.32.0": ("1481-1507", True, "1416-1422"),
+    "0.31.0": ("1475-1501", True, "1416-1422"),
+    "0.30.0": ("1473-1492", False, "1424-1430"),
+}
 
-def _method(launch: Launch, ctx: LaunchContext) -> str | None:
-    spec = launch.get(SPEC_CONFIG) or {}
-    return spec.get("method")
+
+def default_speculative_tokens(version: str, method: str | None, config: Mapping[str, Any]) -> tuple[Any, str]:
+    """The num_speculative_tokens SpeculativeConfig takes when the launch
+    gives none, and the config key it came from (None: refused)."""
+    if method == "dspark" and _DEFAULTS[version][1]:
+        for key in ("block_size", "dspark_block_size"):
+            if config.get(key) is not None:
+                return config[key], key
+        return None, ""
+    if config.get("n_predict") is not None:
+        return config["n_predict"], "n_predict"
+    return None, ""
 
 
-def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Callable[[Finding], Finding]]:
-    if launch is None:
-        return [], keep
-    findings = [ignored_note(launch, FLAGS)]
-    spec = launch.get(SPEC_CONFIG)
-    if spec is not None and spec.get("method") == "dspark" and spec.get("num_speculative_tokens") is None:
-        config: Mapping[str, Any] = ctx.config
-        size = config.get("block_size")
-        size = config.get("dspark_block_size") if size is None else size
-        cite = Source("vllm/config/speculative.py", "1593-1618 (SpeculativeConfig.__post_init__)", RELEASE).cite()
-        if size is None:
+def model(version: str) -> LaunchModel:
+    """vLLM `version`'s launch model."""
+    lines, dspark_default, share_lines = _DEFAULTS[version]
+    release = f"vllm=={version}"
+    defaults = Source(SPECULATIVE, lines, release, "SpeculativeConfig.__post_init__")
+    shares = Source(PROPOSER, f"{share_lines} (_maybe_share_embeddings)", release,
+                    "SpecDecodeBaseProposer._maybe_share_embeddings")
+    position_sources = positions.sources(version)
+
+    def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Callable[[Finding], Finding]]:
+        launched = launch.get(MAX_MODEL_LEN) if launch is not None else None
+        findings = positions.judge(version, ctx.family, ctx.config, ctx.config_file, ctx.target, launched,
+                                   position_sources)
+        if launch is None:
+            return findings, keep
+        findings.insert(0, ignored_note(launch, FLAGS))
+        spec = launch.get(SPEC_CONFIG)
+        method = spec.get("method") if spec is not None else None
+        if spec is not None and method in ("dspark", "dflash", "eagle3", "eagle") \
+                and spec.get("num_speculative_tokens") is None:
+            size, key = default_speculative_tokens(version, method, ctx.config)
+            cite = defaults.cite()
+            keys = ("top-level block_size or dspark_block_size" if method == "dspark" and dspark_default
+                    else "n_predict")
+            if size is None:
+                findings.append(Finding(
+                    "LCH001", f"{ctx.config_file}: the launch's --speculative-config gives no "
+                    f"num_speculative_tokens, and the draft's config has no {keys} to take it from: vLLM {version} "
+                    f"refuses the draft ({cite}). Add num_speculative_tokens (the block size the draft was trained "
+                    "at) to --speculative-config" + (", or write block_size in config.json." if keys != "n_predict"
+                                                     else "."),
+                    file=ctx.config_file, detail={"launch": launch.text}))
+            else:
+                findings.append(Finding(
+                    "LCH005", f"{ctx.config_file}: num_speculative_tokens is taken from the draft's {key}, "
+                    f"{size!r} ({cite}).", file=ctx.config_file, detail={"num_speculative_tokens": size}))
+        if launch.get(PP, 1) > 1:
+            cite = shares.cite()
             findings.append(Finding(
-                "LCH001", f"{ctx.config_file}: the launch's --speculative-config gives no num_speculative_tokens, "
-                "and the draft's config has no top-level block_size or dspark_block_size to take it from: vLLM "
-                f"refuses the draft ({cite}). Add num_speculative_tokens (the block size the draft was trained "
-                "at) to --speculative-config, or write block_size in config.json.",
-                file=ctx.config_file, detail={"launch": launch.text}))
-        else:
-            findings.append(Finding(
-                "LCH005", f"{ctx.config_file}: num_speculative_tokens is taken from the draft's block size, "
-                f"{size!r} ({cite}).", file=ctx.config_file, detail={"num_speculative_tokens": size}))
-    if launch.get(PP, 1) > 1:
-        cite = Source("vllm/v1/spec_decode/llm_base_proposer.py", "1418-1424 (_maybe_share_embeddings)",
-                      RELEASE).cite()
-        findings.append(Finding(
-            "LCH004", f"--launch: {PP} {launch.get(PP)} on vllm@0.33.0 is read but not modelled: the proposer "
-            f"shares no embedding with the target there ({cite}), and dspark judges the draft as at size 1.",
-            detail={"launch": launch.text, "not_modelled": [PP]}))
-    return findings, keep
+                "LCH004", f"--launch: {PP} {launch.get(PP)} on vllm@{version} is read but not modelled: the "
+                f"proposer shares no embedding with the target there ({cite}), and dspark judges the draft as at "
+                "size 1.", detail={"launch": launch.text, "not_modelled": [PP]}))
+        return findings, keep
+
+    return LaunchModel(flags=FLAGS, judge=judge,
+                       summary="--speculative-config's num_speculative_tokens (a DSpark draft's default is its "
+                               "block size, from 0.31.0); --max-model-len against the draft's "
+                               "max_position_embeddings; the pipeline size is read and named as not modelled")
 
 
-MODEL = LaunchModel(flags=FLAGS, judge=judge,
-                    summary="--speculative-config's num_speculative_tokens for a DSpark draft; the pipeline size "
-                            "is read and named as not modelled")
+MODEL = model("0.33.0")

@@ -14,6 +14,7 @@ the fabricator writes ids in that engine's numbering.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from outcomes import Case
@@ -130,6 +131,29 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
         ("eagle3_llama", "taps-6-7-8", {}, "taps=6,7,8", "--pp-size 2"),
         ("eagle3_llama", "taps-6-7-8", {}, "taps=6,7,8", "--pp-size 4"),
     ],
+    # vLLM: the draft's max_position_embeddings against --max-model-len
+    # (schema/engines/vllm/positions.py; 2048 is the most the tiny Llama
+    # target derives), and num_speculative_tokens left to the release's
+    # SpeculativeConfig (schema/engines/vllm/launch.py).
+    "vllm": [
+        ("dflash_gqa", "max-pos-1024", {}, "max_position_embeddings=1024", "--max-model-len 2048"),
+        ("dflash_gqa", "max-pos-1024", {}, "max_position_embeddings=1024", "--max-model-len 1024"),
+        ("dflash_gqa", "dspark-max-pos-1024", {"variant": "dspark"}, "max_position_embeddings=1024",
+         "--max-model-len 2048"),
+        ("dflash_gqa", "yarn-1024", {}, "max_position_embeddings=1024; rope_scaling="
+         '{"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 512}', "--max-model-len 2048"),
+        ("eagle3_llama", "max-pos-1024", {}, "max_position_embeddings=1024", "--max-model-len 2048"),
+        ("eagle3_llama", "dynamic-512", {}, 'max_position_embeddings=512; rope_scaling='
+         '{"rope_type": "dynamic", "factor": 2.0}', "--max-model-len 2048"),
+        ("eagle3_llama", "dynamic-trained-512", {}, 'max_position_embeddings=512; rope_scaling='
+         '{"rope_type": "dynamic", "factor": 2.0, "max_trained_positions": 512}', "--max-model-len 2048"),
+        ("k3_dspark", "good-fc-norm-false-vllm-layout", {"engine": "vllm", "fc_norm": False}, "", """--speculative-config '{"method": "dspark"}'"""),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", """--speculative-config '{"method": "dspark"}'"""),
+        ("dflash_gqa", "good", {}, "", """--speculative-config '{"method": "dflash"}'"""),
+        ("eagle3_llama", "good", {}, "", """--speculative-config '{"method": "eagle3"}'"""),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "",
+         """--speculative-config '{"method": "dspark", "num_speculative_tokens": 7}'"""),
+    ],
 }
 
 
@@ -160,12 +184,16 @@ def _target_cases(root: Path, workdir: Path, engine_name: str | None) -> list[Ca
 
 
 def _edited(folder: Path, edit: str) -> None:
-    """A config value (`key=int`), a dropped tensor (`drop=NAME`), the
+    """A config value (`key=JSON`), a dropped tensor (`drop=NAME`), the
     embedding made int8 or one column narrower (`embed=int8|narrow`) or an
     EAGLE-3 draft's taps (`taps=a,b,c`, in eagle_config, where SGLang's
     target and draft read them), written as a user would: the config as
-    JSON, the weights by safetensors."""
+    JSON, the weights by safetensors. Edits are separated by `; `."""
     if not edit:
+        return
+    if "; " in edit:
+        for one in edit.split("; "):
+            _edited(folder, one)
         return
     key, _, value = edit.partition("=")
     if key == "taps":
@@ -191,7 +219,7 @@ def _edited(folder: Path, edit: str) -> None:
         save_file({k: v for k, v in load_file(str(weights)).items() if value not in k}, str(weights))
         return
     config = json.loads((folder / "config.json").read_text())
-    config[key] = int(value)
+    config[key] = json.loads(value)
     (folder / "config.json").write_text(json.dumps(config))
 
 
@@ -203,7 +231,7 @@ def _launch_cases(root: Path, workdir: Path, engine_name: str | None) -> list[Ca
         if not folder.exists():
             fabricate(folder, family=family, **options)
             _edited(folder, edit)
-        slug = "-".join(launch.replace("--", "").split()) or "defaults"
+        slug = re.sub(r"[^\w.=-]+", "", "-".join(launch.replace("--", "").split())) or "defaults"
         cases.append(Case(id=f"fabricated/launch/{family}/{name}/{slug}", folder=str(folder), origin=ORIGIN,
                           family=family, target_config=str(target), launch=launch or None,
                           trained_layers=_trained_layers(folder, target, None),

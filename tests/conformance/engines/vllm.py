@@ -20,9 +20,10 @@ import environments
 from outcomes import NO_RUN, Case, Outcome, read_outcomes, write_cases
 
 ENGINE = "vllm"
-# 0.30.0 does not run: its activation layers call `torch.ops._C` while the
-# target is built (vllm/model_executor/layers/activation.py@0.30.0:135).
-RELEASES: tuple[str, ...] = ("0.33.0", "0.32.0", "0.31.0")
+# 0.30.0's activation layers take `torch.ops._C` handles while the target is
+# built (vllm/model_executor/layers/activation.py@0.30.0:135): see
+# vllm_stubs.py::_activation_op_handles.
+RELEASES: tuple[str, ...] = ("0.33.0", "0.32.0", "0.31.0", "0.30.0")
 
 # The distributions `vllm.config`, `vllm.model_executor` (models, loaders)
 # and `vllm.v1.worker.gpu.spec_decode` import on that path, spelled as in

@@ -6,6 +6,7 @@ vLLM release's environment)."""
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 
 import torch
@@ -179,6 +180,78 @@ def _dflash2_scales(config, draft: torch.nn.Module) -> list[str]:
     return problems
 
 
+def _own_max_position(folder: str):
+    """max_position_embeddings as the folder's config.json states it, before
+    SpeculativeConfig raises it (config/speculative.py::
+    SpeculativeConfig._maybe_override_draft_max_position_embeddings@0.33.0:1807-1846)."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _rope_parameters(config):
+    return getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
+
+
+def rotary_problems(case: Case, vllm_config, draft: torch.nn.Module) -> list[str]:
+    """Each rotary cache the draft built against the server's length: the
+    drafter is fed the target's positions up to max_model_len, and a
+    position past the cache's last row gathers outside it (the rotary
+    kernels check no bound). Where the draft's length was raised, the cache
+    is compared with the one its own length builds
+    (model_executor/layers/rotary_embedding/__init__.py::get_rope@0.33.0:32-352):
+    rows that differ are a rotation other than the trained one."""
+    from vllm.model_executor.layers.rotary_embedding import get_rope
+
+    served = vllm_config.model_config.max_model_len
+    config = vllm_config.speculative_config.draft_model_config.hf_config
+    own = _own_max_position(case.folder)
+    problems: list[str] = []
+    seen: set[int] = set()
+    for name, module in draft.named_modules():
+        cache = getattr(module, "cos_sin_cache", None)
+        if not isinstance(cache, torch.Tensor) or id(module) in seen:
+            continue
+        seen.add(id(module))
+        rows = cache.shape[0]
+        if rows < served:
+            problems.append(f"{name}: the rotary cache holds {rows} rows, the server feeds positions up to "
+                            f"{served}: positions from {rows} on gather outside it")
+            continue
+        raised = getattr(config, "max_position_embeddings", None)
+        if own is None or raised == own or not hasattr(module, "head_size"):
+            continue
+        try:
+            reference = get_rope(module.head_size, max_position=own, is_neox_style=module.is_neox_style,
+                                 rope_parameters=_rope_parameters(config), dtype=cache.dtype)
+        except Exception:  # a rope the reference call cannot rebuild: no comparison
+            continue
+        trained = reference.cos_sin_cache
+        if trained.shape[1] != cache.shape[1]:
+            continue
+        common = min(trained.shape[0], rows)
+        if not torch.allclose(trained[:common].float(), cache[:common].float(), atol=1e-3):
+            problems.append(f"{name}: max_position_embeddings raised from {own} to {raised} changes the "
+                            "rotation (the cache differs from the one the draft's own length builds)")
+    return problems
+
+
+def _biases_the_mapper_keeps(shipped: list[str], draft: torch.nn.Module) -> list[str]:
+    """The shipped biases the draft's weight mapper hands to the model: one
+    the mapper drops with its whole module (a training-only head, such as K3
+    DSpark's confidence_head on 0.30.0:
+    models/kimi_k3/nvidia/dspark_mla.py::K3DSparkForCausalLM.hf_to_vllm_mapper@0.30.0:417-431)
+    is that module's skip, judged as such, not a layer built without its bias."""
+    mapper = getattr(draft, "hf_to_vllm_mapper", None)
+    biases = [n for n in shipped if n.endswith(".bias")]
+    if mapper is None or not hasattr(mapper, "_map_name"):
+        return biases
+    return [n for n in biases if mapper._map_name(n) is not None]
+
+
 def judge(case: Case, vllm_config, target, draft, sentinel: Sentinel, ids, captured: list[int]) -> Outcome:
     speculative = vllm_config.speculative_config
     config = speculative.draft_model_config.hf_config
@@ -255,10 +328,12 @@ def judge(case: Case, vllm_config, target, draft, sentinel: Sentinel, ids, captu
     for feature in ("fc_norm", "input_norm"):
         if any(feature in n for n in shipped) and not any(n.endswith(feature) for n in modules):
             problems.append(f"{feature} weights shipped, dropped by the loader (the model builds no {feature})")
-    if any(n.endswith(".bias") for n in shipped) and not any(n.endswith(".bias") for n in final):
+    if _biases_the_mapper_keeps(shipped, draft) and not any(n.endswith(".bias") for n in final):
         problems.append("bias tensors shipped, dropped by the loader (the model builds no bias)")
 
     problems.extend(_dflash2_scales(config, draft))
+    problems.extend(rotary_problems(case, vllm_config, draft))
+    details["max_model_len"] = vllm_config.model_config.max_model_len
 
     if speculative.method in ("dflash", "dspark"):
         from vllm.v1.worker.gpu.spec_decode.utils import get_parallel_drafting_token_id

@@ -112,17 +112,34 @@ def target_stage(call, *args, **kwargs):
 
 # -- the server's inputs -------------------------------------------------------
 
-def launch_speculative_config(launch: str | None) -> dict:
-    """`--speculative-config JSON` from the case's launch flags, if any."""
+def launch_flag(launch: str | None, *names: str) -> str | None:
+    """The value of a flag (any of its spellings) in the case's launch."""
     if not launch:
-        return {}
+        return None
     words = shlex.split(launch)
     for i, word in enumerate(words):
-        if word.startswith("--speculative-config="):
-            return json.loads(word.split("=", 1)[1])
-        if word in ("--speculative-config", "-sc") and i + 1 < len(words):
-            return json.loads(words[i + 1])
-    return {}
+        for name in names:
+            if word.startswith(f"{name}="):
+                return word.split("=", 1)[1]
+            if word == name and i + 1 < len(words):
+                return words[i + 1]
+    return None
+
+
+def launch_speculative_config(launch: str | None) -> dict:
+    """`--speculative-config JSON` from the case's launch flags, if any."""
+    value = launch_flag(launch, "--speculative-config", "-sc")
+    return json.loads(value) if value is not None else {}
+
+
+# The tiny targets state no length: without `--max-model-len` the server is
+# started at this one.
+DEFAULT_MAX_MODEL_LEN = 2048
+
+
+def launch_max_model_len(launch: str | None) -> int:
+    value = launch_flag(launch, "--max-model-len")
+    return int(value) if value is not None else DEFAULT_MAX_MODEL_LEN
 
 
 def user_method(case: Case) -> str:
@@ -199,17 +216,43 @@ def build_configs(case: Case, scratch: Path) -> VllmConfig:
     # the decoder that captures and the embedding and head the draft shares
     # are the same, and nothing of the draft depends on the tower.
     target = target_stage(ModelConfig, model=str(target_folder(case, scratch)), skip_tokenizer_init=True,
-                          dtype="bfloat16", max_model_len=2048, language_model_only=True)
+                          dtype="bfloat16", max_model_len=launch_max_model_len(case.launch),
+                          language_model_only=True)
     # A user passes the method and the number of draft tokens; the case's
-    # launch flags win where they say otherwise.
-    flags = {"method": user_method(case), "num_speculative_tokens": 3, **launch_speculative_config(case.launch)}
+    # launch flags win where they say otherwise (a launch case's
+    # --speculative-config is the whole of it: what it leaves out, the
+    # release's own config fills in or refuses).
+    spec = launch_speculative_config(case.launch)
+    flags = spec if spec else {"method": user_method(case), "num_speculative_tokens": 3}
+    flags = {"method": user_method(case), **flags}
     flags.update(speculators_locked_fields(case))
     flags["model"] = case.folder
     parallel = ParallelConfig()
     speculative = stage("config", SpeculativeConfig, target_model_config=target, target_parallel_config=parallel,
                         **flags)
-    return stage("config", VllmConfig, model_config=target, speculative_config=speculative,
-                 parallel_config=parallel, device_config=DeviceConfig("cpu"), load_config=LoadConfig())
+    vllm_config = stage("config", VllmConfig, model_config=target, speculative_config=speculative,
+                        parallel_config=parallel, device_config=DeviceConfig("cpu"), load_config=LoadConfig())
+    stage("config", limit_length_as_v2, vllm_config)
+    return vllm_config
+
+
+def limit_length_as_v2(vllm_config: VllmConfig) -> None:
+    """The server runs Model Runner V2 (0.33.0's default where Triton is:
+    config/vllm.py::VllmConfig.use_v2_model_runner@0.33.0:731-767); this CPU
+    environment has no Triton, so VllmConfig picked V1 and skipped its one
+    V2 step that depends on the draft: lowering the server's max_model_len
+    to a draft whose length was not raised
+    (config/vllm.py::VllmConfig._limit_max_model_len_to_draft@0.33.0:3025-3051).
+    That step, the release's own, is run as V2 would; releases before
+    0.33.0 have none."""
+    limit = getattr(vllm_config, "_limit_max_model_len_to_draft", None)
+    if limit is None or vllm_config.use_v2_model_runner:
+        return
+    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
+    try:
+        limit()
+    finally:
+        del os.environ["VLLM_USE_V2_MODEL_RUNNER"]
 
 
 def build_target(vllm_config: VllmConfig, scratch: Path) -> tuple[torch.nn.Module, str]:

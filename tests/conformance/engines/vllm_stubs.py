@@ -156,7 +156,40 @@ def _cpu_streams() -> None:
         torch.cuda.Stream = _NoStream
 
 
+# The compiled activation kernels a release's activation layers look up in
+# their constructors on the CPU platform with no guard
+# (vllm/model_executor/layers/activation.py::SiluAndMul.__init__@0.30.0:128-135;
+# GeluAndMul.__init__:420-433, NewGELU.__init__:552-561, FastGELU.__init__:
+# 585-594, QuickGELU.__init__:618-627). Those guarded by `hasattr` (the
+# CPU's activation_lut_bf16, gelu_tanh) are left absent, so each
+# constructor takes the branch it takes without the extension.
+_UNGUARDED_ACTIVATION_OPS = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "gelu_new", "gelu_fast",
+                             "gelu_quick")
+
+
+def _activation_op_handles() -> None:
+    """vLLM 0.30.0's activation layers keep a handle on their compiled
+    kernel, `torch.ops._C.<op>`, when they are built on the CPU platform
+    (0.31.0 on take it only on CUDA, XPU or a POWER CPU), so building the
+    target's MLP fails on the missing extension before anything is loaded.
+    Each missing handle stands for the kernel and raises if it is ever
+    called. The handle is only called by the layer's forward, which the
+    harness never runs: an activation has no weight, the loader never
+    touches it, and the target's capture set-up and the draft's build,
+    load and checks are the code's own, so loading is unchanged."""
+    namespace = torch.ops._C
+    for name in _UNGUARDED_ACTIVATION_OPS:
+        if hasattr(namespace, name):
+            continue
+
+        def kernel(*args, _name=name, **kwargs):
+            raise RuntimeError(f"torch.ops._C.{_name} is left out of this CPU environment (vllm_stubs.py)")
+
+        setattr(namespace, name, kernel)
+
+
 _cpu_streams()
+_activation_op_handles()
 _registry_inspects_in_process()
 _no_cpu_weight_packing()
 _no_cpu_mla_packing()
