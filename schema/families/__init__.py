@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     EAGLE3_LLAMA: DraftFamily
     EAGLE3_MLA: DraftFamily
     EAGLE3_QWEN3: DraftFamily
+    PEAGLE_LLAMA: DraftFamily
+    PEAGLE_QWEN3: DraftFamily
 
 
 class FamilyEntry(NamedTuple):
@@ -63,6 +65,10 @@ REGISTRY: tuple[FamilyEntry, ...] = (
                 legacy_architectures=("DeepSeekForCausalLMEagle3", "Eagle3DeepseekV3ForCausalLM")),
     FamilyEntry("eagle3_qwen3", "dspark.schema.families.eagle3_qwen3", "EAGLE3_QWEN3",
                 ("Eagle3Qwen3ForCausalLM",)),
+    FamilyEntry("peagle_llama", "dspark.schema.families.peagle_llama", "PEAGLE_LLAMA",
+                ("PeagleLlamaForCausalLM",)),
+    FamilyEntry("peagle_qwen3", "dspark.schema.families.peagle_qwen3", "PEAGLE_QWEN3",
+                ("PeagleQwen3ForCausalLM",)),
 )
 _BY_ATTRIBUTE = {entry.attribute: entry for entry in REGISTRY}
 
@@ -129,6 +135,8 @@ __all__ = [
     "EAGLE3_MLA",
     "EAGLE3_QWEN3",
     "FAMILIES",
+    "PEAGLE_LLAMA",
+    "PEAGLE_QWEN3",
     "K3_DSPARK",
     "MAX_DIMENSION",
     "MAX_LAYERS",
