@@ -12,6 +12,7 @@ and per registered class, for every release."""
 RELEASES: dict[str, dict[str, str | None]] = {
     '0.33.0': {
         'vllm/config/vllm.py::VllmConfig._get_v2_model_runner_unsupported_features': 'f9edc5ee697b7606',
+        'vllm/config/vllm.py::VllmConfig.use_v2_model_runner': 'f72028d61312f91b',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.load_weights': '1d6193febec4e9d0',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.track_weights_loading': '6035a1f3af65ddc7',
         'vllm/model_executor/model_loader/weight_utils.py::default_weight_loader': '2064fb39f07eb3ac',
@@ -63,6 +64,7 @@ RELEASES: dict[str, dict[str, str | None]] = {
         'vllm/transformers_utils/config.py::get_hf_text_config': '73646b909b469476',
         'vllm/transformers_utils/configs/eagle.py::EAGLEConfig.__init__': '5d323c72dfbcc28e',
         'vllm/transformers_utils/configs/k3_dspark.py::K3DSparkConfig': '6301e4b05bf0d420',
+        'vllm/transformers_utils/configs/speculators/algos.py::update_peagle': 'be955420502873bb',
         'vllm/transformers_utils/model_arch_config_convertor.py::ModelArchConfigConvertorBase': '0dbd68573551aaac',
         'vllm/v1/spec_decode/llm_base_proposer.py::SpecDecodeBaseProposer._init_parallel_drafting_params': '450dbd1b038a56a8',
         'vllm/v1/worker/gpu/spec_decode/dflash/utils.py::load_dflash_model': 'c0269340eec8d4ee',
@@ -74,6 +76,7 @@ RELEASES: dict[str, dict[str, str | None]] = {
     },
     '0.32.0': {
         'vllm/config/vllm.py::VllmConfig._get_v2_model_runner_unsupported_features': 'cef728575ddb7399',
+        'vllm/config/vllm.py::VllmConfig.use_v2_model_runner': '53275df005c1a546',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.load_weights': '1d6193febec4e9d0',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.track_weights_loading': '6035a1f3af65ddc7',
         'vllm/model_executor/model_loader/weight_utils.py::default_weight_loader': '2064fb39f07eb3ac',
@@ -125,6 +128,7 @@ RELEASES: dict[str, dict[str, str | None]] = {
         'vllm/transformers_utils/config.py::get_hf_text_config': '73646b909b469476',
         'vllm/transformers_utils/configs/eagle.py::EAGLEConfig.__init__': '5d323c72dfbcc28e',
         'vllm/transformers_utils/configs/k3_dspark.py::K3DSparkConfig': '6301e4b05bf0d420',
+        'vllm/transformers_utils/configs/speculators/algos.py::update_peagle': 'be955420502873bb',
         'vllm/transformers_utils/model_arch_config_convertor.py::ModelArchConfigConvertorBase': '2d1af1656d11a8c5',
         'vllm/v1/spec_decode/llm_base_proposer.py::SpecDecodeBaseProposer._init_parallel_drafting_params': '450dbd1b038a56a8',
         'vllm/v1/worker/gpu/spec_decode/dflash/utils.py::load_dflash_model': 'c0269340eec8d4ee',
@@ -136,6 +140,7 @@ RELEASES: dict[str, dict[str, str | None]] = {
     },
     '0.31.0': {
         'vllm/config/vllm.py::VllmConfig._get_v2_model_runner_unsupported_features': '8a754a49c6b9bbea',
+        'vllm/config/vllm.py::VllmConfig.use_v2_model_runner': 'd9005bef70008a78',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.load_weights': 'c60001a986da5662',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.track_weights_loading': 'de1029e99a5bb24b',
         'vllm/model_executor/model_loader/weight_utils.py::default_weight_loader': '2064fb39f07eb3ac',
@@ -187,6 +192,7 @@ RELEASES: dict[str, dict[str, str | None]] = {
         'vllm/transformers_utils/config.py::get_hf_text_config': '73646b909b469476',
         'vllm/transformers_utils/configs/eagle.py::EAGLEConfig.__init__': '5d323c72dfbcc28e',
         'vllm/transformers_utils/configs/k3_dspark.py::K3DSparkConfig': '6301e4b05bf0d420',
+        'vllm/transformers_utils/configs/speculators/algos.py::update_peagle': 'be955420502873bb',
         'vllm/transformers_utils/model_arch_config_convertor.py::ModelArchConfigConvertorBase': '5f0fe5e43b5cbe24',
         'vllm/v1/spec_decode/llm_base_proposer.py::SpecDecodeBaseProposer._init_parallel_drafting_params': '450dbd1b038a56a8',
         'vllm/v1/worker/gpu/spec_decode/dflash/utils.py::load_dflash_model': 'c0269340eec8d4ee',
@@ -198,6 +204,7 @@ RELEASES: dict[str, dict[str, str | None]] = {
     },
     '0.30.0': {
         'vllm/config/vllm.py::VllmConfig._get_v2_model_runner_unsupported_features': 'f3e33eb900b05241',
+        'vllm/config/vllm.py::VllmConfig.use_v2_model_runner': '5dc666643accd3c6',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.load_weights': '851b544a05cfc271',
         'vllm/model_executor/model_loader/default_loader.py::DefaultModelLoader.track_weights_loading': 'de1029e99a5bb24b',
         'vllm/model_executor/model_loader/weight_utils.py::default_weight_loader': '2064fb39f07eb3ac',
@@ -249,6 +256,7 @@ RELEASES: dict[str, dict[str, str | None]] = {
         'vllm/transformers_utils/config.py::get_hf_text_config': '2160b155684d211f',
         'vllm/transformers_utils/configs/eagle.py::EAGLEConfig.__init__': '3f94ffbfdc3d07a4',
         'vllm/transformers_utils/configs/k3_dspark.py::K3DSparkConfig': '6301e4b05bf0d420',
+        'vllm/transformers_utils/configs/speculators/algos.py::update_peagle': '4d23c77cf2ce9d79',
         'vllm/transformers_utils/model_arch_config_convertor.py::ModelArchConfigConvertorBase': '1b07e6f8e3d9789e',
         'vllm/v1/spec_decode/llm_base_proposer.py::SpecDecodeBaseProposer._init_parallel_drafting_params': '450dbd1b038a56a8',
         'vllm/v1/worker/gpu/spec_decode/dflash/utils.py::load_dflash_model': '977e42f68e28a374',

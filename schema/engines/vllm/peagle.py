@@ -60,7 +60,8 @@ SPECULATORS_BASE = "vllm/transformers_utils/configs/speculators/base.py"
 V1_TARGET_TAPS = TapPaths(paths=(TAP_IDS_FIELD, f"eagle_config.{TAP_IDS_FIELD}", "dflash_config.target_layer_ids"),
                           pick=FIRST_TRUTHY)
 V1_TARGET_TAPS_SOURCE = at("5190-5224", V1_RUNNER, "GPUModelRunner._get_eagle3_aux_layers_from_config")
-RUNNER_FALLBACK = at("758-765, 3070-3077", VLLM_CONFIG, "VllmConfig._get_v2_model_runner_unsupported_features")
+RUNNER_FALLBACK = at("3070-3077", VLLM_CONFIG, "VllmConfig._get_v2_model_runner_unsupported_features")
+RUNNER_CHOICE = at("758-765", VLLM_CONFIG, "VllmConfig.use_v2_model_runner")
 MASK_TOKEN_SOURCE = at("355-384", PROPOSER, "SpecDecodeBaseProposer._init_parallel_drafting_params")
 LAUNCH_SOURCE = at("97-137", SPECULATORS_BASE, "SpeculatorsConfig.build_vllm_speculative_config")
 # A plain config launched as eagle3 goes through EAGLEConfig, which prefixes
@@ -120,7 +121,8 @@ def parallel_launch(skipped: Source):
             f"\"parallel_drafting\": true, ...}}': a P-EAGLE draft drafts every token of a step at once, and vLLM "
             f"reads that only from the launch (its speculators reader sets it for a folder in speculators' format, "
             f"{LAUNCH_SOURCE.cite()}); without it the draft is run one token at a time and its mask_hidden is "
-            f"dropped ({skipped.cite()}). The server runs it on Model Runner V1 ({RUNNER_FALLBACK.cite()}).",
+            f"dropped ({skipped.cite()}). The server runs it on Model Runner V1 ({RUNNER_FALLBACK.cite()}; "
+            f"{RUNNER_CHOICE.cite()}).",
             file=config_file,
             detail={"method": "eagle3", "parallel_drafting": True, "source": LAUNCH_SOURCE.cite()},
         )]
@@ -153,6 +155,7 @@ def _peagle_loader(base: FamilyLoader, family: str, model_class: str, path: str,
                  "mask token": MASK_TOKEN_SOURCE,
                  "taps (target)": V1_TARGET_TAPS_SOURCE,
                  "runner": RUNNER_FALLBACK,
+                 "runner choice": RUNNER_CHOICE,
                  "native config only": EAGLE3_RENAME_SOURCE},
         mask_token_fallback="",
         native_shape_only="speculators",

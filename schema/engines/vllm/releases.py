@@ -167,6 +167,7 @@ MOVED: dict[str, dict[str, str]] = {
         "v1/spec_decode/llm_base_proposer.py": "355-384>359-388",
         "v1/worker/gpu_model_runner.py": "5190-5224>5518-5551",
         "transformers_utils/configs/speculators/base.py": "97-137>99-139",
+        "transformers_utils/configs/speculators/algos.py": "53-87>55-90",
     },
 }
 
