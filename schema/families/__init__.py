@@ -91,10 +91,16 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+# Every name a family is recognised by -> its registry line (the first line
+# naming it): one lookup per `architectures` entry, however long the list.
+_BY_ARCHITECTURE: dict[str, FamilyEntry] = {}
+for _entry in REGISTRY:
+    for _name in _entry.architectures + _entry.legacy_architectures:
+        _BY_ARCHITECTURE.setdefault(_name, _entry)
+
+
 def family_for_architecture(architecture: Any) -> DraftFamily | None:
-    entry = next(
-        (e for e in REGISTRY if architecture in e.architectures or architecture in e.legacy_architectures), None
-    )
+    entry = _BY_ARCHITECTURE.get(architecture) if isinstance(architecture, str) else None
     return None if entry is None else _load(entry)
 
 
