@@ -373,12 +373,10 @@ def _tap_past_target(config: dict, tensors: dict) -> None:
         raise DefectNotApplicable("no target of this draft's size is known to the fabricator")
     layers = spec.target_num_hidden_layers
     ids = [1, layers // 2, layers + 1]
-    holders = [h for h in (config, config.get("eagle_config")) if isinstance(h, dict)
-               and "eagle_aux_hidden_state_layer_ids" in h]
-    if not holders:
-        holders = [config.setdefault("eagle_config", {}) if spec.family == "eagle3_mla" else config]
-    for holder in holders:
-        holder["eagle_aux_hidden_state_layer_ids"] = list(ids)
+    # In both places, so every engine's draft and target read the same list.
+    config["eagle_aux_hidden_state_layer_ids"] = list(ids)
+    nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
+    config["eagle_config"] = {**nested, "eagle_aux_hidden_state_layer_ids": list(ids)}
     config["target_num_hidden_layers"] = layers
 
 
