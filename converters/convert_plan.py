@@ -356,6 +356,8 @@ def plan_conversion(
     changes = [f"whole config: {f.detail['trainer']}' shape -> the {family.name} config the engine parses"
                for f in checkpoint.config_findings if f.code == "SRC005"] + trained_values(checkpoint) + changes
 
+    written, changes = _native_config_kept(checkpoint, profile.loader_for(family.name), config, changes)
+
     planned_entries = [
         TensorEntry(t.name, t.name, t.dtype, t.shape, t.shard) for t in tensors
     ]
@@ -383,7 +385,7 @@ def plan_conversion(
         tensors=tensors,
         dropped=dropped,
         shards=shards,
-        config=config,
+        config=written,
         config_source=str(checkpoint.config_path) if checkpoint.config_path else None,
         config_changes=changes,
         findings=findings,
@@ -393,6 +395,29 @@ def plan_conversion(
         trained_taps=taps_record(trained),
         serves_launches=serves,
     )
+
+
+def _native_config_kept(checkpoint: Checkpoint, loader, config: dict, changes: list[str]) -> tuple[dict, list[str]]:
+    """The config convert writes: the one the engine parses, unless the
+    engine reaches the family's class only through its reader of the
+    trainer's own config (vLLM's P-EAGLE): then the source's config.json as
+    it is, judged as that reader builds it (`config`). A source in any other
+    shape cannot be written so: refused."""
+    only = loader.native_shape_only if loader is not None else None
+    if only is None:
+        return config, changes
+    trainer = next((f for f in checkpoint.config_findings if f.code == "SRC005"), None)
+    cited = loader.sources.get("native config only")
+    why = (f"the engine reaches its {loader.family} class only through its reader of {only}' own config "
+           f"({cited.cite() if cited else 'its config reader'})")
+    if trainer is None or trainer.detail.get("trainer") != only or checkpoint.config_path is None:
+        raise CheckpointError(f"{printable_name(str(checkpoint.source))}: {why}, and this draft's config is not in "
+                              f"{only}' shape; dspark writes no {only} config. Serve the draft {only} saved.")
+    from dspark.converters.json_input import parse_json_object
+
+    original = parse_json_object(Path(checkpoint.config_path))
+    # Nothing of the engine's reading is written: every line is the source's.
+    return original, [f"whole config: kept as {only} wrote it ({why}); judged as that reader builds it"]
 
 
 def _launches_served(profiles, family: DraftFamily, config: Mapping[str, Any], entries,

@@ -166,6 +166,14 @@ def served_layout(checkpoint: Checkpoint, *, rejects_unknown_names: bool = True,
                             f"{checkpoint.config_display} is in {trainer_shape.detail['trainer']}' shape, which "
                             "the engine's config loader does not parse (no model_type it knows, no architecture "
                             "it registers)")
+    only = loader.native_shape_only if loader is not None else None
+    if only is not None and (trainer_shape is None or trainer_shape.detail.get("trainer") != only):
+        cited = loader.sources.get("native config only")
+        return ServedLayout(source, checkpoint.format, False,
+                            f"the engine reaches its {loader.family} class only through its reader of {only}' own "
+                            "config: a plain config naming the class is renamed at launch to one it does not "
+                            f"register and refused ({cited.cite() if cited else 'its config reader'}); keep the "
+                            f"draft in {only}' shape")
     # a remote folder (a Hub repository, an HTTP or object-store folder) is
     # judged as the folder the engine loads once it is downloaded
     if not checkpoint.is_remote and checkpoint.source.is_file():

@@ -13,7 +13,8 @@ listings, no bytes written) for header-only checks at full size.
     python -m dspark.examples.fabricate --list-defects [--family FAMILY]
 
 Families: k3_dspark (the default), dflash_gqa, eagle3_llama, eagle3_mla,
-eagle3_qwen3 (served by vLLM only: check it with `--engine vllm`).
+eagle3_qwen3, peagle_llama, peagle_qwen3 (served by vLLM only: check them with
+`--engine vllm`).
 This module holds the K3 DSpark draft, the family registry and the command;
 the other families are in `fabricate_gqa` and `fabricate_eagle3`, the parts
 they share in `fabricate_parts`.
@@ -34,6 +35,9 @@ from dspark.examples.fabricate_eagle3 import (  # noqa: F401 - re-exported: the 
     EAGLE3_LLAMA_DEFECTS,
     EAGLE3_MLA_DEFECTS,
     EAGLE3_QWEN3_DEFECTS,
+    PEAGLE_LLAMA_DEFECTS,
+    PEAGLE_QWEN3_DEFECTS,
+    speculators_peagle_config,
     EAGLE3_SCALES,
     Eagle3Spec,
     eagle3_config,
@@ -315,6 +319,10 @@ class FamilyFabricator:
     # The engine whose verdicts the defects' codes are (None: the default
     # engine); a family the default engine does not serve names one that does.
     engine: str | None = None
+    # config.json as the family's trainer writes it, from the config the
+    # engine parses (None: that one): P-EAGLE in speculators' shape, the one
+    # vLLM reaches its P-EAGLE classes through.
+    written: Callable[[dict], dict] | None = None
 
 
 def _k3_target(scale: str) -> dict:
@@ -407,6 +415,34 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
         target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="qwen3"),
         engine="vllm",
+    ),
+    "peagle_llama": FamilyFabricator(
+        name="peagle_llama",
+        description="P-EAGLE with a Llama layer (PeagleLlamaForCausalLM; vLLM only); full size: on Llama-3.1-8B",
+        scales={"tiny": "tiny-peagle-llama", "full": "peagle-llama3-8b"},
+        defects=PEAGLE_LLAMA_DEFECTS,
+        options={"fc_norm": False, "norm_before_fc": False, "engine": None},
+        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
+                                              norm_before_fc=o["norm_before_fc"], engine=o["engine"]),
+        specs=lambda scale, config, o: eagle3_tensor_specs(config),
+        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
+        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="llama"),
+        engine="vllm",
+        written=speculators_peagle_config,
+    ),
+    "peagle_qwen3": FamilyFabricator(
+        name="peagle_qwen3",
+        description="P-EAGLE with a Qwen3 layer (PeagleQwen3ForCausalLM; vLLM only); full size: on Qwen3-8B",
+        scales={"tiny": "tiny-peagle-qwen3", "full": "peagle-qwen3-8b"},
+        defects=PEAGLE_QWEN3_DEFECTS,
+        options={"fc_norm": False, "norm_before_fc": False, "engine": None},
+        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
+                                              norm_before_fc=o["norm_before_fc"], engine=o["engine"]),
+        specs=lambda scale, config, o: eagle3_tensor_specs(config),
+        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
+        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="qwen3"),
+        engine="vllm",
+        written=speculators_peagle_config,
     ),
 }
 
@@ -534,6 +570,8 @@ def _prefixed(named: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 def _write(out: Path, fab: FamilyFabricator, defect: str | None, config: dict, *,
            tensors: dict | None = None, header: Specs | None = None, shards: int = 1) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    if fab.written is not None and isinstance(config, dict):
+        config = fab.written(config)
     write_config(out, config, as_list=defect in fab.config_as_list)
     if header is not None:
         write_header_file(out / "model.safetensors", header)

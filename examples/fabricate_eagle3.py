@@ -4,13 +4,18 @@ taps, the draft's own head and its `d2t` hot-token map; good ones, and ones
 with the defects that trap them in TokenSpeed (models/llama_eagle3.py and
 models/deepseek_v3.py at f4d8ec6e, read into `dspark.schema.families.eagle3_*`)
 or, for the Qwen3 layer only vLLM serves, in vLLM 0.33.0
-(`dspark.schema.engines.vllm.eagle3_qwen3`).
+(`dspark.schema.engines.vllm.eagle3_qwen3`). P-EAGLE drafts
+(`PeagleLlamaForCausalLM`, `PeagleQwen3ForCausalLM`) are the same drafts
+plus the learnt `mask_hidden` [1, 1, taps x hidden] and the `mask_token_id`
+speculators' P-EAGLE writes (models/peagle/core.py@speculators==0.9.0:
+44-53), judged on vLLM, the one engine that serves them
+(`dspark.schema.engines.vllm.peagle`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,7 +38,7 @@ from dspark.examples.fabricate_parts import (
 
 @dataclass(frozen=True)
 class Eagle3Spec:
-    family: str  # "eagle3_llama" | "eagle3_mla" | "eagle3_qwen3"
+    family: str  # "eagle3_llama" | "eagle3_mla" | "eagle3_qwen3" | "peagle_llama" | "peagle_qwen3"
     hidden_size: int
     intermediate_size: int
     num_attention_heads: int
@@ -91,7 +96,24 @@ EAGLE3_SCALES: dict[str, Eagle3Spec] = {
                                                         "mscale": 1.0, "mscale_all_dim": 1.0,
                                                         "original_max_position_embeddings": 4096,
                                                         "type": "yarn"}))),
+    # P-EAGLE (speculators' `peagle`): the tiny EAGLE-3 shapes, and Llama-3.1-8B
+    # and Qwen3-8B drafts at full size.
+    "tiny-peagle-llama": Eagle3Spec("peagle_llama", hidden_size=32, intermediate_size=48, num_attention_heads=4,
+                                    num_key_value_heads=2, head_dim=10, vocab_size=96, draft_vocab_size=40),
+    "tiny-peagle-qwen3": Eagle3Spec("peagle_qwen3", hidden_size=32, intermediate_size=48, num_attention_heads=4,
+                                    num_key_value_heads=2, head_dim=10, vocab_size=96, draft_vocab_size=40),
+    "peagle-llama3-8b": Eagle3Spec("peagle_llama", hidden_size=4096, intermediate_size=14336,
+                                   num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+                                   draft_vocab_size=32000, target_num_hidden_layers=32,
+                                   extra=(("rms_norm_eps", 1e-5),)),
+    "peagle-qwen3-8b": Eagle3Spec("peagle_qwen3", hidden_size=4096, intermediate_size=12288, num_attention_heads=32,
+                                  num_key_value_heads=8, head_dim=128, vocab_size=151936, draft_vocab_size=32000,
+                                  target_num_hidden_layers=36),
 }
+
+# P-EAGLE family -> the EAGLE-3 family whose config it extends.
+PEAGLE_BASES = {"peagle_llama": ("eagle3_llama", "PeagleLlamaForCausalLM"),
+                "peagle_qwen3": ("eagle3_qwen3", "PeagleQwen3ForCausalLM")}
 
 
 def eagle3_config(
@@ -116,6 +138,13 @@ def eagle3_config(
     }
     if tap_ids is None and spec.tap_ids is not None:
         tap_ids = list(spec.tap_ids)
+    if spec.family in PEAGLE_BASES:
+        base, architecture = PEAGLE_BASES[spec.family]
+        config = eagle3_config(replace(spec, family=base), fc_norm=fc_norm, norm_before_fc=norm_before_fc,
+                               tap_ids=tap_ids, engine=engine)
+        # The last token of the vocabulary, as a tokenizer's added mask token sits.
+        config.update(architectures=[architecture], mask_token_id=spec.vocab_size - 1)
+        return config
     if spec.family == "eagle3_llama":
         config.update(architectures=["LlamaForCausalLMEagle3"], model_type="llama",
                       num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
@@ -150,6 +179,31 @@ def eagle3_config(
 
         place_eagle3_taps(config, family_by_name(spec.family), engine_by_spec(engine))
     return config
+
+
+# speculators' top-level P-EAGLE fields (models/peagle/config.py::
+# PEagleSpeculatorConfig and models/eagle3/config.py::Eagle3SpeculatorConfig
+# @speculators==0.9.0): the rest of the config is the layer's.
+_PEAGLE_TOP_LEVEL = ("draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids", "norm_before_fc",
+                     "fc_norm", "norm_output", "norm_before_residual", "mask_token_id")
+
+
+def speculators_peagle_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A P-EAGLE config (`eagle3_config`) in speculators' shape: the layer
+    under transformer_layer_config, the P-EAGLE fields at the top level, and
+    the speculators_config vLLM validates (transformers_utils/configs/
+    speculators/base.py::SpeculatorsConfig.validate_speculators_config@
+    vllm==0.33.0:76-94). Fields the config leaves out stay out."""
+    layer = {k: v for k, v in config.items() if k not in _PEAGLE_TOP_LEVEL and k != "architectures"}
+    out: dict[str, Any] = {"architectures": ["PEagleSpeculator"], "speculators_model_type": "peagle",
+                           "transformer_layer_config": layer}
+    out.update({k: config[k] for k in _PEAGLE_TOP_LEVEL if k in config})
+    out["speculators_config"] = {
+        "algorithm": "peagle", "default_proposal_method": "greedy",
+        "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+        "verifier": {"name_or_path": "target", "architectures": ["LlamaForCausalLM"]}}
+    out["speculators_version"] = "0.9.0"
+    return out
 
 
 def eagle3_tensor_specs(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -308,6 +362,24 @@ def _target_hidden_size(config: dict, tensors: dict) -> None:
     config["target_hidden_size"] = config["hidden_size"] + 8
 
 
+def _tap_past_target(config: dict, tensors: dict) -> None:
+    """The last tap one past the target's last layer, with the target's
+    layer count stated in the config (a user's `target_num_hidden_layers`):
+    outside every engine's capture range, judged with --target (TGT005) and,
+    from the stated count, without (TGT009)."""
+    spec = next((s for s in EAGLE3_SCALES.values() if s.hidden_size == config["hidden_size"]
+                 and s.vocab_size == config["vocab_size"]), None)
+    if spec is None:
+        raise DefectNotApplicable("no target of this draft's size is known to the fabricator")
+    layers = spec.target_num_hidden_layers
+    ids = [1, layers // 2, layers + 1]
+    # In both places, so every engine's draft and target read the same list.
+    config["eagle_aux_hidden_state_layer_ids"] = list(ids)
+    nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
+    config["eagle_config"] = {**nested, "eagle_aux_hidden_state_layer_ids": list(ids)}
+    config["target_num_hidden_layers"] = layers
+
+
 # The defects the EAGLE-3 tests have always used (Llama drafts, plus
 # fused-qkv-a on MLA). The per-family tables below are what the command offers.
 EAGLE3_DEFECTS: dict[str, Defect] = {
@@ -357,6 +429,8 @@ _SHARED_DEFECTS: dict[str, Defect] = {
                   description="one NaN"),
     "zero-norm": Defect("PAY002", mutate("norm.weight", fill(0.0)), deep=True, description="norm all zeros"),
     "zero-fc": Defect("PAY004", mutate("fc.weight", fill(0.0)), deep=True, description="fc all zeros"),
+    "tap-past-target": Defect("TGT005", _tap_past_target, target=True,
+                              description="last tap one past the target's layers; target_num_hidden_layers stated"),
 }
 
 EAGLE3_LLAMA_DEFECTS: dict[str, Defect] = {
@@ -392,10 +466,41 @@ EAGLE3_QWEN3_DEFECTS: dict[str, Defect] = {
                             description="q_norm one entry short of head_dim"),
     **{name: _SHARED_DEFECTS[name] for name in (
         "fc-width", "fc-norm-declared-not-shipped", "fc-norm-shipped-not-declared", "fc-norm-count",
-        "fc-norm-shape", "d2t-short", "d2t-past-vocab", "missing-mlp", "wrong-shape", "nan")},
+        "fc-norm-shape", "d2t-short", "d2t-past-vocab", "missing-mlp", "wrong-shape", "nan", "tap-past-target")},
     "input-norm-undeclared": EAGLE3_DEFECTS["input-norm-undeclared"],
     "norm-before-fc-no-weight": EAGLE3_DEFECTS["norm-before-fc-no-weight"],
 }
+
+
+def _mask_hidden_short(config: dict, tensors: dict) -> None:
+    # One tap's width short: a mask_hidden saved for fewer taps than fc reads.
+    tensors["mask_hidden"] = tensors["mask_hidden"][..., :-1].contiguous()
+
+
+def _peagle_defects(base: dict[str, Defect]) -> dict[str, Defect]:
+    """P-EAGLE's own defects, then its EAGLE-3 family's that hold for it; the
+    codes are vLLM 0.33.0's (the one engine that serves P-EAGLE)."""
+    return {
+        "no-mask-hidden": Defect("INV001", drop("mask_hidden"),
+                                 description="mask_hidden not shipped (vLLM refuses a parallel draft without it)"),
+        "mask-hidden-width": Defect("INV003", _mask_hidden_short, description="mask_hidden one entry short"),
+        "no-mask-token": Defect("CFG008", unset("mask_token_id"), description="mask_token_id absent"),
+        # vLLM's reader of the P-EAGLE config never copies fc_norm
+        # (algos.py::update_peagle@vllm==0.33.0:53-87): the weights have no destination.
+        "fc-norm": Defect("ENG001", lambda config, tensors: None, needs=_FC_NORM,
+                          description="fc_norm declared and shipped, which vLLM's P-EAGLE reader drops"),
+        "mask-token-past-vocab": Defect("CFG008", lambda config, tensors: config.update(
+            mask_token_id=config["vocab_size"]), description="mask_token_id = vocab_size"),
+        **{name: base[name] for name in ("fc-width", "missing-mlp", "wrong-shape", "d2t-short", "nan",
+                                         "tap-past-target")},
+    }
+
+
+PEAGLE_LLAMA_DEFECTS = _peagle_defects(EAGLE3_LLAMA_DEFECTS)
+PEAGLE_QWEN3_DEFECTS = {**_peagle_defects(EAGLE3_QWEN3_DEFECTS),
+                        "no-qk-norm": EAGLE3_QWEN3_DEFECTS["no-qk-norm"]}
+DEFECTS_BY_FAMILY = {"eagle3_qwen3": EAGLE3_QWEN3_DEFECTS, "peagle_llama": PEAGLE_LLAMA_DEFECTS,
+                     "peagle_qwen3": PEAGLE_QWEN3_DEFECTS}
 
 
 def write_eagle3_draft(
@@ -414,7 +519,7 @@ def write_eagle3_draft(
 ) -> Path:
     """Write an EAGLE-3 draft folder. `layout` "midlayer" writes TorchSpec's
     native names, "layers.0" its `--vllm` export's. `defect` names one of
-    `EAGLE3_DEFECTS` (`EAGLE3_QWEN3_DEFECTS` for a Qwen3-layer scale).
+    `EAGLE3_DEFECTS` (`DEFECTS_BY_FAMILY` for a Qwen3-layer or P-EAGLE scale).
     `engine`: the tap list is written where that engine reads it too."""
     config = eagle3_config(EAGLE3_SCALES[scale], fc_norm=fc_norm, norm_before_fc=norm_before_fc, tap_ids=tap_ids,
                            engine=engine)
@@ -422,7 +527,7 @@ def write_eagle3_draft(
         config_edit(config)
     tensors = eagle3_tensors(config, seed=seed)
     if defect is not None:
-        defects = EAGLE3_QWEN3_DEFECTS if EAGLE3_SCALES[scale].family == "eagle3_qwen3" else EAGLE3_DEFECTS
+        defects = DEFECTS_BY_FAMILY.get(EAGLE3_SCALES[scale].family, EAGLE3_DEFECTS)
         defects[defect].apply(config, tensors)
     if tensor_edit:
         tensor_edit(tensors)

@@ -262,7 +262,10 @@ EXPLANATIONS: dict[str, Explanation] = {
                  "DFlash draft's num_target_layers, which SpecForge writes and SGLang reads as the target's layer "
                  "count) bounds the taps: an id the engine's capture range excludes on a target of that many "
                  "layers is refused at startup or never captured (SGLang and TokenSpeed capture a DFlash id k "
-                 "entering layer k+1, so the last layer's id is never reached).",
+                 "entering layer k+1, so the last layer's id is never reached). An EAGLE-3 config states the "
+                 "count only where a user writes it (no trainer does, no engine reads it); its list is judged the "
+                 "same way, and with no list the engine reads, the target's default taps on a target of that "
+                 "depth, which on a shallow one name a layer twice and leave fc a tap short.",
                  "List the layers the draft was trained on, inside the range the message gives; if the stated "
                  "count is wrong, fix it or check with --target.", "taps vs target"),
     # the engine

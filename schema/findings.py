@@ -94,7 +94,7 @@ FINDING_CODES: dict[str, FindingCode] = _codes(
     ("TGT006", E, "the target's model never captures the hidden states the draft reads"),
     ("TGT007", E, "the target's model class cannot host the draft's drafter"),
     ("TGT008", W, "the target reads EAGLE-3 tap ids one-based (Kimi-K3)"),
-    ("TGT009", E, "a tap is outside the capture range of the target layer count the config states"),
+    ("TGT009", E, "a tap (or a default tap) is not captured from the target layer count the config states"),
     # the serving engine (--engine): how it opens, resolves and coerces
     ("SRV001", E, "not servable as it is: the engine cannot open this layout; convert it first"),
     ("ENG001", E, "the engine does not honour a feature the draft declares or ships"),

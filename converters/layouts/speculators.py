@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dspark.converters.layouts.markers import SPECULATORS_TYPE_FIELD
-from dspark.schema.families import EAGLE3_LLAMA, EAGLE3_MLA, EAGLE3_QWEN3
+from dspark.schema.families import EAGLE3_LLAMA, EAGLE3_MLA, EAGLE3_QWEN3, PEAGLE_LLAMA, PEAGLE_QWEN3
 from dspark.schema.findings import Finding
 from dspark.schema.inventory import printable_name
 
@@ -65,7 +65,6 @@ TAP_IDS_FIELD = "eagle_aux_hidden_state_layer_ids"
 # vllm==0.33.0:75-85; base.py::build_vllm_speculative_config:133-134).
 PEAGLE_TYPE = "peagle"
 PEAGLE_MASK_FIELD = "mask_token_id"
-PEAGLE_ARCHITECTURES = {"llama": "PeagleLlamaForCausalLM", "qwen3": "PeagleQwen3ForCausalLM"}
 
 # Top-level fields of Eagle3SpeculatorConfig that mean the same thing in
 # the engine's EAGLE-3 config (models/eagle3/config.py@c05b95b:38-81). A
@@ -117,7 +116,7 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
     `dflash2` or `dspark` config; None for any other speculators model (MTP:
     no family dspark models), which then reads as an unknown family (ENG007).
     A P-EAGLE config is read into vLLM's P-EAGLE class, which only engines
-    that register it resolve (ENG007 on the others)."""
+    that register it resolve (ENG006 on the others)."""
     if not is_speculators_config(config):
         return None
     if config.get(TYPE_FIELD) in BLOCK_DRAFT_TYPES:
@@ -131,18 +130,20 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
         if config.get(key) is not None:
             out[key] = copy.deepcopy(config[key])
     layer_type = layer.get("model_type")
-    family = (EAGLE3_MLA if layer_type in MLA_MODEL_TYPES else EAGLE3_QWEN3 if layer_type in QWEN3_MODEL_TYPES
-              else EAGLE3_LLAMA)
-    # P-EAGLE: the class vLLM's reader names (no family dspark models, so
-    # every engine that does not register it says ENG007)
-    architecture = PEAGLE_ARCHITECTURES.get(layer_type, PEAGLE_ARCHITECTURES["llama"]) if kind == PEAGLE_TYPE \
-        else family.architectures[0]
+    if kind == PEAGLE_TYPE:
+        # The class vLLM's reader names by the layer's model_type (a P-EAGLE
+        # family of that layer; engines without it refuse it, ENG006).
+        family = PEAGLE_QWEN3 if layer_type in QWEN3_MODEL_TYPES else PEAGLE_LLAMA
+    else:
+        family = (EAGLE3_MLA if layer_type in MLA_MODEL_TYPES else EAGLE3_QWEN3 if layer_type in QWEN3_MODEL_TYPES
+                  else EAGLE3_LLAMA)
+    architecture = family.architectures[0]
     out["architectures"] = [architecture]
     what = "PEagleSpeculatorConfig" if kind == PEAGLE_TYPE else "Eagle3SpeculatorConfig"
     shape = (f"speculators' {what} ({TYPE_FIELD} {kind!r}, architectures "
              f"{config.get('architectures')!r}, the layer under {LAYER_CONFIG_FIELD})")
     read_as = (f"the {family.name} config dspark convert writes" if kind == EAGLE3_TYPE else
-               "the P-EAGLE config vLLM's own reader builds (algos.py::update_peagle@vllm==0.33.0:53-87)")
+               f"the {family.name} config vLLM's own reader builds (algos.py::update_peagle@vllm==0.33.0:53-87)")
     findings = [Finding(
         "SRC005",
         f"{config_file} is {shape}: read as {read_as} "
@@ -152,9 +153,10 @@ def read_speculators_config(config: Mapping[str, Any], config_file: str) -> Trai
         detail={"trainer": TRAINER, "family": family.name, "layer_model_type": layer.get("model_type"),
                 # What vLLM's own reader of this shape takes as it is
                 # (vllm/transformers_utils/configs/speculators/algos.py:15-50@vllm==0.33.0):
-                # the ids in its numbering, norm_before_residual true when absent.
+                # the ids in its numbering, norm_before_residual true when absent
+                # (false for P-EAGLE: algos.py::update_peagle@vllm==0.33.0:71-73).
                 "as_written": {TAP_IDS_FIELD: copy.deepcopy(config.get(TAP_IDS_FIELD)),
-                               "norm_before_residual": config.get("norm_before_residual", True)},
+                               "norm_before_residual": config.get("norm_before_residual", kind == EAGLE3_TYPE)},
                 # speculators' own class defaults it to false
                 # (models/eagle3/config.py::Eagle3SpeculatorConfig@0.9.0:43-46): absent, the
                 # draft was trained without it, and vLLM's reader serves it with it

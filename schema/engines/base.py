@@ -432,6 +432,16 @@ class FamilyLoader:
     # though `missing` is "rejects": they are served uninitialised (vLLM
     # counts every parameter of a layer with a quantization method loaded).
     missing_unchecked: tuple[str, ...] = ()
+    # The trainer whose own config shape is the engine's only way to this
+    # class (vLLM's P-EAGLE: its reader of speculators' config names it,
+    # while a plain config naming it is renamed at launch to a class it does
+    # not register); cite it as sources["native config only"]. None: any
+    # config naming the class reaches it.
+    native_shape_only: str | None = None
+    # Served-name patterns whose absence the loader refuses even though
+    # `missing` is "uninitialised" (vLLM's EAGLE-3 class raises on a
+    # parallel-drafting draft without `mask_hidden`).
+    missing_checked: tuple[str, ...] = ()
     # What the engine does when the config names no mask token, in words
     # ("" : it refuses the draft).
     mask_token_fallback: str = ""
@@ -488,6 +498,8 @@ class FamilyLoader:
         """"rejects" or "uninitialised": what a never-loaded `served_name` gets."""
         if self.missing == "rejects" and any(re.search(p, served_name) for p in self.missing_unchecked):
             return "uninitialised"
+        if self.missing == "uninitialised" and any(re.search(p, served_name) for p in self.missing_checked):
+            return "rejects"
         return self.missing
 
     def supports(self, feature: str) -> bool:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     EAGLE3_LLAMA: DraftFamily
     EAGLE3_MLA: DraftFamily
     EAGLE3_QWEN3: DraftFamily
+    PEAGLE_LLAMA: DraftFamily
+    PEAGLE_QWEN3: DraftFamily
 
 
 class FamilyEntry(NamedTuple):
@@ -63,6 +65,10 @@ REGISTRY: tuple[FamilyEntry, ...] = (
                 legacy_architectures=("DeepSeekForCausalLMEagle3", "Eagle3DeepseekV3ForCausalLM")),
     FamilyEntry("eagle3_qwen3", "dspark.schema.families.eagle3_qwen3", "EAGLE3_QWEN3",
                 ("Eagle3Qwen3ForCausalLM",)),
+    FamilyEntry("peagle_llama", "dspark.schema.families.peagle_llama", "PEAGLE_LLAMA",
+                ("PeagleLlamaForCausalLM",)),
+    FamilyEntry("peagle_qwen3", "dspark.schema.families.peagle_qwen3", "PEAGLE_QWEN3",
+                ("PeagleQwen3ForCausalLM",)),
 )
 _BY_ATTRIBUTE = {entry.attribute: entry for entry in REGISTRY}
 
@@ -85,10 +91,16 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+# Every name a family is recognised by -> its registry line (the first line
+# naming it): one lookup per `architectures` entry, however long the list.
+_BY_ARCHITECTURE: dict[str, FamilyEntry] = {}
+for _entry in REGISTRY:
+    for _name in _entry.architectures + _entry.legacy_architectures:
+        _BY_ARCHITECTURE.setdefault(_name, _entry)
+
+
 def family_for_architecture(architecture: Any) -> DraftFamily | None:
-    entry = next(
-        (e for e in REGISTRY if architecture in e.architectures or architecture in e.legacy_architectures), None
-    )
+    entry = _BY_ARCHITECTURE.get(architecture) if isinstance(architecture, str) else None
     return None if entry is None else _load(entry)
 
 
@@ -129,6 +141,8 @@ __all__ = [
     "EAGLE3_MLA",
     "EAGLE3_QWEN3",
     "FAMILIES",
+    "PEAGLE_LLAMA",
+    "PEAGLE_QWEN3",
     "K3_DSPARK",
     "MAX_DIMENSION",
     "MAX_LAYERS",

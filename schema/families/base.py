@@ -41,6 +41,9 @@ class TensorRule:
     # The first `{n}` it exists for (1: every layer after the first, which
     # an EAGLE-3 family names `midlayer`).
     start: int = 0
+    # The loader views the tensor flat before copying it (P-EAGLE's
+    # `mask_hidden`): any shape with the same number of elements loads.
+    flat: bool = False
 
     @property
     def scope(self) -> str:

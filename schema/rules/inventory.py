@@ -193,7 +193,7 @@ def inventory_findings(
                         **({"rejected": True} if rejected is not None else {})},
             ))
             continue
-        if entry.shape != want.shape:
+        if entry.shape != want.shape and not (want.rule.flat and _numel(entry.shape) == _numel(want.shape)):
             if want.role == "context_proj" and len(entry.shape) == 2 and entry.shape[0] == want.shape[0]:
                 findings.append(Finding(
                     "CTX001",
@@ -243,6 +243,13 @@ def inventory_findings(
             detail={"tensors": len(f32), "nbytes": total},
         ))
     return findings, required
+
+
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
 
 
 def _dtype_findings(entry: TensorEntry, name: str) -> list[Finding]:

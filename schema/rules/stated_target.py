@@ -1,5 +1,20 @@
 """Without `--target`: the taps against the layer count the draft's own
-config states for its target, on the engine's capture range (TGT009)."""
+config states for its target, on the engine's capture range (TGT009).
+
+For DFlash-style drafts the count is a trainer's (SpecForge's
+num_target_layers, K3's target_num_hidden_layers). An EAGLE-3 config has
+no such field in any trainer dspark reads: speculators
+(models/eagle3/config.py::Eagle3SpeculatorConfig@speculators==0.9.0:15-95,
+the verifier named by path only), SpecForge (its EAGLE-3 draft configs and
+export, specforge/modeling/draft/llama3_eagle.py@specforge==0.2.0) and
+TorchSpec (configs/draft_models/*_eagle3_*.json@a31111e) write none, and
+no engine reads one (vLLM 0.33.0, SGLang 0.5.23 and TokenSpeed 0.1.1 size
+the capture from the loaded target alone). A user who writes one (often
+copied from a DFlash config) states the target all the same, so an
+EAGLE-3 draft is judged on it as a DFlash draft is: its list on the
+engine's range, and with no list the engine reads, the target's default
+taps on a target of that depth.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +24,7 @@ from dspark.schema.engines import FamilyLoader
 from dspark.schema.families import DraftFamily
 from dspark.schema.findings import Finding
 from dspark.schema.rules.common import bounded_taps, is_int
-from dspark.schema.rules.target import TargetFacts, tap_range_findings
+from dspark.schema.rules.target import TargetFacts, colliding_default_taps, tap_range_findings
 
 # A DFlash-style draft's num_target_layers is its target's layer count
 # where SpecForge writes it (specforge/algorithms/model_providers.py::
@@ -31,8 +46,10 @@ def stated_target_layers(config: Mapping[str, Any], family: DraftFamily, layer_i
     if is_int(value) and value > 0:
         return value, STATED_LAYER_COUNT
     value = config.get(STATED_TARGET_LAYERS)
+    # With no list, a count other than the engine's default tap count (EAGLE-3's 3).
+    taps = len(layer_ids) if isinstance(layer_ids, list) else family.default_tap_count
     if (family.tap_count_field != STATED_TARGET_LAYERS and is_int(value) and value > 0
-            and isinstance(layer_ids, list) and value != len(layer_ids)):
+            and taps is not None and value != taps):
         return value, STATED_TARGET_LAYERS
     return None
 
@@ -51,7 +68,10 @@ def stated_target_tap_findings(config: Mapping[str, Any], family: DraftFamily, l
         return []
     layers, field_name = stated
     facts = TargetFacts(source=f"{config_file} ({field_name} = {layers})", num_hidden_layers=layers)
-    findings = []
+    findings = [Finding("TGT009", f"{config_file}: the config states a {layers}-layer target ({field_name} = "
+                        f"{layers}), and on it " + finding.message.split(", so ", 1)[-1],
+                        file=config_file, detail={**finding.detail, "stated_by": field_name})
+                for finding in colliding_default_taps(config, facts, family, loader)]
     for finding in tap_range_findings(config, facts, family, loader):
         if finding.code != "TGT005":
             continue

@@ -256,7 +256,7 @@ def target_findings(
         return findings
     findings += _drafter_host_findings(target, family, loader, config)
     findings += tap_range_findings(config, target, family, loader)
-    findings += _colliding_default_taps(config, target, family, loader)
+    findings += colliding_default_taps(config, target, family, loader)
     return findings
 
 
@@ -391,7 +391,7 @@ _DEFAULT_CAPTURE_SOURCE = ("models/base/causal_lm.py@f4d8ec6e:133-144; models/ba
                            "219-221; models/deepseek_v3.py@f4d8ec6e:1688-1693, 1591-1593")
 
 
-def _colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily,
+def colliding_default_taps(config: Mapping[str, Any], target: TargetFacts, family: DraftFamily,
                             loader: FamilyLoader | None) -> list[Finding]:
     layers = target.num_hidden_layers
     defaults_count = default_tap_count(family, loader)

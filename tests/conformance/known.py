@@ -93,6 +93,12 @@ KNOWN: tuple[KnownDisagreement, ...] = (
         "sglang/srt/models/qwen2.py::Qwen2Model.forward@0.5.23:456-464"),
     # TokenSpeed -----------------------------------------------------------
     KnownDisagreement(
+        "tokenspeed", "fabricated/eagle3_*/tap-past-target*", "dspark",
+        "the run reads the list the capture setter stores ([1, 6, 13] on a 12-layer target); the layer loop "
+        "captures only the layers it runs, so id 13 is never captured, fc gets two taps of the three it was "
+        "built for and the first request fails: past what the run executes",
+        "tokenspeed/runtime/models/base/transformer_model.py::BaseTransformerModel.forward@0.1.1:209-211, 244-247"),
+    KnownDisagreement(
         "tokenspeed", "*/eagle3_llama/*flatten-for-sglang*", "dspark",
         "the draft was trained with norm_before_residual (speculators' default) and no TokenSpeed model reads the "
         "key: the decoder layer adds the residual before its norm, a computation the run loads but does not score",

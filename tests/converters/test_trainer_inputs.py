@@ -24,7 +24,6 @@ from dspark.converters.check import check_checkpoint  # noqa: E402
 from dspark.converters.convert import ConvertOptions, convert_checkpoint  # noqa: E402
 from dspark.examples.fabricate import EAGLE3_SCALES, eagle3_config, eagle3_tensors, write_eagle3_draft  # noqa: E402
 from dspark.schema.engines import DEFAULT_ENGINE  # noqa: E402
-from dspark.schema.errors import CheckpointError  # noqa: E402
 from dspark.schema.families import EAGLE3_LLAMA  # noqa: E402
 
 TAPS = [2, 4, 5]
@@ -608,36 +607,3 @@ def test_an_absent_norm_before_residual_is_served_true_by_vllm_and_converted_as_
     assert check_checkpoint(out, engine="vllm").passed()
     # an engine that parses no speculators config says nothing of the reader's default
     assert "ENG001" not in {f.code for f in check_checkpoint(source, engine="tokenspeed").findings}
-
-
-# speculators' P-EAGLE (`speculators_model_type: peagle`, the layer under
-# transformer_layer_config): read as vLLM's own reader reads it
-# (PeagleLlamaForCausalLM, served as EAGLE-3 with parallel drafting), never as
-# a flat config with its fields missing. dspark does not model P-EAGLE: on
-# every engine it is ENG007, saying whether the engine registers the class.
-
-
-def _peagle(tmp_path):
-    folder = write_speculators_draft(tmp_path / "peagle", model_type="peagle")
-    config = json.loads((folder / "config.json").read_text())
-    config["mask_token_id"] = 1
-    config["speculators_config"]["algorithm"] = "peagle"
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
-
-@pytest.mark.parametrize("engine, registers", [("vllm@0.33.0", True), ("sglang@0.5.23", False),
-                                               ("tokenspeed@0.1.1", False)])
-def test_peagle_is_unjudged_with_its_nested_layer_read(tmp_path, engine, registers):
-    report = check_checkpoint(_peagle(tmp_path), engine=engine)
-    assert [f.code for f in report.errors] == ["ENG007"]
-    message = report.errors[0].message
-    assert "PeagleLlamaForCausalLM" in message
-    assert (f"{engine} registers PeagleLlamaForCausalLM" in message) is registers
-    assert report.engine_verdicts()[0]["outcome"] == "not_judged"
-
-
-def test_convert_refuses_what_dspark_does_not_model(tmp_path):
-    with pytest.raises(CheckpointError) as refused:
-        convert_checkpoint(_peagle(tmp_path), tmp_path / "out", ConvertOptions(engine="vllm@0.33.0"))
-    assert refused.value.code == "ENG007"

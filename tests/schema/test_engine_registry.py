@@ -212,10 +212,11 @@ def test_a_family_the_engine_does_not_serve_is_a_finding_not_a_usage_error(tmp_p
     assert check_checkpoint(folder).passed()
 
 
-def test_every_family_has_a_tokenspeed_loader_but_the_qwen3_layer_eagle3():
-    # No TokenSpeed model registers Eagle3Qwen3ForCausalLM (schema/engines/tokenspeed/eagle3_qwen3.py cites why);
-    # every family has a loader in some engine.
-    assert {f.name for f in FAMILIES} - {"eagle3_qwen3"} == set(default_engine().loaders)
+def test_every_family_has_a_tokenspeed_loader_but_the_qwen3_layer_eagle3_and_peagle():
+    # No TokenSpeed model registers Eagle3Qwen3ForCausalLM (schema/engines/tokenspeed/eagle3_qwen3.py cites why)
+    # nor a P-EAGLE class; every family has a loader in some engine.
+    assert {f.name for f in FAMILIES} - {"eagle3_qwen3", "peagle_llama", "peagle_qwen3"} == set(
+        default_engine().loaders)
     from dspark.schema.engines import all_profiles
 
     assert all(any(p.loader_for(f.name) for p in all_profiles()) for f in FAMILIES)

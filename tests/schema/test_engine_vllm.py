@@ -17,7 +17,8 @@ import pytest
 
 from dspark.converters.check import check_checkpoint
 from dspark.examples.fabricate import SCALES, draft_config, fabricate, make_tensors, tensor_shapes, write_safetensors
-from dspark.examples.fabricate_eagle3 import EAGLE3_QWEN3_DEFECTS, write_eagle3_draft
+from dspark.examples.fabricate_eagle3 import (EAGLE3_QWEN3_DEFECTS, EAGLE3_SCALES, eagle3_target_config,
+                                              write_eagle3_draft)
 from dspark.schema.engines import engine_by_spec, engine_specs
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Severity
@@ -77,7 +78,8 @@ def test_vllm_alone_is_the_released_0_33_0_and_other_revisions_are_refused():
     profile = engine_by_spec("vllm")
     assert profile.spec == "vllm@0.33.0"
     assert engine_by_spec("vllm@0.33.0") is profile
-    assert set(profile.loaders) == {"k3_dspark", "dflash_gqa", "dflash2", "eagle3_llama", "eagle3_mla", "eagle3_qwen3"}
+    assert set(profile.loaders) == {"k3_dspark", "dflash_gqa", "dflash2", "eagle3_llama", "eagle3_mla", "eagle3_qwen3",
+                                    "peagle_llama", "peagle_qwen3"}
     with pytest.raises(UsageError):
         engine_by_spec("vllm@0.34.0")
     assert [p.name for p in engine_specs("tokenspeed,vllm")] == ["tokenspeed", "vllm"]
@@ -766,7 +768,11 @@ def test_a_q_norm_of_the_wrong_width_is_refused(tmp_path):
 def test_each_qwen3_layer_defect_gets_its_code_under_vllm(tmp_path, defect):
     spec = EAGLE3_QWEN3_DEFECTS[defect]
     draft = write_eagle3_draft(tmp_path / "d", scale="tiny-qwen3", defect=defect, **dict(spec.needs))
-    report = check_checkpoint(draft, engine=VLLM, deep=spec.deep)
+    target = None
+    if spec.target:  # judged against the target (TGT005); without it, TGT009 from the count the config states
+        target = tmp_path / "target.json"
+        target.write_text(json.dumps(eagle3_target_config(EAGLE3_SCALES["tiny-qwen3"], model="qwen3")))
+    report = check_checkpoint(draft, engine=VLLM, deep=spec.deep, target=target)
     assert spec.code in errors(report), [(f.code, f.message) for f in report.findings]
 
 

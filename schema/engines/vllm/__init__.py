@@ -15,7 +15,8 @@ tap list) docs/engines/vllm.md says so.
 from __future__ import annotations
 
 from dspark.schema.engines.base import EngineProfile, FamilyLoader
-from dspark.schema.engines.vllm import launch, dflash2, dflash_gqa, eagle3_llama, eagle3_mla, eagle3_qwen3, k3_dspark
+from dspark.schema.engines.vllm import (launch, dflash2, dflash_gqa, eagle3_llama, eagle3_mla, eagle3_qwen3, k3_dspark,
+                                        peagle)
 from dspark.schema.engines.vllm.common import NAME, PIN, PROFILE_FACTS, VERSION
 
 V0_33_0 = EngineProfile(
@@ -30,6 +31,8 @@ V0_33_0 = EngineProfile(
         "eagle3_llama": eagle3_llama.LOADER,
         "eagle3_mla": eagle3_mla.LOADER,
         "eagle3_qwen3": eagle3_qwen3.LOADER,
+        "peagle_llama": peagle.LLAMA_LOADER,
+        "peagle_qwen3": peagle.QWEN3_LOADER,
     },
     **PROFILE_FACTS,
     launch_model=launch.MODEL,

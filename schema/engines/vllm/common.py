@@ -110,16 +110,17 @@ UNMODELLED_DRAFT_CLASSES = frozenset({
     "GlmOcrMTPModel", "Glm5NextMTPModel", "OpenPanguMTPModel", "ParseAuxMTPModel", "Qwen3NextMTP", "Step5MTP",
     "Qwen4ExpMTP", "Step3p5MTP", "Qwen3_5MTP", "Qwen3_5MoeMTP", "InternS2MobiusMTP", "HYV3MTPModel",
     "HYV4MTPModel", "KimiK3MTPModel",
-    # P-EAGLE: the EAGLE-3 classes under these names, served with parallel
-    # drafting (speculators' peagle -> method eagle3, parallel_drafting:
-    # transformers_utils/configs/speculators/base.py:133-134), whose mask
-    # token and parallel groups dspark does not model.
-    "PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM",
+    # SpecForge's P-EAGLE name, registered as the Llama EAGLE-3 class: dspark
+    # models P-EAGLE under vLLM's own names (peagle.py), not SpecForge's
+    # export, whose config names no mask token vLLM reads.
+    "PEagleDraftModel",
 })
 
 ARCHITECTURES = ArchitectureResolution(
     registered=frozenset({"LlamaForCausalLMEagle3", "Eagle3Qwen3ForCausalLM", "Eagle3DeepseekV2ForCausalLM",
-                          "DFlashDraftModel", "DSparkDraftModel", "K3DSparkModel"}) | UNMODELLED_DRAFT_CLASSES,
+                          "DFlashDraftModel", "DSparkDraftModel", "K3DSparkModel",
+                          # P-EAGLE, the EAGLE-3 classes served with parallel drafting (registry.py:698-706).
+                          "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM"}) | UNMODELLED_DRAFT_CLASSES,
     # The registry takes every entry as written: no first-entry rewrite
     # (the eagle3/dflash rename of EAGLEConfig keeps names that already
     # start or end with Eagle3/DFlash, transformers_utils/configs/eagle.py:55-76).

@@ -96,6 +96,9 @@ MOVED: dict[str, dict[str, str]] = {
         "v1/worker/gpu/spec_decode/dflash/speculator.py": "79-88>76-85",
         "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py": "28-29>19-20 113-150>100-137 121-140>108-127",
         "v1/worker/gpu/spec_decode/eagle/utils.py": "18-34>15-31 45-77>42-74",
+        "config/vllm.py": "758-765>730-737 3070-3077>2936-2943",
+        "v1/spec_decode/llm_base_proposer.py": "355-384>356-385",
+        "v1/worker/gpu_model_runner.py": "5190-5224>5251-5285",
     },
     "0.31.0": {
         "config/model.py": "680-693>635-648",
@@ -118,6 +121,9 @@ MOVED: dict[str, dict[str, str]] = {
         "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py": "28-29>19-20 113-150>100-137 121-140>108-127",
         "v1/worker/gpu/spec_decode/eagle/utils.py": "18-34>15-27 45-77>38-70",
         "v1/worker/gpu/spec_decode/utils.py": "92-115>73-96",
+        "config/vllm.py": "758-765>752-759 3070-3077>3085-3092",
+        "v1/spec_decode/llm_base_proposer.py": "355-384>356-385",
+        "v1/worker/gpu_model_runner.py": "5190-5224>5456-5490",
     },
     "0.30.0": {
         "config/model.py": "680-693>628-641",
@@ -137,7 +143,8 @@ MOVED: dict[str, dict[str, str]] = {
         "model_executor/models/qwen3_eagle3.py": "175-179>173-177 190-200>188-198 201-210>199-208 211-243>209-240 "
                                                  "211-214>209-212 215-222>212-219 224-233>221-230 245>242 "
                                                  "273-276>270-273 291-295>286-290 307-316>302-311 317-324>312-319 "
-                                                 "389-394>384-389 398-446>393-441 404-405>399-400 409-420>404-415",
+                                                 "389-394>384-389 398-446>393-441 404-405>399-400 409-420>404-415 "
+                                                 "409-416>404-411 326-333>321-328 428-433>423-428",
         "model_executor/models/registry.py": "655-713>627-674 1420-1470>1371-1421 666>637",
         "v1/worker/gpu/spec_decode/__init__.py": "42-47>18-23",
         # 0.30.0 has no Triton kernel for the convolution (its forward's, 0.33.0 lines 14-15, 25-143).
@@ -156,6 +163,11 @@ MOVED: dict[str, dict[str, str]] = {
         "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py": "28-29>19-20 113-150>100-137 121-140>108-127",
         "v1/worker/gpu/spec_decode/eagle/utils.py": "18-34>14-27 45-77>38-70",
         "v1/worker/gpu/spec_decode/utils.py": "92-115>73-96",
+        "config/vllm.py": "758-765>714-721 3070-3077>2852-2859",
+        "v1/spec_decode/llm_base_proposer.py": "355-384>359-388",
+        "v1/worker/gpu_model_runner.py": "5190-5224>5518-5551",
+        "transformers_utils/configs/speculators/base.py": "97-137>99-139",
+        "transformers_utils/configs/speculators/algos.py": "53-87>55-90",
     },
 }
 

@@ -79,6 +79,15 @@ def drop_tensors(*prefixes: str) -> Callable[[Path], None]:
     return edit
 
 
+def reshape_tensor(name: str, shape: tuple[int, ...]) -> Callable[[Path], None]:
+    """Store one tensor in another shape of as many elements."""
+    def edit(folder: Path) -> None:
+        tensors = _tensors(folder)
+        tensors[name] = tensors[name].reshape(shape)
+        _save_tensors(folder, tensors)
+    return edit
+
+
 def cast_floats(dtype_name: str) -> Callable[[Path], None]:
     """Cast every floating-point tensor (the int/bool token maps stay) and
     record the dtype in the config, as `model.to(dtype)` + save would."""

@@ -38,6 +38,8 @@ GOOD_VARIANTS: dict[str, list[dict]] = {
     "eagle3_llama": [{}, {"fc_norm": True}, {"norm_before_fc": True}],
     "eagle3_mla": [{}, {"fc_norm": True}],
     "eagle3_qwen3": [{}, {"fc_norm": True, "norm_before_fc": True}],
+    "peagle_llama": [{}, {"norm_before_fc": True}],
+    "peagle_qwen3": [{}],
 }
 
 

@@ -151,7 +151,17 @@ def write_train_dry_runs(w: Writer) -> None:
     pruned = draft("eagle3_llama", "eagle3", "train-dry-run-draft-vocab", "llama", ids,
                    "--draft-vocab-size 256: t2d/d2t built from token counts", "--draft-arch", "llama",
                    "--num-layers", "1", "--draft-vocab-size", str(DRAFT_VOCAB_SIZE))
-    draft(None, "peagle", "train-dry-run", "llama", ids, "P-EAGLE draft", "--draft-arch", "llama", "--num-layers", "2")
+    draft("peagle_llama", "peagle", "train-dry-run", "llama", ids, "P-EAGLE draft, two Llama layers",
+          "--draft-arch", "llama", "--num-layers", "2")
+    peagle = draft("peagle_llama", "peagle", "train-dry-run-one-layer", "llama", ids,
+                   "P-EAGLE draft, one Llama layer (mask_hidden, mask token, trained embedding)",
+                   "--draft-arch", "llama", "--num-layers", "1")
+    draft("peagle_llama", "peagle", "train-dry-run-fc-norm", "llama", ids,
+          "P-EAGLE with --fc-norm (vLLM's P-EAGLE reader never copies fc_norm)", "--draft-arch", "llama",
+          "--num-layers", "1", "--fc-norm", "--no-norm-before-fc")
+    peagle_qwen3 = draft("peagle_qwen3", "peagle", "train-dry-run", "qwen3", ids,
+                         "P-EAGLE draft, one Qwen3 layer on a Qwen3 target", "--draft-arch", "qwen3",
+                         "--num-layers", "1")
     dflash = draft("dflash_gqa", "dflash", "dflash-train-dry-run", "qwen3", ids, "DFlash draft (Qwen3 layers)",
                    "--num-layers", "2", "--block-size", "8")
     draft("dflash_gqa", "dflash", "dflash-train-dry-run-qwen3-moe-target", "qwen3_moe", [1, 3, 5, 7],
@@ -203,6 +213,16 @@ def write_train_dry_runs(w: Writer) -> None:
            "aux_hidden_state_layer_ids removed from config.json", "qwen3")
     edited(dflash, "dflash_gqa", "dflash-edit-cast-float32", edits.cast_floats("float32"), "upcast to float32",
            "qwen3")
+    edited(peagle, "peagle_llama", "edit-remove-mask-token-id", edits.remove_config_key("mask_token_id"),
+           "mask_token_id removed (vLLM's reader indexes it)")
+    edited(peagle, "peagle_llama", "edit-null-mask-token-id", edits.set_config(mask_token_id=None),
+           "mask_token_id null, as PEagleSpeculatorConfig defaults it")
+    edited(peagle, "peagle_llama", "edit-drop-mask-hidden", edits.drop_tensors("mask_hidden"),
+           "mask_hidden deleted, taken for training state")
+    edited(peagle, "peagle_llama", "edit-flatten-mask-hidden", edits.reshape_tensor("mask_hidden", (-1,)),
+           "mask_hidden stored flat, [taps x hidden]")
+    edited(peagle_qwen3, "peagle_qwen3", "edit-remove-tap-ids", edits.remove_config_key("eagle_aux_hidden_state_layer_ids"),
+           "eagle_aux_hidden_state_layer_ids removed; trained on the CLI's default layers", "qwen3")
     edited(dspark, "dflash_gqa", "dspark-edit-remove-mask-token-id", edits.remove_config_key("mask_token_id"),
            "mask_token_id removed from config.json", "qwen3")
     edited(dspark, "dflash_gqa", "dspark-edit-drop-confidence-head", edits.drop_tensors("confidence_head."),

@@ -101,6 +101,43 @@ def drafter_startup(vllm_config) -> None:
     if speculative.method in ("dflash", "dspark"):
         from vllm.v1.worker.gpu.spec_decode.utils import get_parallel_drafting_token_id
         get_parallel_drafting_token_id(speculative.draft_model_config.hf_config)
+    elif speculative.parallel_drafting:
+        parallel_eagle_mask_token(speculative)
+
+
+def parallel_eagle_mask_token(speculative) -> int:
+    """A P-EAGLE draft's mask token, read by the V1 proposer the server runs
+    it on (Model Runner V2 has no parallel EAGLE: config/vllm.py@0.33.0:3070-3077)
+    at start-up (v1/spec_decode/llm_base_proposer.py::
+    SpecDecodeBaseProposer._init_parallel_drafting_params@0.33.0:355-384), which
+    raises on a config without one. A null one is taken as it is, and the
+    first request hands None to the kernel that fills the parallel
+    positions: refused there."""
+    from types import SimpleNamespace
+
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    reader = SimpleNamespace(draft_model_config=speculative.draft_model_config, pass_hidden_states_to_model=False,
+                             parallel_drafting_token_id=0)
+    SpecDecodeBaseProposer._init_parallel_drafting_params(reader)
+    token = reader.parallel_drafting_token_id
+    if not isinstance(token, int) or isinstance(token, bool):
+        raise ValueError(f"parallel_drafting_token_id is {token!r}: the first request's input preparation "
+                         "has no token for the parallel positions")
+    return token
+
+
+def parallel_eagle_capture(target, speculative) -> None:
+    """The V1 runner's capture set-up for a P-EAGLE draft: the ids its
+    `_get_eagle3_aux_layers_from_config` reads, else the target's defaults
+    (v1/worker/gpu_model_runner.py::GPUModelRunner._setup_eagle3_aux_hidden_state_outputs@0.33.0:5169-5188,
+    _get_eagle3_aux_layers_from_config:5190-5224)."""
+    from types import SimpleNamespace
+
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    ids = GPUModelRunner._get_eagle3_aux_layers_from_config(SimpleNamespace(speculative_config=speculative))
+    target.set_aux_hidden_state_layers(ids or target.get_eagle3_default_aux_hidden_state_layers())
 
 
 def unread_parameters(draft: torch.nn.Module) -> set[str]:
@@ -335,9 +372,12 @@ def judge(case: Case, vllm_config, target, draft, sentinel: Sentinel, ids, captu
     problems.extend(rotary_problems(case, vllm_config, draft))
     details["max_model_len"] = vllm_config.model_config.max_model_len
 
-    if speculative.method in ("dflash", "dspark"):
-        from vllm.v1.worker.gpu.spec_decode.utils import get_parallel_drafting_token_id
-        mask = get_parallel_drafting_token_id(config)
+    if speculative.method in ("dflash", "dspark") or speculative.parallel_drafting:
+        if speculative.method in ("dflash", "dspark"):
+            from vllm.v1.worker.gpu.spec_decode.utils import get_parallel_drafting_token_id
+            mask = get_parallel_drafting_token_id(config)
+        else:
+            mask = parallel_eagle_mask_token(speculative)  # P-EAGLE, read as its V1 proposer reads it
         vocab = speculative.draft_model_config.get_vocab_size()
         details["mask_token_id"] = mask
         if not 0 <= mask < vocab:

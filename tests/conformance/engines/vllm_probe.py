@@ -142,6 +142,10 @@ def launch_max_model_len(launch: str | None) -> int:
     return int(value) if value is not None else DEFAULT_MAX_MODEL_LEN
 
 
+# vLLM's P-EAGLE names (model_executor/models/registry.py@0.33.0:699, 706).
+PEAGLE_CLASSES = ("PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM")
+
+
 def user_method(case: Case) -> str:
     """The method a user passes for this draft: read from the folder's own
     architectures (speculators' algorithm), else the family the writer named.
@@ -160,15 +164,33 @@ def user_method(case: Case) -> str:
             # "dflash2" is no method SpeculativeConfig takes.
             return "dflash" if algorithm.lower() == "dflash2" else algorithm.lower()
         names = " ".join(a for a in (config.get("architectures") or []) if isinstance(a, str)).lower()
+        if any(a in PEAGLE_CLASSES for a in config.get("architectures") or []):
+            return "eagle3"  # with parallel drafting (user_parallel_drafting)
         for word in ("dspark", "dflash", "eagle3"):
             if word in names:
                 return word
     family = case.family or ""
-    if family.startswith("eagle3"):
+    if family.startswith(("eagle3", "peagle")):
         return "eagle3"
     if family == "k3_dspark":
         return "dspark"
     return "dflash"
+
+
+def user_parallel_drafting(case: Case) -> dict:
+    """What a user adds for a P-EAGLE folder not in speculators' format (a
+    `PeagleLlamaForCausalLM` config, as convert writes it): vLLM drafts in
+    parallel only when the launch says so (config/speculative.py::
+    SpeculativeConfig.parallel_drafting@0.33.0:511-515). SpecForge's
+    `PEagleDraftModel` export is launched as before (dspark does not judge it)."""
+    try:
+        config = json.loads((Path(case.folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        config = None
+    names = config.get("architectures") if isinstance(config, dict) else None
+    if isinstance(names, list) and any(a in PEAGLE_CLASSES for a in names):
+        return {"parallel_drafting": True}
+    return {"parallel_drafting": True} if (case.family or "").startswith("peagle") else {}
 
 
 def speculators_locked_fields(case: Case) -> dict:
@@ -223,7 +245,7 @@ def build_configs(case: Case, scratch: Path) -> VllmConfig:
     # --speculative-config is the whole of it: what it leaves out, the
     # release's own config fills in or refuses).
     spec = launch_speculative_config(case.launch)
-    flags = spec if spec else {"method": user_method(case), "num_speculative_tokens": 3}
+    flags = spec if spec else {"method": user_method(case), "num_speculative_tokens": 3, **user_parallel_drafting(case)}
     flags = {"method": user_method(case), **flags}
     flags.update(speculators_locked_fields(case))
     flags["model"] = case.folder
@@ -307,6 +329,11 @@ def set_up_capture(target: torch.nn.Module, vllm_config: VllmConfig) -> tuple[in
     speculative = vllm_config.speculative_config
     if not runner_wants_aux_hidden_states(speculative):
         return None
+    if speculative.parallel_drafting and speculative.method == "eagle3":
+        # P-EAGLE runs on the V1 runner (no parallel EAGLE in V2:
+        # config/vllm.py::VllmConfig._get_v2_model_runner_unsupported_features@0.33.0:3070-3077).
+        vllm_checks.parallel_eagle_capture(target, speculative)
+        return vllm_checks.captured_ids(target)
     set_layers = eagle3_utils.set_eagle3_aux_hidden_state_layers
     if "use_pp" in inspect.signature(set_layers).parameters:
         set_layers(target, speculative, use_pp=False)
