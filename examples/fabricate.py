@@ -325,6 +325,23 @@ class FamilyFabricator:
     written: Callable[[dict], dict] | None = None
 
 
+def _gqa_eagle3_fabricator(name: str, description: str, scales: Mapping[str, str], defects: Any, *,
+                           target_model: str, **fields: Any) -> "FamilyFabricator":
+    """An EAGLE-3-shaped family with a GQA layer (EAGLE-3 Llama and Qwen3,
+    P-EAGLE): one config, tensors and target writer, the layer and the
+    target's model told by the scale."""
+    return FamilyFabricator(
+        name=name, description=description, scales=scales, defects=defects,
+        options={"fc_norm": False, "norm_before_fc": False, "engine": None},
+        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
+                                              norm_before_fc=o["norm_before_fc"], engine=o["engine"]),
+        specs=lambda scale, config, o: eagle3_tensor_specs(config),
+        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
+        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model=target_model),
+        **fields,
+    )
+
+
 def _k3_target(scale: str) -> dict:
     """A Kimi-K3 target config as released: the language model's sizes under
     text_config (its config class reads them nowhere else), and the class
@@ -380,18 +397,9 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         tensors=_seeded,
         target=dflash2_target_config,
     ),
-    "eagle3_llama": FamilyFabricator(
-        name="eagle3_llama",
-        description="EAGLE-3 Llama (LlamaForCausalLMEagle3); full size: on Llama-3.1-8B",
-        scales={"tiny": "tiny-llama", "full": "llama3-8b"},
-        defects=EAGLE3_LLAMA_DEFECTS,
-        options={"fc_norm": False, "norm_before_fc": False, "engine": None},
-        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
-                                              norm_before_fc=o["norm_before_fc"], engine=o["engine"]),
-        specs=lambda scale, config, o: eagle3_tensor_specs(config),
-        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
-        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="llama"),
-    ),
+    "eagle3_llama": _gqa_eagle3_fabricator(
+        "eagle3_llama", "EAGLE-3 Llama (LlamaForCausalLMEagle3); full size: on Llama-3.1-8B",
+        {"tiny": "tiny-llama", "full": "llama3-8b"}, EAGLE3_LLAMA_DEFECTS, target_model="llama"),
     "eagle3_mla": FamilyFabricator(
         name="eagle3_mla",
         description="EAGLE-3 MLA (Eagle3DeepseekV2ForCausalLM); full size: TorchSpec's Kimi-K2.5 draft",
@@ -403,47 +411,17 @@ FABRICATORS: dict[str, FamilyFabricator] = {
         tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
         target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="kimi_k25"),
     ),
-    "eagle3_qwen3": FamilyFabricator(
-        name="eagle3_qwen3",
-        description="EAGLE-3 with a Qwen3 layer (Eagle3Qwen3ForCausalLM; vLLM only); full size: on Qwen3-8B",
-        scales={"tiny": "tiny-qwen3", "full": "qwen3-8b"},
-        defects=EAGLE3_QWEN3_DEFECTS,
-        options={"fc_norm": False, "norm_before_fc": False, "engine": None},
-        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
-                                              norm_before_fc=o["norm_before_fc"], engine=o["engine"]),
-        specs=lambda scale, config, o: eagle3_tensor_specs(config),
-        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
-        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="qwen3"),
-        engine="vllm",
-    ),
-    "peagle_llama": FamilyFabricator(
-        name="peagle_llama",
-        description="P-EAGLE with a Llama layer (PeagleLlamaForCausalLM; vLLM only); full size: on Llama-3.1-8B",
-        scales={"tiny": "tiny-peagle-llama", "full": "peagle-llama3-8b"},
-        defects=PEAGLE_LLAMA_DEFECTS,
-        options={"fc_norm": False, "norm_before_fc": False, "engine": None},
-        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
-                                              norm_before_fc=o["norm_before_fc"], engine=o["engine"]),
-        specs=lambda scale, config, o: eagle3_tensor_specs(config),
-        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
-        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="llama"),
-        engine="vllm",
-        written=speculators_peagle_config,
-    ),
-    "peagle_qwen3": FamilyFabricator(
-        name="peagle_qwen3",
-        description="P-EAGLE with a Qwen3 layer (PeagleQwen3ForCausalLM; vLLM only); full size: on Qwen3-8B",
-        scales={"tiny": "tiny-peagle-qwen3", "full": "peagle-qwen3-8b"},
-        defects=PEAGLE_QWEN3_DEFECTS,
-        options={"fc_norm": False, "norm_before_fc": False, "engine": None},
-        config=lambda scale, o: eagle3_config(EAGLE3_SCALES[scale], fc_norm=o["fc_norm"],
-                                              norm_before_fc=o["norm_before_fc"], engine=o["engine"]),
-        specs=lambda scale, config, o: eagle3_tensor_specs(config),
-        tensors=lambda config, specs, dtype, seed: eagle3_tensors(config, seed=seed, dtype=dtype),
-        target=lambda scale: eagle3_target_config(EAGLE3_SCALES[scale], model="qwen3"),
-        engine="vllm",
-        written=speculators_peagle_config,
-    ),
+    "eagle3_qwen3": _gqa_eagle3_fabricator(
+        "eagle3_qwen3", "EAGLE-3 with a Qwen3 layer (Eagle3Qwen3ForCausalLM; vLLM only); full size: on Qwen3-8B",
+        {"tiny": "tiny-qwen3", "full": "qwen3-8b"}, EAGLE3_QWEN3_DEFECTS, target_model="qwen3", engine="vllm"),
+    "peagle_llama": _gqa_eagle3_fabricator(
+        "peagle_llama", "P-EAGLE with a Llama layer (PeagleLlamaForCausalLM; vLLM only); full size: on Llama-3.1-8B",
+        {"tiny": "tiny-peagle-llama", "full": "peagle-llama3-8b"}, PEAGLE_LLAMA_DEFECTS, target_model="llama",
+        engine="vllm", written=speculators_peagle_config),
+    "peagle_qwen3": _gqa_eagle3_fabricator(
+        "peagle_qwen3", "P-EAGLE with a Qwen3 layer (PeagleQwen3ForCausalLM; vLLM only); full size: on Qwen3-8B",
+        {"tiny": "tiny-peagle-qwen3", "full": "peagle-qwen3-8b"}, PEAGLE_QWEN3_DEFECTS, target_model="qwen3",
+        engine="vllm", written=speculators_peagle_config),
 }
 
 # The command's flag for each build option (`skipped`, K3's skipped tensors, is the library's only).
