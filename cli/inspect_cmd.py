@@ -17,6 +17,7 @@ from dspark.cli.options import (
     OutputFileOption,
     OutputFormat,
     QuietOption,
+    chosen_engine,
     chosen_launch,
 )
 from dspark.cli.output import configure_output, emit
@@ -36,16 +37,14 @@ def inspect(
     """Show what a checkpoint holds: family, taps, fc_norm, stream, tensors, shards."""
     configure_output("inspect", output.value, output_file, quiet,
                      reads=(RunInput("CKPT", checkpoint), RunInput("--config", config)))
-    from dspark.converters.policy import settings_engine
-
-    engine = settings_engine(engine)  # --engine, else the project settings' engine
+    engine, engine_source = chosen_engine(engine)  # --engine, else the project settings' engine
     launch, _ = chosen_launch(launch)  # --launch, else the project settings' launch
     report = inspect_checkpoint(checkpoint, config_path=config, engine=engine, launch=launch)
     # The page is for reading, but its exit code is check's verdict: a
     # script that runs `dspark inspect` must not take a failing draft for a
     # good one, and the JSON's `passed` says the same.
     code = decide(EXIT_OK if report.passed() else EXIT_CHECK_FAILED)
-    page = check_report("inspect", report, code)
+    page = check_report("inspect", report, code, engine_source=engine_source)
     # The check that gives this page's findings judges what this run judged.
     check_args = [str(checkpoint), *(("--engine", engine) if engine else ()), *(("--config", str(config)) if config else ()),
                   *(("--launch", launch) if launch is not None else ())]

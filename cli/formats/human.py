@@ -122,8 +122,18 @@ def verdict_segments(report: Report) -> list[Segment]:
 # check and inspect
 
 
+# The engine does not load this family (ENG006): it reads none of the
+# config, so what it would serve is not "?" but nothing; say so.
+NOT_LOADED = "? (this engine does not load the family: ENG006)"
+
+
 def _summary_rows(report: CheckReport) -> list[tuple[str, str]]:
     resolved = report.resolved
+    if any(f.code == "ENG006" for f in report.findings):
+        return [("checkpoint", report.checkpoint), ("format", report.format),
+                ("family", report.family or "unknown"), ("draft layers", NOT_LOADED), ("taps", NOT_LOADED),
+                ("fc_norm", f"{resolved.fc_norm_shipped} weights shipped"),
+                ("tensors", f"{report.tensor_count} ({human_bytes(report.total_bytes)})")]
     taps = ", ".join(str(t) for t in resolved.target_layer_ids) or "?"
     if resolved.fc_norm:
         fc_norm = f"on ({resolved.fc_norm_shipped} weights shipped)"
@@ -149,14 +159,18 @@ def _shown(value: str) -> str:
     return escape(printable_name(value))
 
 
+def _engine_row(report: Report) -> tuple[str, str]:
+    # The verdict is the engine's: say which, and who chose it (a settings
+    # file found upward changes it without a word on the command line).
+    engines = report.document.get("engines") or [report.document.get("engine")]
+    return ("engine", ", ".join(str(e) for e in engines)
+            + (f" ({report.engine_source})" if report.engine_source else ""))
+
+
 def check_page(report: Report) -> None:
     check: CheckReport = report.data
     rows = _summary_rows(check)
-    engines = report.document.get("engines") or [report.document.get("engine")]
-    # The verdict is the engine's: say which, and who chose it (a settings
-    # file found upward changes it without a word on the command line).
-    rows.insert(1, ("engine", ", ".join(str(e) for e in engines)
-                    + (f" ({report.engine_source})" if report.engine_source else "")))
+    rows.insert(1, _engine_row(report))
     if check.target:
         rows.append(("target", check.target))
     if check.payloads_read:
@@ -205,7 +219,9 @@ def inspect_page(report: Report) -> None:
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="dim", justify="right")
     summary.add_column()
-    for key, value in _summary_rows(check):
+    rows = _summary_rows(check)
+    rows.insert(1, _engine_row(report))
+    for key, value in rows:
         summary.add_row(key, _shown(value))
     stdout.print(summary)
 

@@ -9,6 +9,7 @@ from dspark.cli.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
 
 SHARDED_PAGE = """\
        checkpoint  draft
+           engine  tokenspeed@0.1.1 (dspark's default)
            format  safetensors-sharded
            family  k3_dspark
      draft layers  2
@@ -48,12 +49,28 @@ def test_the_page_of_a_sharded_draft(dspark_process, tiny_draft, tmp_path):
     assert run.stderr == ""
 
 
+def test_a_family_the_engine_does_not_load_says_so_instead_of_question_marks(dspark, tmp_path):
+    # TokenSpeed has no P-EAGLE loader (ENG006): it reads none of the config,
+    # so the page must not suggest the layer count or taps are merely unknown.
+    from dspark.examples.fabricate import main as fabricate
+
+    fabricate([str(tmp_path / "draft"), "--family", "peagle_llama", "--engine", "vllm"])
+    run = dspark("inspect", str(tmp_path / "draft"), "--engine", "tokenspeed")
+    assert run.exit_code == EXIT_CHECK_FAILED
+    lines = page(run).splitlines()
+    assert lines[1] == "      engine  tokenspeed@0.1.1 (--engine)"
+    assert lines[4:6] == ["draft layers  ? (this engine does not load the family: ENG006)",
+                          "        taps  ? (this engine does not load the family: ENG006)"]
+    vllm = page(dspark("inspect", str(tmp_path / "draft"), "--engine", "vllm")).splitlines()
+    assert vllm[4].split() == ["draft", "layers", "1"]
+
+
 def test_the_page_of_a_float32_draft_without_fc_norm(dspark, tiny_draft):
     tiny_draft(fc_norm=False, stream=None, dtype="float32", skipped=False)
     run = dspark("inspect", "draft")
     assert run.exit_code == EXIT_OK
     lines = page(run).splitlines()
-    assert lines[5:8] == [
+    assert lines[6:9] == [
         "          fc_norm  off (0 weights shipped)",
         "aux_hidden_stream  prefix (default (not declared))",
         "          tensors  29 (93.06 KiB)",

@@ -160,7 +160,9 @@ def test_a_misshaped_or_integer_embedding_fails_on_a_pipeline(k3):
     edit_tensors(k3, replace={"model.embed_tokens.weight": embed[:, :-1].contiguous()})
     assert [f.code for f in check_checkpoint(k3, launch=PP2).errors] == ["LCH001"]
     edit_tensors(k3, replace={"model.embed_tokens.weight": torch.zeros(embed.shape, dtype=torch.int8)})
-    assert [f.code for f in check_checkpoint(k3, launch=PP2).errors] == ["LCH002"]
+    integers = check_checkpoint(k3, launch=PP2)
+    assert [f.code for f in integers.errors] == ["LCH002"]
+    assert [row["outcome"] for row in integers.engine_verdicts()] == ["served_wrong"]
 
 
 def test_a_quantized_k3_draft_is_refused_on_a_pipeline(k3):
@@ -281,6 +283,9 @@ def test_sglang_serves_an_eagle3_draft_above_pp_size_1_only_with_its_taps_on_the
     spread = check_checkpoint(draft, engine="sglang", target=target, launch="--pp-size 2")
     [finding] = [f for f in spread.findings if f.code == "LCH002"]
     assert finding.detail["lost_taps"] == [1] and finding.detail["last_stage_first_layer"] == 6
+    # the server starts and drafts from fewer layers than trained: served wrong, not refused
+    [row] = spread.engine_verdicts()
+    assert row["outcome"] == "served_wrong", row
     assert check_checkpoint(draft, engine="sglang", target=target, launch="--pp-size 1").passed()
     edit_config(draft, eagle_config={"eagle_aux_hidden_state_layer_ids": [6, 7, 8]})
     assert check_checkpoint(draft, engine="sglang@0.5.20", target=target, launch="--pp-size 2").passed()

@@ -50,6 +50,10 @@ def test_a_dflash_draft_shorter_than_the_launched_length_is_served_wrong_before_
     folder = draft(tmp_path / "d", "dflash_gqa", max_position_embeddings=1024)
     found = codes(folder, version, launch="--max-model-len 2048")
     assert found == (["ROP005"] if version == "0.33.0" else ["ROP003"])
+    if found == ["ROP003"]:
+        # nothing stops the server: the verdict says served wrong, not refused
+        report = check_checkpoint(folder, engine=f"vllm@{version}", environ={}, launch="--max-model-len 2048")
+        assert [row["outcome"] for row in report.engine_verdicts()] == ["served_wrong"]
     # at a length the draft reaches, no release has anything to say
     assert codes(folder, version, launch="--max-model-len 1024") == []
 
