@@ -7,10 +7,28 @@ the safetensors library), never mocked.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+
+def _cuda_present() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+# Triton reads TRITON_INTERPRET when it is first imported, and torch imports
+# it along with torch._dynamo, which some tests' collection reaches: set
+# here, before any test module, so a kernel run in-process later (the CLI's
+# smoke) finds Triton interpreting whichever tests ran first. Without CUDA
+# the kernel runs only under the interpreter; an explicit value wins.
+if not _cuda_present():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # Environment that changes what dspark reports; a test sets what it needs.
 _ISOLATED_VARIABLES = ("TOKENSPEED_DFLASH_AUX_STREAM", "DSPARK_DEBUG", "DSPARK_ENGINE_PATH")

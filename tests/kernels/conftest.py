@@ -1,26 +1,9 @@
-"""Run the Triton kernels in Triton's CPU interpreter when no CUDA GPU is present.
-
-TRITON_INTERPRET is read when a kernel is decorated, so it must be set before
-``dspark.kernels`` (and with it Triton) is imported; pytest loads this file
-before the test modules beside it. An explicit TRITON_INTERPRET wins.
+"""Kernel tests: a fallback to the torch reference where the kernel can run
+fails the test. TRITON_INTERPRET (the CPU interpreter where no CUDA GPU is
+present) is set by the suite's root conftest, before Triton is imported.
 """
 
-import os
-
-
-def _cuda_present() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-if not _cuda_present():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-
-import pytest  # noqa: E402
+import pytest
 
 FALLBACK_IN_A_KERNEL_TEST = (
     "segmented_rmsnorm fell back to the torch reference where the kernel runs: the test would compare the "

@@ -84,5 +84,7 @@ def build(workdir: Path) -> list[Case]:
     for label, manifest in (("specforge", specforge), ("speculators", speculators)):
         for part, error in manifest["failures"].items():
             print(f"trainers: {label}: {part}: {error}")
+        for part, reason in manifest.get("refusals", {}).items():
+            print(f"trainers: {label} refuses, as expected: {part}: {reason}")
     return (_cases(specforge, f"{SPECFORGE[0]}@{SPECFORGE[1]}", targets)
             + _cases(speculators, f"{SPECULATORS[0]}@{SPECULATORS[1]}", targets))
