@@ -115,7 +115,7 @@ def contract_table(family: str | None = None, engine: str | None = None) -> list
 def families(
     output: Annotated[DataFormat, typer.Option("--format", help="human: a page to read; json: the table as data.")] = DataFormat.human,
     family: Annotated[Optional[str], typer.Option(
-        "--family", metavar="NAME[,...]", help="Only these families (k3_dspark, dflash_gqa, dflash2, eagle3_llama, eagle3_mla, eagle3_qwen3).")] = None,
+        "--family", metavar="NAME[,...]", help=f"Only these families ({', '.join(entry.name for entry in family_registry.REGISTRY)}).")] = None,
     engine: Annotated[Optional[str], typer.Option(
         "--engine", metavar="NAME[@REV][,...]|all", parser=engine_names,
         help="Only these engines: a name lists every revision modelled, NAME@REV one.")] = None,

@@ -101,3 +101,12 @@ def test_families_lists_the_launch_flags_each_release_reads(dspark):
     assert "--launch flags read on tokenspeed@0.1.1" in page and "--speculative-num-steps:" in page
     # a revision whose verdicts read no flag says so
     assert "--launch: no flag read on tokenspeed@main" in page
+
+
+def test_the_family_option_names_every_modelled_family(dspark):
+    from dspark.schema.families import REGISTRY
+
+    run = dspark("families", "--help", env={"COLUMNS": "400"})
+    named = " ".join(run.stdout.split())
+    missing = [entry.name for entry in REGISTRY if entry.name not in named]
+    assert run.exit_code == 0 and not missing, missing
