@@ -401,7 +401,7 @@ LOADER = FamilyLoader(
     targets_without_capture=frozenset(NON_CAPTURING_TARGETS),
     config_defaults={"qwen3": QWEN3_DEFAULTS},
     sources={
-        "load_weights": at("886-1000", _DF),
+        "load_weights": at("886-1000", _DF, "DFlashDraftModel.load_weights"),
         "load_weights (DSpark)": at("627-660", DSPARK_MODEL, "DSparkDraftMixin.load_weights"),
         "fc width": at("766-792", _DF, "DFlashDraftModel.__init__"),
         "taps": at("588-672", DFLASH_UTILS, "parse_dflash_draft_config"),

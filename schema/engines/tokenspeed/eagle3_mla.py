@@ -102,7 +102,7 @@ def mla_rope_only_yarn(config: Mapping[str, Any], config_file: str) -> list[Find
     if kind is None or kind in YARN_OR_NONE:
         return []
     return [engine_finding(config_file, f"{field} declares rope type {kind!r}, which the MLA EAGLE-3 layer drops: it "
-                           "applies unscaled RoPE", Source(_DS3, "1950-1969", MAIN), "rope_scaling")]
+                           "applies unscaled RoPE", Source(_DS3, "1950-1969", MAIN, "_draft_rope_scaling"), "rope_scaling")]
 
 
 def mla_fc_norm_width(config: Mapping[str, Any], config_file: str) -> list[Finding]:
@@ -201,8 +201,9 @@ def mla_config_fields(config: Mapping[str, Any], config_file: str) -> list[Findi
 LIMITS = (one_layer("Eagle3DeepseekV2ForCausalLM", "models/deepseek_v3.py@f4d8ec6e:2282-2283"),
           tap_agreement_rule(lambda c: (*TAPS.draft_ids(c), TAPS.draft_count(c)), "the MLA draft reads eagle_config first"),
           q_lora_rank_set, mla_config_fields,
-          mla_rope_only_yarn, mla_fc_norm_width, eagle3_fc_skipped_when_widths_meet(_DS3, "2205", EAGLE3_TARGET_TAPS),
-          eagle3_flags_only_in_eagle_config(_DS3, "2166-2186"))
+          mla_rope_only_yarn, mla_fc_norm_width,
+          eagle3_fc_skipped_when_widths_meet(_DS3, "2205", EAGLE3_TARGET_TAPS, "Eagle3MlaModel.forward"),
+          eagle3_flags_only_in_eagle_config(_DS3, "2166-2186", "Eagle3MlaModel.__init__"))
 
 LOADER = FamilyLoader(
     family="eagle3_mla",

@@ -173,10 +173,10 @@ def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
 
 # Why the drafter's window check never refuses a GQA draft (module docstring).
 SLIDING_WINDOW_BACKENDS = at_0_1_1(
-    "172, 187-222 (DFlash._validate_draft_attention_window); layers/attention/registry.py:573-591 "
+    "187-222, 172 (DFlash.__init__); layers/attention/registry.py:573-591 "
     "(_get_backend_cls: mha by default); layers/attention/backends/paged/mha.py:53-59, 104, 434-435 and "
     "paged/trtllm.py:102 (every MHA backend applies per-layer windows)",
-    _RUNTIME + "execution/drafter/dflash.py")
+    _RUNTIME + "execution/drafter/dflash.py", "DFlash._validate_draft_attention_window")
 
 
 def gqa_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
