@@ -154,7 +154,7 @@ EAGLE3_TARGET_TAPS = TapPaths(
     section_shadows=True,
     also_under=("text_config",),
 )
-EAGLE3_TARGET_SOURCE = at_main("44-75, 95-102", FACTORY, qualname="_eagle_aux_layer_ids")
+EAGLE3_TARGET_SOURCE = at_main("44-75, 95-102 (_wire_draft_to_target_model)", FACTORY, qualname="_eagle_aux_layer_ids")
 
 # Config findings shared by the family limits ---------------------------------
 

@@ -198,7 +198,7 @@ LOADER = FamilyLoader(
         # (models/llama_eagle3.py@f4d8ec6e:150-188, called with it at 268).
         "hidden_act": FeatureSupport(
             supported=False,
-            source=at_main("150-188, 268", _LE3, "LlamaMLP"),
+            source=at_main("150-188, 268 (Eagle3DecoderLayer.resolve_mlp)", _LE3, "LlamaMLP"),
             when_unsupported="the EAGLE-3 MLP is always SiLU-gated: a draft trained with another activation "
             "is served with SiLU",
             fixed_value="silu",
@@ -232,7 +232,8 @@ LOADER = FamilyLoader(
         "load_weights": at_main("675-719", _LE3, qualname="LlamaForCausalLMEagle3.load_weights"),
         "one layer": at_main("612-613", _LE3, "LlamaForCausalLMEagle3.__init__"),
         "taps (draft)": at_main("462-466", _LE3, "Eagle3LlamaModel.__init__"),
-        "taps (target)": at_main("44-75, 95-102", FACTORY, qualname="_eagle_aux_layer_ids"),
+        "taps (target)": at_main("44-75, 95-102 (_wire_draft_to_target_model)",
+                                 FACTORY, qualname="_eagle_aux_layer_ids"),
         "taps vs target": at_main("133-144", CAUSAL_LM, "BaseCausalLM.set_eagle3_layers_to_capture"),
         "fc width": at_main("468-478", _LE3, "Eagle3LlamaModel.__init__"),
         "lm_head": at_main("617-631, 752-754 (LlamaForCausalLMEagle3.set_embed_and_head)", _LE3,

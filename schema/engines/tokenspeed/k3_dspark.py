@@ -77,7 +77,7 @@ _DEFAULTS = {
 _TAPS = TapReading(
     target=TapPaths(paths=("target_layer_ids",), pick=FIRST_PRESENT),
     numbering=NUMBERING,
-    source=at_pr1031("111, 206-229", K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
+    source=at_pr1031("111, 206-229 (validate_k3_dspark_config)", K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
 )
 
 
@@ -175,7 +175,8 @@ def loader(*, serving_change: bool) -> FamilyLoader:
         sources={
             "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
             "load_weights": at_pr1031("482-553", qualname="K3DSparkModel.load_weights"),
-            "config": at_pr1031("87-127, 194-300", K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
+            "config": at_pr1031("87-127, 194-300 (validate_k3_dspark_config)",
+                                K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
             "taps vs target": at_pr1031("2627-2658", K3_TARGET,
                                         qualname="KimiLinearForCausalLM.set_dflash_layers_to_capture"),
             "stream vs target": at_pr1031("2660-2680", K3_TARGET,

@@ -166,7 +166,8 @@ def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
         launch_loaded={r"^embed_tokens\.weight$": "--pipeline-parallel-size > 1"},
         startup_target_checks=at_0_1_1("285-309 (validate_k3_dspark_config, from K3DSparkModel.configure_target "
                                        "at models/kimi_k3_dspark.py:421-423)", K3_CONFIG, "validate_k3_dspark_config"),
-        sources={**base.sources, "config": at_0_1_1("56-127, 194-309", K3_CONFIG, "KimiK3DSparkConfig.__init__"),
+        sources={**base.sources, "config": at_0_1_1("56-127, 194-309 (validate_k3_dspark_config)",
+                                                    K3_CONFIG, "KimiK3DSparkConfig.__init__"),
                  "stream vs target": at_0_1_1("421-437", K3_MODEL, "K3DSparkModel.configure_target")},
     )
 

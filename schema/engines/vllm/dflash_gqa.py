@@ -260,7 +260,7 @@ LOADER = FamilyLoader(
         "taps (target)": TARGET_TAPS_SOURCE,
         "mask token": at("92-115", SPEC_UTILS, "get_parallel_drafting_token_id"),
         "dspark load_weights": at("312-372", QWEN3_DSPARK, "Qwen3DSparkForCausalLM.load_weights"),
-        "markov head": at("48-81, 192-230", QWEN3_DSPARK, "DSparkMarkovHead"),
+        "markov head": at("48-81, 192-230 (Qwen3DSparkModel)", QWEN3_DSPARK, "DSparkMarkovHead"),
         "embedding / lm_head (dflash)": at("60-73", DFLASH_SHARING, "load_dflash_model"),
         "embedding / lm_head (dspark)": at("130-150", DSPARK_SHARING, "load_dspark_model"),
         "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),
