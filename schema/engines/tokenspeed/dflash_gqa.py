@@ -262,8 +262,8 @@ def loader_pr1031() -> FamilyLoader:
     return _drafter_resolves_stream(
         StreamResolution(nested_truthy_wins=True, validates_top_level=False, fixed_stream=None, source=resolution),
         feature=resolution,
-        stream_vs_target=Source(K3_TARGET, "2660-2680, 3069-3074 (KimiK3ForConditionalGeneration."
-                                           "set_dflash_aux_hidden_stream); execution/drafter/dflash.py:263-271", PR1031,
+        stream_vs_target=Source(K3_TARGET, "2660-2680, 3069-3074 (set_dflash_aux_hidden_stream of "
+                                           "KimiK3ForConditionalGeneration); execution/drafter/dflash.py:263-271", PR1031,
                                 qualname="KimiLinearForCausalLM.set_dflash_aux_hidden_stream"),
     )
 
@@ -297,7 +297,7 @@ def loader_pr1016() -> FamilyLoader:
         ),
         feature=Source(DFLASH_DRAFTER, "56-65, 264-277 (DFlash.wire_target, DFlash._wire_aux_hidden_stream)", PR1016,
                         qualname="_resolve_aux_hidden_stream"),
-        stream_vs_target=Source(K3_TARGET, "1986-2005, 2247-2252 (KimiK3ForConditionalGeneration."
-                                           "set_dflash_aux_hidden_stream); execution/drafter/dflash.py:269-277", PR1016,
+        stream_vs_target=Source(K3_TARGET, "1986-2005, 2247-2252 (set_dflash_aux_hidden_stream of "
+                                           "KimiK3ForConditionalGeneration); execution/drafter/dflash.py:269-277", PR1016,
                                 qualname="KimiLinearForCausalLM.set_dflash_aux_hidden_stream"),
     )
