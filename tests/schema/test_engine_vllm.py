@@ -714,7 +714,7 @@ def test_gqa_sliding_layer_without_a_window_is_refused_by_vllm(tmp_path):
     draft = fabricate(tmp_path / "d", family="dflash_gqa", prefix="", defect="sliding-no-window")
     report = check_checkpoint(draft, engine=VLLM)
     assert errors(report) == Counter({"CFG003": 1})
-    assert "qwen3_dflash.py@vllm==0.33.0:96-157" in message(report, "CFG003")
+    assert "qwen3_dflash.py@vllm==0.33.0:96-157" in without_qualname(message(report, "CFG003"))
     windowed = edit_config(draft, lambda c: c["dflash_config"].update(swa_window_size=64))
     assert check_checkpoint(windowed, engine=VLLM).passed()
 

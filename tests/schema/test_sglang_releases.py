@@ -79,7 +79,7 @@ def test_a_markov_head_type_only_in_dflash_config_is_refused_before_0_5_23(tmp_p
         assert errors(folder, f"sglang@{version}") == Counter({"CFG003": 1})
     (message,) = messages(folder, "sglang@0.5.22", "CFG003")
     assert "dspark_config.py::_get_dspark_config@sglang==0.5.22:196-205" in message
-    assert "dspark_config.py::_get_dspark_config@sglang==0.5.23:194-212" in message
+    assert "dspark_config.py::_get_dspark_config@sglang==0.5.23:206-211, 194-203 (_get_nested_config)" in message
     assert "dspark_config.py::parse_dspark_draft_config@sglang==0.5.22:259-262" in message
 
 
@@ -114,8 +114,9 @@ def test_use_gemma_norm_is_served_as_plain_rmsnorm_before_0_5_23(tmp_path, varia
     assert errors(folder, NEWEST) == Counter()
     assert errors(folder, "sglang@0.5.22") == Counter({"ENG001": 1})
     (message,) = messages(folder, "sglang@0.5.21", "ENG001")
-    assert "@sglang==0.5.21:249-250, 554, 562, 678, 708" in message
-    assert "@sglang==0.5.23:247-250, 610-619, 695-699, 745, 775" in message
+    assert "@sglang==0.5.21:249-250, 554, 562 (DFlashDecoderLayer.__init__), 678, 708 (DFlashDraftModel.__init__)" \
+        in message
+    assert "@sglang==0.5.23:247-250, 610-619 (DFlashDecoderLayer.__init__), 695-699, 745, 775" in message
 
 
 def test_rope_dim_is_not_read_before_0_5_23(tmp_path):

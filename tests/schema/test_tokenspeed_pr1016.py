@@ -128,7 +128,8 @@ def test_pr1016_serves_a_gqa_draft_the_variables_stream(tmp_path, monkeypatch, v
     (override,) = [f for f in report.findings if f.code == "STR007"]
     assert override.detail["declared"] == "prefix" and override.detail["served"] == "attn_res"
     loader = engine_by_spec("tokenspeed@pr1016").loader_for("dflash_gqa")
-    assert loader.stream.source.cite().startswith("python/tokenspeed/runtime/execution/drafter/dflash.py@5f1e48b5:")
+    assert loader.stream.source.cite().startswith(
+        "python/tokenspeed/runtime/execution/drafter/dflash.py::_resolve_aux_hidden_stream@5f1e48b5:")
     # The other profiles: the variable changes nothing but their STR004 note.
     for spec, without in before.items():
         with_variable = check_checkpoint(draft, engine=spec)

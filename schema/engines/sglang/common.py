@@ -301,7 +301,8 @@ DFLASH_TARGET_CLASSES = frozenset({
 DSPARK_ONLY_TARGET_CLASSES = frozenset({"BailingMoeV3ForCausalLM", "DeepseekV4ForCausalLM", "KimiLinearForCausalLM"})
 DFLASH_VARIANT = "DFlashDraftModel"
 DFLASH_TARGET_SOURCE = at("40-73 (capture setters); dflash_worker_v2.py:222-230; "
-                          "dspark_components/dspark_worker_v2.py:307-323, 519-522", CAPTURE_SETUP)
+                          "dspark_components/dspark_worker_v2.py:307-323, 519-522", CAPTURE_SETUP,
+                          "configure_aux_hidden_state_capture")
 
 # speculators' EAGLE-3 config can set norm_before_residual; no SGLang model
 # reads the key (no occurrence anywhere in sglang/srt), so a draft trained

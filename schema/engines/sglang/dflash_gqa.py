@@ -325,7 +325,7 @@ LOADER = FamilyLoader(
         # The confidence head is built only when SGLANG_RAGGED_VERIFY_MODE
         # is not "static", its default (models/dspark.py:487-489; environ.py:1572).
         SkipRule(r"^confidence_head\.", "the confidence head is not built in SGLang's default verify mode",
-                 at("487-489, 642-645", DSPARK_MODEL, "build_confidence_head")),
+                 at("487-489, 642-645 (DSparkDraftMixin.load_weights)", DSPARK_MODEL, "build_confidence_head")),
     ),
     fused=(
         FusedParameter(
@@ -364,7 +364,7 @@ LOADER = FamilyLoader(
         ),
         "aux_hidden_stream": FeatureSupport(
             supported=False,
-            source=at("2871-2905, 3054-3071", KIMI_K3, "KimiK3LinearModel.forward"),
+            source=at("2871-2905, 3054-3071 (KimiK3LinearForCausalLM)", KIMI_K3, "KimiK3LinearModel.forward"),
             when_unsupported="SGLang never reads aux_hidden_stream: a Kimi-K3 target with attn_res_block_size set "
             "feeds the aggregated AttnRes mixture, any other target the prefix stream, whatever the draft declares",
         ),
@@ -392,8 +392,9 @@ LOADER = FamilyLoader(
     # (models/kimi_k3.py:2765, 2871-2905, 2955-2982; any other target captures
     # the residual entering the next layer).
     stream=StreamResolution(nested_truthy_wins=False, validates_top_level=False, fixed_stream=None,
-                            source=at("2765, 2871-2905, 2955-2982", KIMI_K3,
-                                      "KimiK3LinearModel.__init__"), target_decides=True),
+                            source=at("2765, 2871-2905 (KimiK3LinearModel.forward), "
+                                      "2955-2982 (KimiK3LinearModel._dspark_capture_stream)",
+                                      KIMI_K3, "KimiK3LinearModel.__init__"), target_decides=True),
     taps=TAPS,
     # fc is built for the list's length, or one tap per draft layer
     # (models/dflash.py:766-792).
@@ -401,7 +402,7 @@ LOADER = FamilyLoader(
     targets_without_capture=frozenset(NON_CAPTURING_TARGETS),
     config_defaults={"qwen3": QWEN3_DEFAULTS},
     sources={
-        "load_weights": at("886-1000", _DF),
+        "load_weights": at("886-1000", _DF, "DFlashDraftModel.load_weights"),
         "load_weights (DSpark)": at("627-660", DSPARK_MODEL, "DSparkDraftMixin.load_weights"),
         "fc width": at("766-792", _DF, "DFlashDraftModel.__init__"),
         "taps": at("588-672", DFLASH_UTILS, "parse_dflash_draft_config"),

@@ -157,8 +157,10 @@ LOADER = FamilyLoader(
     unexpected="drops",
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("184-196, 241-246", _LE3, "LlamaModel.__init__")),
-        "norm_before_fc": FeatureSupport(supported=True, source=at("169-182, 239-240", _LE3, "LlamaModel.__init__")),
+        "fc_norm": FeatureSupport(supported=True, source=at("184-196, 241-246 (LlamaModel.forward)",
+                                                            _LE3, "LlamaModel.__init__")),
+        "norm_before_fc": FeatureSupport(supported=True, source=at("169-182, 239-240 (LlamaModel.forward)",
+                                                                   _LE3, "LlamaModel.__init__")),
         # Its meaning: feed the post-norm state back; the logits are normed
         # either way (converters/layouts/norm_output.py judges who trained it).
         "norm_output": FeatureSupport(supported=True, source=at("207, 264-269", _LE3, "LlamaModel")),
@@ -193,12 +195,13 @@ LOADER = FamilyLoader(
         "load_weights": at("325-378", _LE3, "LlamaForCausalLMEagle3.load_weights"),
         "taps (draft)": at("156-161", _LE3, "LlamaModel.__init__"),
         "taps (target)": at("185-196", SPEC_AUX, "_resolve_eagle_aux_hidden_state"),
-        "taps vs target": at("485-494, 929-941", LLAMA, "LlamaModel.forward"),
+        "taps vs target": at("485-494, 929-941 (LlamaForCausalLM.set_eagle3_layers_to_capture)",
+                             LLAMA, "LlamaModel.forward"),
         "fc width": at("151-167", _LE3, "LlamaModel.__init__"),
         "lm_head": at("300-314", _LE3, "LlamaForCausalLMEagle3.__init__"),
         "d2t": at("350-353", _LE3, "LlamaForCausalLMEagle3.load_weights"),
         "embedding": at("336-369", EAGLE_WORKER, "EagleDraftWorker.init_lm_head"),
-        "layers": at("46-86, 198-204", _LE3, "LlamaDecoderLayer"),
+        "layers": at("46-86, 198-204 (LlamaModel.__init__)", _LE3, "LlamaDecoderLayer"),
         "head_dim": at("195-200", LLAMA, "LlamaAttention.__init__"),
     },
     config_defaults={"llama": LLAMA_DEFAULTS, "qwen3": QWEN3_DEFAULTS},

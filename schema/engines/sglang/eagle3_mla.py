@@ -169,7 +169,8 @@ LOADER = FamilyLoader(
     unexpected="drops_logged",
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("228-241, 287-292", _MLA, "Eagle3MLAModel.__init__")),
+        "fc_norm": FeatureSupport(supported=True, source=at("228-241, 287-292 (Eagle3MLAModel.forward)",
+                                                            _MLA, "Eagle3MLAModel.__init__")),
         "norm_before_fc": FeatureSupport(
             supported=False,
             source=at("190-255 (no input_norm)", _MLA, "Eagle3MLAModel"),
@@ -197,7 +198,7 @@ LOADER = FamilyLoader(
         "target classes": EAGLE3_TARGET_CLASSES_SOURCE,
         "load_weights": at("428-501", _MLA, "Eagle3DeepseekV2ForCausalLM.load_weights"),
         "one layer": at("243-244", _MLA, "Eagle3MLAModel.__init__"),
-        "taps (draft)": at("48-59, 211", _MLA, "_get_eagle_aux_layer_count"),
+        "taps (draft)": at("48-59, 211 (Eagle3MLAModel.__init__)", _MLA, "_get_eagle_aux_layer_count"),
         "taps (target)": at("185-196", SPEC_AUX, "_resolve_eagle_aux_hidden_state"),
         "taps vs target": at("3458-3473", DEEPSEEK_V2, "DeepseekV2ForCausalLM.set_eagle3_layers_to_capture"),
         "fc width": at("208-219", _MLA, "Eagle3MLAModel.__init__"),

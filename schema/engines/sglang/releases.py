@@ -73,16 +73,23 @@ def _both(old: Source, new: Source) -> str:
 
 # GQA DFlash / dense DSpark, 0.5.22 and older -----------------------------------
 
-_NEW_SECTIONS = at("0.5.23", "194-212", DSPARK_CONFIG, "_get_dspark_config")
+_NEW_SECTIONS = at("0.5.23", "206-211, 194-203 (_get_nested_config)", DSPARK_CONFIG, "_get_dspark_config")
 _NEW_ACT = at("0.5.23", "493-510", DFLASH_MODEL, "DFlashMLP.__init__")
-_NEW_GEMMA = at("0.5.23", "247-250, 610-619, 695-699, 745, 775", DFLASH_MODEL, "DFlashAttention.__init__")
+_NEW_GEMMA = at("0.5.23", "247-250, 610-619 (DFlashDecoderLayer.__init__), 695-699, 745, 775 "
+                            "(DFlashDraftModel.__init__)", DFLASH_MODEL, "DFlashAttention.__init__")
 _NEW_ROPE = at("0.5.23", "252-278", DFLASH_MODEL, "DFlashAttention.__init__")
 
 # dflash.py moves between releases; the rules read the same lines of each.
 _DFLASH_LINES = {
-    "0.5.22": {"act": "454-459", "gemma": "241-242, 559, 567, 686, 716", "rope": "244-258"},
-    "0.5.21": {"act": "450-455", "gemma": "249-250, 554, 562, 678, 708", "rope": "252-266"},
-    "0.5.20": {"act": "398-403", "gemma": "198-199, 502, 510, 624, 654", "rope": "201-215"},
+    "0.5.22": {"act": "454-459", "rope": "244-258",
+               "gemma": "241-242, 559, 567 (DFlashDecoderLayer.__init__), "
+                        "686, 716 (DFlashDraftModel.__init__)"},
+    "0.5.21": {"act": "450-455", "rope": "252-266",
+               "gemma": "249-250, 554, 562 (DFlashDecoderLayer.__init__), "
+                        "678, 708 (DFlashDraftModel.__init__)"},
+    "0.5.20": {"act": "398-403", "rope": "201-215",
+               "gemma": "198-199, 502, 510 (DFlashDecoderLayer.__init__), "
+                        "624, 654 (DFlashDraftModel.__init__)"},
 }
 
 
@@ -211,7 +218,7 @@ def architectures(version: str):
     return dataclasses.replace(
         ARCHITECTURES,
         registered=ARCHITECTURES.registered - _since(version, _GAINED_REGISTERED),
-        source=at(version, ("61-94" if version == "0.5.20" else "74-114")
+        source=at(version, ("61-91" if version == "0.5.20" else "74-114")
                   + " (first registered wins; every models/*.py EntryClass)", REGISTRY, "_ModelRegistry"),
     )
 

@@ -154,7 +154,7 @@ EAGLE3_TARGET_TAPS = TapPaths(
     section_shadows=True,
     also_under=("text_config",),
 )
-EAGLE3_TARGET_SOURCE = at_main("44-75, 95-102", FACTORY, qualname="_eagle_aux_layer_ids")
+EAGLE3_TARGET_SOURCE = at_main("44-75, 95-102 (_wire_draft_to_target_model)", FACTORY, qualname="_eagle_aux_layer_ids")
 
 # Config findings shared by the family limits ---------------------------------
 
@@ -233,7 +233,7 @@ NORM_BEFORE_RESIDUAL = FeatureSupport(
 )
 
 
-def eagle3_flags_only_in_eagle_config(model: str, lines: str):
+def eagle3_flags_only_in_eagle_config(model: str, lines: str, qualname: str):
     """The EAGLE-3 models read `norm_output`, `fc_norm` and `norm_before_fc`
     from the top level of the config only (`getattr(config, ...)`): one set
     only inside `eagle_config` is not served."""
@@ -248,13 +248,13 @@ def eagle3_flags_only_in_eagle_config(model: str, lines: str):
             return []
         return [engine_finding(config_file, f"eagle_config sets {', '.join(unread)} but the engine reads "
                                f"{'it' if len(unread) == 1 else 'them'} at the top level only, where "
-                               f"{'it is' if len(unread) == 1 else 'they are'} off", Source(model, lines, MAIN),
+                               f"{'it is' if len(unread) == 1 else 'they are'} off", Source(model, lines, MAIN, qualname),
                                unread[0], "Set the flag at the top level of config.json.")]
 
     return rule
 
 
-def eagle3_fc_skipped_when_widths_meet(model: str, lines: str, tap_paths: TapPaths):
+def eagle3_fc_skipped_when_widths_meet(model: str, lines: str, tap_paths: TapPaths, qualname: str):
     """The EAGLE-3 forward applies input_norm, fc_norm and fc only when the
     captured state is wider than the embedding (`if hidden_states.size(-1)
     != embeds.size(-1)`): with taps x target width equal to hidden_size
@@ -271,7 +271,7 @@ def eagle3_fc_skipped_when_widths_meet(model: str, lines: str, tap_paths: TapPat
             return []
         return [engine_finding(config_file, f"{count} tap(s) x {width} = hidden_size {hidden}: the engine's forward "
                                "then takes the captured state for already projected and never applies fc (nor "
-                               "fc_norm or input_norm)", Source(model, lines, MAIN), "fc",
+                               "fc_norm or input_norm)", Source(model, lines, MAIN, qualname), "fc",
                                "Retrain on more taps (their concatenation must be wider than hidden_size).")]
 
     return rule

@@ -65,7 +65,8 @@ def build_fields(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     if unread:
         return [_refusal(config_file, "DFlash2 builds its convolution and candidate selector from int() of "
                          + ", ".join(unread) + " (read in dflash_config when it holds the key, else at the top "
-                         "level), which raises", at_0_1_1("50-52, 346-351, 430-438", DFLASH2_MODEL),
+                         "level), which raises", at_0_1_1("50-52, 346-351 (DFlash2DecoderLayer.__init__), 430-438 (DFlash2DraftModel.__init__)",
+                                  DFLASH2_MODEL, "_dflash2_config_value"),
                          "dflash_config", "Write each of conv_kernel_size, conv_group_size, block_size, "
                          "selector_rank and selector_top_k in dflash_config as the draft was trained.")]
     problems = []
@@ -83,7 +84,7 @@ def build_fields(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     if not problems:
         return []
     return [_refusal(config_file, "DFlash2's " + "; ".join(problems) + ": the model raises ValueError at build",
-                     at_0_1_1("139-146 (DFlashGroupedConv), 226-231 (CandidateSelector)", DFLASH2_MODEL),
+                     at_0_1_1("139-146, 226-231 (CandidateSelector.__init__)", DFLASH2_MODEL, "DFlashGroupedConv.__init__"),
                      "dflash_config", "Write the values the draft was trained with.")]
 
 
@@ -96,7 +97,7 @@ def drafter_fields(config: Mapping[str, Any], config_file: str) -> list[Finding]
     served unscaled, uncapped)."""
     nested = config.get("dflash_config")
     nested = nested if isinstance(nested, Mapping) else {}
-    source = at_0_1_1("85-91 (DFlash2.__init__)", DFLASH2_DRAFTER)
+    source = at_0_1_1("85-91", DFLASH2_DRAFTER, "DFlash2.__init__")
     if nested.get("selector_top_k") is None:
         return [_refusal(config_file, "dflash_config.selector_top_k is absent: the DFlash2 drafter takes it "
                          "from dflash_config only and int(None) raises at startup (the model would read the top "
@@ -129,7 +130,7 @@ def mla_attention(config: Mapping[str, Any], config_file: str) -> list[Finding]:
     absent = [key for key in widths if _as_int(config.get(key)) is None]
     if absent:
         return [_refusal(config_file, "attention_mode is mla but " + ", ".join(absent) + " cannot be read by "
-                         "int(): the MLA attention cannot be built", at_0_1_1("307-320", DFLASH2_MODEL),
+                         "int(): the MLA attention cannot be built", at_0_1_1("307-320", DFLASH2_MODEL, "DFlash2DecoderLayer.__init__"),
                          absent[0], "Write the MLA widths the draft was trained with.")]
     nested = config.get("dflash_config")
     if isinstance(nested, Mapping) and nested.get("attention_mode") == "mla":
@@ -138,7 +139,7 @@ def mla_attention(config: Mapping[str, Any], config_file: str) -> list[Finding]:
                      f"{dflash2_value(config, 'attention_mode')!r}) but the engine sizes the KV cache for MLA only "
                      "when dflash_config.attention_mode is exactly \"mla\": the latent is written into a per-head "
                      "cache and the first request fails",
-                     at_0_1_1("354-366, 748", MODEL_CONFIG), "dflash_config.attention_mode",
+                     at_0_1_1("354-366, 748 (ModelConfig.__init__)", MODEL_CONFIG, "_is_dflash2_mla"), "dflash_config.attention_mode",
                      "Write \"attention_mode\": \"mla\" (lower case) in dflash_config.")]
 
 
@@ -163,7 +164,7 @@ def loader_0_1_1(gqa: FamilyLoader) -> FamilyLoader:
     gqa_limits = tuple(limit for limit in gqa.config_limits
                        if limit not in (gqa_partial_rope_nested, gqa_rope_parameters_need_theta)
                        and getattr(limit, "__name__", "") != "markov_head")
-    load = at_0_1_1("484-557 (DFlash2DraftModel.load_weights, MLA)", DFLASH2_MODEL)
+    load = at_0_1_1("484-557 (MLA)", DFLASH2_MODEL, "DFlash2DraftModel.load_weights")
     return dataclasses.replace(
         gqa,
         family="dflash2",
@@ -175,8 +176,9 @@ def loader_0_1_1(gqa: FamilyLoader) -> FamilyLoader:
             # GQA: DFlashDraftModel.load_weights drops a name without a parameter
             # (models/dflash.py@tokenspeed==0.1.1:507-542); MLA: skipped by name (502).
             SkipRule(r"^embed_tokens\.", "the draft uses the target's embedding",
-                     at_0_1_1("502 (MLA); models/dflash.py:507-542 (GQA)", DFLASH2_MODEL)),
-            SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding", at_0_1_1("502", DFLASH2_MODEL)),
+                     at_0_1_1("502 (MLA); models/dflash.py:507-542 (GQA)", DFLASH2_MODEL,
+                                       "DFlash2DraftModel.load_weights")),
+            SkipRule(r"rotary_emb\.inv_freq", "recomputed by the rotary embedding", at_0_1_1("502", DFLASH2_MODEL, "DFlash2DraftModel.load_weights")),
         ),
         # The MLA path's own loop: "model." removed, every other name needs a
         # parameter, every parameter a name (543-552).
@@ -198,12 +200,12 @@ def loader_0_1_1(gqa: FamilyLoader) -> FamilyLoader:
             f"{where}{key}" for key in (*BUILD_FIELDS, "block_size") for where in ("", "dflash_config.")),
         sources={
             **gqa.sources,
-            "model": at_0_1_1("408-563 (DFlash2DraftModel)", DFLASH2_MODEL),
-            "convolution": at_0_1_1("126-187 (DFlashGroupedConv)", DFLASH2_MODEL),
-            "selector": at_0_1_1("213-264 (CandidateSelector)", DFLASH2_MODEL),
-            "drafter": at_0_1_1("69-124 (DFlash2.__init__, wire_target)", DFLASH2_DRAFTER),
+            "model": at_0_1_1("408-563", DFLASH2_MODEL, "DFlash2DraftModel"),
+            "convolution": at_0_1_1("126-187", DFLASH2_MODEL, "DFlashGroupedConv"),
+            "selector": at_0_1_1("213-264", DFLASH2_MODEL, "CandidateSelector"),
+            "drafter": at_0_1_1("69-124 (__init__, wire_target)", DFLASH2_DRAFTER, "DFlash2"),
             "load_weights (GQA)": Source(GQA_MODEL, "507-542", RELEASE_0_1_1, qualname="DFlashDraftModel.load_weights"),
             "load_weights (MLA)": load,
-            "MLA KV cache": at_0_1_1("354-366, 748", MODEL_CONFIG),
+            "MLA KV cache": at_0_1_1("354-366, 748 (ModelConfig.__init__)", MODEL_CONFIG, "_is_dflash2_mla"),
         },
     )

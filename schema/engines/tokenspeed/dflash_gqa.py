@@ -219,10 +219,11 @@ LOADER = FamilyLoader(
         "taps": at_main("382-385", GQA_MODEL, qualname="DFlashDraftModel.__init__"),
         "taps vs target": at_main("146-177", CAUSAL_LM, "BaseCausalLM"),
         "target classes": DFLASH_TARGET_SOURCE,
-        "markov head": at_main("75-128", GQA_DSPARK_MODEL),
-        "block size": at_main("81-97", DFLASH_DRAFTER),
-        "config types": at_main("69-86, 337-347", HF_UTILS, qualname="_CONFIG_REGISTRY"),
-        "sliding layers": at_main("542-592", GQA_MODEL),
+        "markov head": at_main("75-85, 88-128 (DSparkDraftModel)", GQA_DSPARK_MODEL, "_get_markov_params"),
+        "block size": at_main("81-89, 92-94 (_resolve_draft_query_width)", DFLASH_DRAFTER, "_resolve_block_geometry"),
+        "config types": at_main("69-86, 337-347 (get_config)", HF_UTILS, qualname="_CONFIG_REGISTRY"),
+        "sliding layers": at_main("542-551, 554-569 (get_dflash_attention_sliding_window_size), "
+                                  "572-592 (_get_dflash_layer_sliding_window)", GQA_MODEL, "get_dflash_layer_types"),
     },
 )
 
@@ -256,11 +257,13 @@ def loader_pr1031() -> FamilyLoader:
     the stream it declares, on a Kimi-K3 target with AttnRes, as a K3 draft
     is; the GQA config class validates nothing on its own (no top-level
     check)."""
-    resolution = Source(DFLASH_DRAFTER, "52-58, 258-271", PR1031, qualname="_resolve_aux_hidden_stream")
+    resolution = Source(DFLASH_DRAFTER, "52-58, 258-271 (DFlash.wire_target, DFlash._wire_aux_hidden_stream)", PR1031,
+                         qualname="_resolve_aux_hidden_stream")
     return _drafter_resolves_stream(
         StreamResolution(nested_truthy_wins=True, validates_top_level=False, fixed_stream=None, source=resolution),
         feature=resolution,
-        stream_vs_target=Source(K3_TARGET, "2660-2680, 3069-3074; execution/drafter/dflash.py:263-271", PR1031,
+        stream_vs_target=Source(K3_TARGET, "2660-2680, 3069-3074 (set_dflash_aux_hidden_stream of "
+                                           "KimiK3ForConditionalGeneration); execution/drafter/dflash.py:263-271", PR1031,
                                 qualname="KimiLinearForCausalLM.set_dflash_aux_hidden_stream"),
     )
 
@@ -289,9 +292,12 @@ def loader_pr1016() -> FamilyLoader:
             validates_top_level=False,
             fixed_stream=None,
             env_override=STREAM_ENV_VAR,
-            source=Source(DFLASH_DRAFTER, "53-65, 264-277", PR1016),
+            source=Source(DFLASH_DRAFTER, "56-65, 264-277 (DFlash.wire_target, DFlash._wire_aux_hidden_stream)", PR1016,
+                          "_resolve_aux_hidden_stream"),
         ),
-        feature=Source(DFLASH_DRAFTER, "56-65, 264-277", PR1016, qualname="_resolve_aux_hidden_stream"),
-        stream_vs_target=Source(K3_TARGET, "1986-2005, 2247-2252; execution/drafter/dflash.py:269-277", PR1016,
+        feature=Source(DFLASH_DRAFTER, "56-65, 264-277 (DFlash.wire_target, DFlash._wire_aux_hidden_stream)", PR1016,
+                        qualname="_resolve_aux_hidden_stream"),
+        stream_vs_target=Source(K3_TARGET, "1986-2005, 2247-2252 (set_dflash_aux_hidden_stream of "
+                                           "KimiK3ForConditionalGeneration); execution/drafter/dflash.py:269-277", PR1016,
                                 qualname="KimiLinearForCausalLM.set_dflash_aux_hidden_stream"),
     )

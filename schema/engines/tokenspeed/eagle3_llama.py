@@ -138,8 +138,10 @@ LIMITS = (one_layer("LlamaForCausalLMEagle3", "models/llama_eagle3.py@f4d8ec6e:6
           tap_agreement_rule(lambda c: (*TAPS.draft_ids(c), TAPS.draft_count(c)),
                              "the Llama draft counts the top-level list only"),
           fc_width_is_hidden_size,
-          llama_no_sliding_window, eagle3_fc_skipped_when_widths_meet(_LE3, "539", EAGLE3_TARGET_TAPS),
-          llama_eagle3_rope_theta_at_the_top, eagle3_flags_only_in_eagle_config(_LE3, "480-509"))
+          llama_no_sliding_window,
+          eagle3_fc_skipped_when_widths_meet(_LE3, "539", EAGLE3_TARGET_TAPS, "Eagle3LlamaModel.forward"),
+          llama_eagle3_rope_theta_at_the_top,
+          eagle3_flags_only_in_eagle_config(_LE3, "480-509", "Eagle3LlamaModel.__init__"))
 
 LOADER = FamilyLoader(
     family="eagle3_llama",
@@ -181,14 +183,14 @@ LOADER = FamilyLoader(
     unexpected="drops",
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at_main("489-498", _LE3, "Eagle3LlamaModel.forward")),
-        "norm_before_fc": FeatureSupport(supported=True, source=at_main("480-488", _LE3, "Eagle3LlamaModel.forward")),
+        "fc_norm": FeatureSupport(supported=True, source=at_main("489-498", _LE3, "Eagle3LlamaModel.__init__")),
+        "norm_before_fc": FeatureSupport(supported=True, source=at_main("480-488", _LE3, "Eagle3LlamaModel.__init__")),
         # Its meaning: feed the post-norm state back; the logits are normed
         # either way (converters/layouts/norm_output.py judges who trained it).
         # Read in the released wheels (0.1.0: 459, 531-532, the same code).
         "norm_output": FeatureSupport(supported=True, source=Source(
-            "tokenspeed/runtime/models/llama_eagle3.py::Eagle3LlamaModel.forward", "460, 527-539",
-            "tokenspeed==0.1.1")),
+            "tokenspeed/runtime/models/llama_eagle3.py", "527-539, 460 (Eagle3LlamaModel.__init__)",
+            "tokenspeed==0.1.1", "Eagle3LlamaModel.forward")),
     },
     unread_flags={
         "norm_before_residual": NORM_BEFORE_RESIDUAL,
@@ -196,7 +198,7 @@ LOADER = FamilyLoader(
         # (models/llama_eagle3.py@f4d8ec6e:150-188, called with it at 268).
         "hidden_act": FeatureSupport(
             supported=False,
-            source=at_main("150-188, 268", _LE3, "LlamaMLP"),
+            source=at_main("150-188, 268 (Eagle3DecoderLayer.resolve_mlp)", _LE3, "LlamaMLP"),
             when_unsupported="the EAGLE-3 MLP is always SiLU-gated: a draft trained with another activation "
             "is served with SiLU",
             fixed_value="silu",
@@ -228,12 +230,14 @@ LOADER = FamilyLoader(
     sources={
         "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
         "load_weights": at_main("675-719", _LE3, qualname="LlamaForCausalLMEagle3.load_weights"),
-        "one layer": at_main("612-613", _LE3, "LlamaForCausalLMEagle3.prepare_model_kwargs"),
-        "taps (draft)": at_main("462-466", _LE3, "Eagle3LlamaModel.forward"),
-        "taps (target)": at_main("44-75, 95-102", FACTORY, qualname="_eagle_aux_layer_ids"),
+        "one layer": at_main("612-613", _LE3, "LlamaForCausalLMEagle3.__init__"),
+        "taps (draft)": at_main("462-466", _LE3, "Eagle3LlamaModel.__init__"),
+        "taps (target)": at_main("44-75, 95-102 (_wire_draft_to_target_model)",
+                                 FACTORY, qualname="_eagle_aux_layer_ids"),
         "taps vs target": at_main("133-144", CAUSAL_LM, "BaseCausalLM.set_eagle3_layers_to_capture"),
-        "fc width": at_main("468-478", _LE3, "Eagle3LlamaModel.forward"),
-        "lm_head": at_main("617-631, 752-754", _LE3, "LlamaForCausalLMEagle3.load_weights"),
+        "fc width": at_main("468-478", _LE3, "Eagle3LlamaModel.__init__"),
+        "lm_head": at_main("617-631, 752-754 (LlamaForCausalLMEagle3.set_embed_and_head)", _LE3,
+                           "LlamaForCausalLMEagle3.__init__"),
         "d2t": at_main("691-695", _LE3, qualname="LlamaForCausalLMEagle3.load_weights"),
         "embedding": at_main("727-751", _LE3, qualname="LlamaForCausalLMEagle3.set_embed_and_head"),
         "head_dim": at_main("148-150", LLAMA_MODEL, qualname="LlamaAttention.__init__"),

@@ -102,7 +102,7 @@ def mla_rope_only_yarn(config: Mapping[str, Any], config_file: str) -> list[Find
     if kind is None or kind in YARN_OR_NONE:
         return []
     return [engine_finding(config_file, f"{field} declares rope type {kind!r}, which the MLA EAGLE-3 layer drops: it "
-                           "applies unscaled RoPE", Source(_DS3, "1950-1969", MAIN), "rope_scaling")]
+                           "applies unscaled RoPE", Source(_DS3, "1950-1969", MAIN, "_draft_rope_scaling"), "rope_scaling")]
 
 
 def mla_fc_norm_width(config: Mapping[str, Any], config_file: str) -> list[Finding]:
@@ -201,8 +201,9 @@ def mla_config_fields(config: Mapping[str, Any], config_file: str) -> list[Findi
 LIMITS = (one_layer("Eagle3DeepseekV2ForCausalLM", "models/deepseek_v3.py@f4d8ec6e:2282-2283"),
           tap_agreement_rule(lambda c: (*TAPS.draft_ids(c), TAPS.draft_count(c)), "the MLA draft reads eagle_config first"),
           q_lora_rank_set, mla_config_fields,
-          mla_rope_only_yarn, mla_fc_norm_width, eagle3_fc_skipped_when_widths_meet(_DS3, "2205", EAGLE3_TARGET_TAPS),
-          eagle3_flags_only_in_eagle_config(_DS3, "2166-2186"))
+          mla_rope_only_yarn, mla_fc_norm_width,
+          eagle3_fc_skipped_when_widths_meet(_DS3, "2205", EAGLE3_TARGET_TAPS, "Eagle3MlaModel.forward"),
+          eagle3_flags_only_in_eagle_config(_DS3, "2166-2186", "Eagle3MlaModel.__init__"))
 
 LOADER = FamilyLoader(
     family="eagle3_mla",
@@ -283,11 +284,14 @@ LOADER = FamilyLoader(
                         source=at_main("2358-2364, 2408-2434", _DS3, qualname="Eagle3DeepseekV2ForCausalLM")),
     sources={
         "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
-        "load_weights": at_main("2355-2376, 1739-1877", _DS3, qualname="Eagle3DeepseekV2ForCausalLM.load_weights"),
+        "load_weights": at_main("2355-2376, 1739-1877 (DeepseekV3ForCausalLM.load_weights)",
+                                _DS3, qualname="Eagle3DeepseekV2ForCausalLM.load_weights"),
         "one layer": at_main("2282-2283", _DS3, qualname="Eagle3DeepseekV2ForCausalLM.__init__"),
         "taps (draft)": at_main("2112-2119, 2139-2140", _DS3, qualname="Eagle3MlaModel"),
-        "taps (target)": at_main("44-75, 95-102", FACTORY, qualname="_eagle_aux_layer_ids"),
-        "taps vs target": at_main("1591-1593, 1688-1695", _DS3, qualname="DeepseekV3Model.forward"),
+        "taps (target)": at_main("44-75, 95-102 (_wire_draft_to_target_model)",
+                                 FACTORY, qualname="_eagle_aux_layer_ids"),
+        "taps vs target": at_main("1591-1593, 1688-1695 (DeepseekV3ForCausalLM.set_eagle3_layers_to_capture)",
+                                  _DS3, qualname="DeepseekV3Model.forward"),
         "fc width": at_main("2142-2155", _DS3, qualname="Eagle3MlaModel.__init__"),
         "lm_head": at_main("2294-2310, 2370-2373, 2430-2432", _DS3, qualname="Eagle3DeepseekV2ForCausalLM"),
         "d2t": at_main("2358-2362", _DS3, qualname="Eagle3DeepseekV2ForCausalLM.load_weights"),

@@ -77,7 +77,7 @@ _DEFAULTS = {
 _TAPS = TapReading(
     target=TapPaths(paths=("target_layer_ids",), pick=FIRST_PRESENT),
     numbering=NUMBERING,
-    source=at_pr1031("111, 206-229", K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
+    source=at_pr1031("111, 206-229 (validate_k3_dspark_config)", K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
 )
 
 
@@ -127,7 +127,8 @@ def loader(*, serving_change: bool) -> FamilyLoader:
     commit = PR1031 if serving_change else MAIN
     fc_norm = FeatureSupport(
         supported=serving_change,
-        source=Source(K3_MODEL, "319-328" if serving_change else "(no fc_norm)", commit),
+        source=Source(K3_MODEL, "319-328" if serving_change else "(no fc_norm)", commit,
+                    "K3DSparkModel.__init__" if serving_change else ""),
         when_unsupported="the model has no fc_norm modules: shipped weights fail the load as unexpected, "
         "a declaration alone is ignored and the taps reach context_proj unnormalised",
     )
@@ -135,7 +136,8 @@ def loader(*, serving_change: bool) -> FamilyLoader:
         nested_truthy_wins=True,
         validates_top_level=True,
         fixed_stream=None if serving_change else "prefix",
-        source=Source(DFLASH_DRAFTER, "52-58, 260-271" if serving_change else "(prefix capture only)", commit),
+        source=Source(DFLASH_DRAFTER, "52-58, 260-271 (DFlash._wire_aux_hidden_stream)" if serving_change
+                    else "(prefix capture only)", commit, "_resolve_aux_hidden_stream" if serving_change else ""),
     )
     return FamilyLoader(
         family="k3_dspark",
@@ -173,13 +175,14 @@ def loader(*, serving_change: bool) -> FamilyLoader:
         sources={
             "targets without capture": TARGETS_WITHOUT_CAPTURE_SOURCE,
             "load_weights": at_pr1031("482-553", qualname="K3DSparkModel.load_weights"),
-            "config": at_pr1031("87-127, 194-300", K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
+            "config": at_pr1031("87-127, 194-300 (validate_k3_dspark_config)",
+                                K3_CONFIG, qualname="KimiK3DSparkConfig.__init__"),
             "taps vs target": at_pr1031("2627-2658", K3_TARGET,
                                         qualname="KimiLinearForCausalLM.set_dflash_layers_to_capture"),
             "stream vs target": at_pr1031("2660-2680", K3_TARGET,
                                           qualname="KimiLinearForCausalLM.set_dflash_aux_hidden_stream"),
-            "target classes": Source(DFLASH_DRAFTER, "236-247 (wire_target)" if serving_change
-                                     else "227-238 (wire_target)", commit),
+            "target classes": Source(DFLASH_DRAFTER, "236-247" if serving_change else "227-238", commit,
+                                     "DFlash.wire_target"),
         },
     )
 
@@ -196,7 +199,8 @@ def loader_pr1016() -> FamilyLoader:
         features={"fc_norm": FeatureSupport(supported=True, source=Source(K3_MODEL, "312-322", PR1016,
                                                                           qualname="K3DSparkModel.__init__"))},
         stream=dataclasses.replace(base.stream, env_override=STREAM_ENV_VAR,
-                                   source=Source(DFLASH_DRAFTER, "53-65, 264-277", PR1016)),
+                                   source=Source(DFLASH_DRAFTER, "56-65, 264-277 (DFlash.wire_target, DFlash._wire_aux_hidden_stream)", PR1016,
+                          "_resolve_aux_hidden_stream")),
         sources={**base.sources, "load_weights": Source(K3_MODEL, "471-543", PR1016,
                                                         qualname="K3DSparkModel.load_weights"),
                  "taps vs target": Source(K3_TARGET, "1954-1984", PR1016,

@@ -166,17 +166,18 @@ def k3_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:
         launch_loaded={r"^embed_tokens\.weight$": "--pipeline-parallel-size > 1"},
         startup_target_checks=at_0_1_1("285-309 (validate_k3_dspark_config, from K3DSparkModel.configure_target "
                                        "at models/kimi_k3_dspark.py:421-423)", K3_CONFIG, "validate_k3_dspark_config"),
-        sources={**base.sources, "config": at_0_1_1("56-127, 194-309", K3_CONFIG, "KimiK3DSparkConfig.__init__"),
+        sources={**base.sources, "config": at_0_1_1("56-127, 194-309 (validate_k3_dspark_config)",
+                                                    K3_CONFIG, "KimiK3DSparkConfig.__init__"),
                  "stream vs target": at_0_1_1("421-437", K3_MODEL, "K3DSparkModel.configure_target")},
     )
 
 
 # Why the drafter's window check never refuses a GQA draft (module docstring).
 SLIDING_WINDOW_BACKENDS = at_0_1_1(
-    "172, 187-222 (DFlash._validate_draft_attention_window); layers/attention/registry.py:573-591 "
+    "187-222, 172 (DFlash.__init__); layers/attention/registry.py:573-591 "
     "(_get_backend_cls: mha by default); layers/attention/backends/paged/mha.py:53-59, 104, 434-435 and "
     "paged/trtllm.py:102 (every MHA backend applies per-layer windows)",
-    _RUNTIME + "execution/drafter/dflash.py")
+    _RUNTIME + "execution/drafter/dflash.py", "DFlash._validate_draft_attention_window")
 
 
 def gqa_loader_0_1_1(base: FamilyLoader) -> FamilyLoader:

@@ -103,8 +103,10 @@ STREAM_RESOLVER = Fingerprint(
     sources={
         "0.1.1": _in_wheel(DRAFTER_FILE, "(not defined; models/kimi_k3_dspark.py:421-436 hands the top level's)"),
         "main": _at(DRAFTER_FILE, "227-250 (wire_target: prefix capture only)", MAIN, qualname="DFlash"),
-        "pr1016": _at(DRAFTER_FILE, "56-65, 264-277", PR1016, qualname="_resolve_aux_hidden_stream"),
-        "pr1031": _at(DRAFTER_FILE, "52-58, 258-271", PR1031, qualname="_resolve_aux_hidden_stream"),
+        "pr1016": _at(DRAFTER_FILE, "56-65, 264-277 (DFlash.wire_target, DFlash._wire_aux_hidden_stream)", PR1016,
+                     qualname="_resolve_aux_hidden_stream"),
+        "pr1031": _at(DRAFTER_FILE, "52-58, 258-271 (DFlash.wire_target, DFlash._wire_aux_hidden_stream)", PR1031,
+                     qualname="_resolve_aux_hidden_stream"),
     },
 )
 
@@ -117,7 +119,7 @@ STREAM_ENV_READ = Fingerprint(
     sources={
         "0.1.1": _in_wheel(DRAFTER_FILE, "(not read)"),
         "main": _at(DRAFTER_FILE, "(not read)", MAIN),
-        "pr1016": _at(DRAFTER_FILE, "53, 58-60", PR1016, qualname="AUX_HIDDEN_STREAM_ENV"),
+        "pr1016": _at(DRAFTER_FILE, "53, 58-60 (_resolve_aux_hidden_stream)", PR1016, qualname="AUX_HIDDEN_STREAM_ENV"),
         "pr1031": _at(DRAFTER_FILE, "52-58 (not read)", PR1031, qualname="_resolve_aux_hidden_stream"),
     },
 )
@@ -185,4 +187,4 @@ KERNEL_CALL_SITES: Mapping[str, Source] = {
 # starts and stops on the first that fails to import, whatever model it
 # serves: a K3 DSpark model whose module-top import fails keeps the whole
 # engine from starting.
-MODEL_IMPORT_SOURCE = _at(REGISTRY_FILE, "90-101, 123", PR1016, qualname="import_model_classes")
+MODEL_IMPORT_SOURCE = _at(REGISTRY_FILE, "90-101, 123 (ModelRegistry)", PR1016, qualname="import_model_classes")

@@ -365,8 +365,9 @@ EAGLE3_TARGET_SOURCE = at("28-29", EAGLE3_UTILS, "set_eagle3_aux_hidden_state_la
 # ".bias" (load_weights adds it to the ignored suffixes, 457-458) and the
 # rotary caches its mapper drops (233-240, 471).
 ROTARY_CACHES = SkipRule(r"rotary_(pos_)?emb\.(inv_freq|cos_cached|sin_cached)",
-                         "recomputed by the rotary embedding; dropped", at("233-240, 471", MODEL_UTILS,
-                                                                           "AutoWeightsLoader.REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER"))
+                         "recomputed by the rotary embedding; dropped",
+                         at("233-240, 471 (AutoWeightsLoader.load_weights)", MODEL_UTILS,
+                            "AutoWeightsLoader.REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER"))
 BIAS_WITHOUT_DESTINATION = SkipRule(r"\.bias$", "a bias the model does not build is dropped without a word",
                                     at("457-458", MODEL_UTILS, "AutoWeightsLoader.load_weights"))
 T2D = SkipRule(r"t2d", "the target-to-draft table is never read", at("426-427", LLAMA_EAGLE3,

@@ -55,13 +55,15 @@ def build_fields(config: Mapping[str, Any], config_file: str) -> list[Finding]:
                 + (f"{', '.join(absent)} absent there" if absent else "")
                 + (" (the top level's " + ", ".join(elsewhere) + " is not read)" if elsewhere else "")
                 + ("; " if absent and unread else "") + (f"int() cannot read {', '.join(unread)}" if unread else ""))
-        return [engine_refusal(config_file, text, at("248-258, 376-389", DFLASH2), "dflash_config",
+        source = at("248-258, 376-389 (DFlash2Qwen3Model.__init__)", DFLASH2, "DFlash2Qwen3DecoderLayer.__init__")
+        return [engine_refusal(config_file, text, source, "dflash_config",
                                "Write conv_kernel_size, conv_group_size, selector_rank and selector_top_k in "
                                "dflash_config.")]
     group, hidden = _as_int(nested["conv_group_size"]), config.get("hidden_size")
     if group is not None and (group <= 0 or (isinstance(hidden, int) and hidden % group)):
         return [engine_refusal(config_file, f"dflash_config.conv_group_size {group} does not divide hidden_size "
-                               f"{hidden}: the grouped convolution raises at build", at("182-185", DFLASH2),
+                               f"{hidden}: the grouped convolution raises at build",
+                               at("182-185", DFLASH2, "DFlashGroupedConv.__init__"),
                                "dflash_config.conv_group_size", "Write the group size the draft was trained with.")]
     return []
 
@@ -81,7 +83,8 @@ def serve_fields_nested_only(config: Mapping[str, Any], config_file: str) -> lis
             continue
         findings.append(served_wrong(
             config_file, f"{key} is {value!r} at the top level only; vLLM's DFlash2 reads it from dflash_config "
-            "alone and serves the draft without it", at("376-379, 400-406", DFLASH2), key,
+            "alone and serves the draft without it",
+            at("376-379, 400-406 (DFlash2Qwen3ForCausalLM.__init__)", DFLASH2, "DFlash2Qwen3Model.__init__"), key,
             f"Write {key} in dflash_config."))
     return findings
 
@@ -94,7 +97,7 @@ def block_from_launch(config: Mapping[str, Any], config_file: str) -> list[Findi
     size = _as_int(dflash2_value(config, "block_size", config.get("block_size")))
     if size is None or size < 2:
         return []
-    source = at("253-256", DFLASH2)
+    source = at("253-256", DFLASH2, "DFlash2Qwen3DecoderLayer.__init__")
     return [Finding(
         "ENG004",
         f"{config_file}: block_size = {size}: launch vLLM with --speculative-config '{{\"method\": \"dflash\", "
@@ -125,11 +128,12 @@ LOADER: FamilyLoader = dataclasses.replace(
     int_coerced_fields=tuple(f"dflash_config.{key}" for key in BUILD_FIELDS),
     sources={
         **{k: v for k, v in dflash_gqa.LOADER.sources.items() if "dspark" not in k},
-        "model": at("361-413", DFLASH2),
-        "convolution": at("170-227", DFLASH2),
-        "selector": at("314-358", DFLASH2),
-        "layer": at("229-287", DFLASH2),
-        "registry": at("666", "vllm/model_executor/models/registry.py"),
-        "speculator": at("42-47", "vllm/v1/worker/gpu/spec_decode/__init__.py"),
+        "model": at("361-392", DFLASH2, "DFlash2Qwen3Model"),
+        "candidates": at("395-413", DFLASH2, "DFlash2Qwen3ForCausalLM"),
+        "convolution": at("170-227", DFLASH2, "DFlashGroupedConv"),
+        "selector": at("314-358", DFLASH2, "CandidateSelector"),
+        "layer": at("229-287", DFLASH2, "DFlash2Qwen3DecoderLayer"),
+        "registry": at("666", "vllm/model_executor/models/registry.py", "_SPECULATIVE_DECODING_MODELS"),
+        "speculator": at("42-47", "vllm/v1/worker/gpu/spec_decode/__init__.py", "init_speculator"),
     },
 )

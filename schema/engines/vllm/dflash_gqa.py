@@ -145,7 +145,7 @@ def layer_types_served(config: Mapping[str, Any], config_file: str) -> list[Find
         return [engine_refusal(config_file, f"layer_types lists {len(layer_types)} layers but num_hidden_layers is "
                                f"{layers}; transformers' config validation, which vLLM's config loader runs, "
                                "refuses it (transformers/configuration_utils.py:694-709@transformers==5.20.2)",
-                               at("340-420", "vllm/transformers_utils/config.py"), "layer_types",
+                               at("340-420", "vllm/transformers_utils/config.py", "HFConfigParser"), "layer_types",
                                "List one type per layer.")]
     findings = []
     if isinstance(layer_types, list) and "chunked_attention" in layer_types:
@@ -154,7 +154,9 @@ def layer_types_served(config: Mapping[str, Any], config_file: str) -> list[Find
         findings.append(served_wrong(
             config_file, "layer_types holds chunked_attention, which the DFlash layer builds as full attention "
             "(no chunk, no window) without a word: a draft trained with chunked attention is served another "
-            "attention than it learned", at("59-73, 96-157", _DF), "chunked_attention",
+            "attention than it learned",
+            at("96-157, 59-73 (_SLIDING_ATTENTION, _dflash_layer_causal)", _DF, "_resolve_layer_attention"),
+            "chunked_attention",
             "Retrain with full_attention or sliding_attention layers, or serve it on an engine that builds "
             "chunked layers."))
     sliding = (isinstance(layer_types, list) and "sliding_attention" in layer_types) or bool(nested.get("use_swa"))
@@ -168,7 +170,7 @@ def layer_types_served(config: Mapping[str, Any], config_file: str) -> list[Find
     return findings + [engine_refusal(config_file, "a sliding-attention layer without a window: the DFlash layer reads "
                            "dflash_config.swa_window_size, else the top-level sliding_window (which a Qwen config "
                            "class nulls unless use_sliding_window), and raises ValueError at build",
-                           at("96-157", _DF), "sliding_window",
+                           at("96-157", _DF, "_resolve_layer_attention"), "sliding_window",
                            "Set dflash_config.swa_window_size (or sliding_window with use_sliding_window: true) "
                            "to the window the draft was trained with.")]
 
@@ -195,9 +197,11 @@ LOADER = FamilyLoader(
            # The DSpark confidence head (a training head speculators and
            # SpecForge ship): built and loaded when enable_confidence_head,
            # mapped to nothing otherwise, never refused
-           # (qwen3_dspark.py::Qwen3DSparkForCausalLM@0.33.0:219-231, 366-368).
+           # (qwen3_dspark.py::Qwen3DSparkModel.__init__@0.33.0:219-231,
+           # Qwen3DSparkForCausalLM.load_weights:366-368).
            SkipRule(r"^confidence_head\.", "the DSpark confidence head: loaded when enable_confidence_head, "
-                    "dropped otherwise", at("219-231, 366-368", QWEN3_DSPARK))),
+                    "dropped otherwise", at("219-231, 366-368 (Qwen3DSparkForCausalLM.load_weights)", QWEN3_DSPARK,
+                                            "Qwen3DSparkModel.__init__"))),
     fused=(
         FusedParameter(
             "layers.{n}.self_attn.qkv_proj.weight",
@@ -254,9 +258,9 @@ LOADER = FamilyLoader(
         "name mapper": at("390-410", _DF, "DFlashQwen3Model.hf_to_vllm_mapper"),
         "fc width": at("84-93", _DF, "_get_dflash_fc_input_size"),
         "taps (target)": TARGET_TAPS_SOURCE,
-        "mask token": at("92-115", SPEC_UTILS),
+        "mask token": at("92-115", SPEC_UTILS, "get_parallel_drafting_token_id"),
         "dspark load_weights": at("312-372", QWEN3_DSPARK, "Qwen3DSparkForCausalLM.load_weights"),
-        "markov head": at("48-81, 192-230", QWEN3_DSPARK, "DSparkMarkovHead"),
+        "markov head": at("48-81, 192-230 (Qwen3DSparkModel)", QWEN3_DSPARK, "DSparkMarkovHead"),
         "embedding / lm_head (dflash)": at("60-73", DFLASH_SHARING, "load_dflash_model"),
         "embedding / lm_head (dspark)": at("130-150", DSPARK_SHARING, "load_dspark_model"),
         "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),

@@ -129,10 +129,12 @@ LOADER = FamilyLoader(
     # left out is served as allocated.
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("231-240, 409-416", _LE3, "LlamaModel.__init__")),
+        "fc_norm": FeatureSupport(supported=True, source=at(
+            "231-240, 409-416 (Eagle3LlamaForCausalLM.combine_hidden_states)", _LE3, "LlamaModel.__init__")),
         # eagle_config.norm_before_fc wins over the top level (184-188).
         "norm_before_fc": FeatureSupport(supported=True, source=at("184-188, 223-229", _LE3, "LlamaModel.__init__")),
-        "norm_output": FeatureSupport(supported=True, source=at("252, 285-288", _LE3, "LlamaModel.__init__")),
+        "norm_output": FeatureSupport(supported=True, source=at("252, 285-288 (LlamaModel.forward)",
+                                                                _LE3, "LlamaModel.__init__")),
         "norm_before_residual": FeatureSupport(supported=True, source=at("101-122", _LE3, "LlamaDecoderLayer")),
     },
     # ids 0..N: the embeddings (0) to the last layer's output (N)
@@ -156,7 +158,7 @@ LOADER = FamilyLoader(
     # exactly, a fractional entry is truncated toward zero (its values are
     # read: rules/token_map.py).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
-                        source=at("314-316, 338-345, 420-470", _LE3,
+                        source=at("314-316, 338-345, 420-470 (Eagle3LlamaForCausalLM.load_weights)", _LE3,
                                   "Eagle3LlamaForCausalLM.__init__"), d2t_buffer="I64"),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
@@ -165,13 +167,13 @@ LOADER = FamilyLoader(
     sources={
         "load_weights": at("420-470", _LE3, "Eagle3LlamaForCausalLM.load_weights"),
         "name mapper": at("290-299", _LE3, "LlamaModel.hf_to_vllm_mapper"),
-        "layers": at("80-96, 198-208", _LE3, "LlamaDecoderLayer.__init__"),
+        "layers": at("80-96, 198-208 (LlamaModel.__init__)", _LE3, "LlamaDecoderLayer.__init__"),
         "taps (draft)": at("209-216", _LE3, "LlamaModel.__init__"),
         "taps (target)": TARGET_TAPS_SOURCE,
         "fc width": at("218-250", _LE3, "LlamaModel.__init__"),
         "lm_head": at("329-337", _LE3, "Eagle3LlamaForCausalLM.__init__"),
         "d2t": at("338-345", _LE3, "Eagle3LlamaForCausalLM.__init__"),
-        "embedding": at("18-34, 45-77", EAGLE_SHARING, "_should_share"),
+        "embedding": at("18-34, 45-77 (maybe_share_target_embed)", EAGLE_SHARING, "_should_share"),
         "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),
         "never loaded": at("503-523", DEFAULT_LOADER, "DefaultModelLoader.load_weights"),
         "attention bias": at("84-96", _LE3, "LlamaDecoderLayer.__init__"),

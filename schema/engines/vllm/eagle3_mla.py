@@ -177,8 +177,9 @@ LOADER = FamilyLoader(
     # load_weights returns None: nothing compares loaded with built.
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("211-220, 357-368", _DE3,
-                                                            "DeepseekV2Eagle3Model.__init__")),
+        "fc_norm": FeatureSupport(supported=True, source=at(
+            "211-220, 357-368 (Eagle3DeepseekV2ForCausalLM.combine_hidden_states)", _DE3,
+            "DeepseekV2Eagle3Model.__init__")),
         "norm_before_fc": FeatureSupport(
             supported=False,
             source=at("152-226 (no input_norm)", _DE3, "DeepseekV2Eagle3Model"),
@@ -203,7 +204,8 @@ LOADER = FamilyLoader(
     # model_loader/weight_utils.py:1529-1543): a float table of integers loads exactly,
     # a fractional entry is truncated toward zero (its values are read: rules/token_map.py).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
-                        source=at("282-314, 370-398", _DE3, "Eagle3DeepseekV2ForCausalLM.__init__"), d2t_buffer="I64"),
+                        source=at("282-314, 370-398 (Eagle3DeepseekV2ForCausalLM.load_weights)",
+                                  _DE3, "Eagle3DeepseekV2ForCausalLM.__init__"), d2t_buffer="I64"),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
     # targets_without_capture stays empty: every Llama/Qwen2/Qwen3(-MoE)/DeepSeek/Kimi
@@ -217,7 +219,7 @@ LOADER = FamilyLoader(
         "fc width": at("196-209", _DE3, "DeepseekV2Eagle3Model.__init__"),
         "lm_head": at("298-306", _DE3, "Eagle3DeepseekV2ForCausalLM.__init__"),
         "d2t": at("307-314", _DE3, "Eagle3DeepseekV2ForCausalLM.__init__"),
-        "embedding": at("18-34, 45-77", EAGLE_SHARING, "_should_share"),
+        "embedding": at("18-34, 45-77 (maybe_share_target_embed)", EAGLE_SHARING, "_should_share"),
         "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),
         "never loaded": at("503-523", DEFAULT_LOADER, "DefaultModelLoader.load_weights"),
     },

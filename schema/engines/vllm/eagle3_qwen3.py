@@ -141,11 +141,13 @@ LOADER = FamilyLoader(
     # left out is served as allocated (a norm's ones, layers/layernorm.py:65-67).
     missing="uninitialised",
     features={
-        "fc_norm": FeatureSupport(supported=True, source=at("224-233, 389-394", _QE3, "Qwen3Eagle3Model.__init__")),
+        "fc_norm": FeatureSupport(supported=True, source=at(
+            "224-233, 389-394 (Eagle3Qwen3ForCausalLM.combine_hidden_states)", _QE3, "Qwen3Eagle3Model.__init__")),
         # eagle_config.norm_before_fc wins over the top level (175-179).
         "norm_before_fc": FeatureSupport(supported=True, source=at("175-179, 215-222", _QE3,
                                                                    "Qwen3Eagle3Model.__init__")),
-        "norm_output": FeatureSupport(supported=True, source=at("245, 273-276", _QE3, "Qwen3Eagle3Model.__init__")),
+        "norm_output": FeatureSupport(supported=True, source=at("245, 273-276 (Qwen3Eagle3Model.forward)",
+                                                                _QE3, "Qwen3Eagle3Model.__init__")),
         "norm_before_residual": FeatureSupport(supported=True, source=at("85-102", _QE3, "Qwen3Eagle3DecoderLayer")),
     },
     # ids 0..N, as for the Llama class: the target's capture is the same.
@@ -164,22 +166,22 @@ LOADER = FamilyLoader(
     # the target's (process_eagle_weight, 426; model_executor/models/utils.py:
     # 1178-1198; v1/worker/gpu/spec_decode/eagle/utils.py:18-34, 45-119).
     vocab=VocabHandling(d2t=REJECTED_WHEN_FULL_VOCAB, t2d=DROPPED, embedding=DRAFT_IF_SHIPPED,
-                        source=at("291-295, 317-324, 398-446", _QE3,
+                        source=at("291-295, 317-324, 398-446 (Eagle3Qwen3ForCausalLM.load_weights)", _QE3,
                                   "Eagle3Qwen3ForCausalLM.__init__"), d2t_buffer="I64"),
     head_from_target="not_shipped",
     dims={"th": _fc_width, "S": TAPS.draft_count, "fcn": _fc_width},
     sources={
         "load_weights": at("398-446", _QE3, "Eagle3Qwen3ForCausalLM.load_weights"),
         "name mapper": at("143-152", _QE3, "Qwen3Eagle3Model.hf_to_vllm_mapper"),
-        "layers": at("34-88, 190-200", _QE3, "Qwen3Eagle3DecoderLayer"),
+        "layers": at("34-88, 190-200 (Qwen3Eagle3Model.__init__)", _QE3, "Qwen3Eagle3DecoderLayer"),
         "q_norm / k_norm": at("153-169", QWEN3, "Qwen3Attention"),
-        "head_dim": at("100, 209", QWEN3, "Qwen3Attention.__init__"),
+        "head_dim": at("100, 209 (Qwen3DecoderLayer.__init__)", QWEN3, "Qwen3Attention.__init__"),
         "taps (draft)": at("201-210", _QE3, "Qwen3Eagle3Model.__init__"),
         "taps (target)": TARGET_TAPS_SOURCE,
         "fc width": at("211-243", _QE3, "Qwen3Eagle3Model.__init__"),
         "lm_head": at("307-316", _QE3, "Eagle3Qwen3ForCausalLM.__init__"),
         "d2t": at("317-324", _QE3, "Eagle3Qwen3ForCausalLM.__init__"),
-        "embedding": at("18-34, 45-77", EAGLE_SHARING, "_should_share"),
+        "embedding": at("18-34, 45-77 (maybe_share_target_embed)", EAGLE_SHARING, "_should_share"),
         "unknown names": at("425-448", MODEL_UTILS, "AutoWeightsLoader._load_module"),
         "never loaded": at("503-523", DEFAULT_LOADER, "DefaultModelLoader.load_weights"),
         "shape": at("1529-1543", WEIGHT_UTILS, "default_weight_loader"),

@@ -126,8 +126,8 @@ LOADER = FamilyLoader(
             ("layers.{n}.self_attn.q_a_proj.weight", "layers.{n}.self_attn.kv_a_proj_with_mqa.weight"),
             # context_kv_proj is filled from each layer's kv_a_proj_with_mqa
             # (39-58): a pre-fused tensor leaves it empty.
-            fused_accepted=False, partial_passes=True, source=at("39-58, 446-451", K3_DSPARK,
-                                                                 "_duplicate_context_kv_weights"),
+            fused_accepted=False, partial_passes=True, source=at(
+                "39-58, 446-451 (K3DSparkForCausalLM.hf_to_vllm_mapper)", K3_DSPARK, "_duplicate_context_kv_weights"),
             when_pre_fused="is loaded, but the cross-layer context KV projection is filled only from separate "
             "kv_a_proj_with_mqa tensors, so it is served uninitialised",
         ),

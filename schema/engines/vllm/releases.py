@@ -103,7 +103,7 @@ MOVED: dict[str, dict[str, str]] = {
     "0.31.0": {
         "config/model.py": "680-693>635-648",
         "config/speculative.py": "1433-1509>1316-1392 1535-1566>1418-1447",
-        "model_executor/model_loader/default_loader.py": "503-523>481-501 525-572>501-524",
+        "model_executor/model_loader/default_loader.py": "503-523>481-499 525-572>501-524",
         "model_executor/model_loader/weight_utils.py": "590-616>576-602 1529-1543>1412-1426",
         "model_executor/models/deepseek_v2.py": "1546-1587>1545-1586",
         "model_executor/models/interfaces.py": "1616-1617>1568-1569 1640-1650>1592-1602 1751-1770>1703-1722",
@@ -128,7 +128,7 @@ MOVED: dict[str, dict[str, str]] = {
     "0.30.0": {
         "config/model.py": "680-693>628-641",
         "config/speculative.py": "1433-1509>1302-1378 1535-1566>1404-1441",
-        "model_executor/model_loader/default_loader.py": "503-523>427-447 525-572>447-470",
+        "model_executor/model_loader/default_loader.py": "503-523>427-445 525-572>447-470",
         "model_executor/model_loader/weight_utils.py": "590-616>610-636 1529-1543>1244-1258",
         "model_executor/models/deepseek_eagle3.py": "57-83>58-84 74>75 101-118>102-119 152-226>153-227 "
                                                     "189-194>190-195 196-209>197-210 196-199>197-200 211-220>212-221 "
@@ -149,7 +149,7 @@ MOVED: dict[str, dict[str, str]] = {
         "v1/worker/gpu/spec_decode/__init__.py": "42-47>18-23",
         # 0.30.0 has no Triton kernel for the convolution (its forward's, 0.33.0 lines 14-15, 25-143).
         "model_executor/models/qwen3_dflash2.py": "170-227>46-102 182-185>57-60 229-246>104-121 229-287>104-161 "
-                                                  "248-258>123-132 253-256>128-131 314-358>188-232 361-413>235-287 "
+                                                  "248-258>123-132 253-256>128-131 314-358>188-232 361-392>235-266 395-413>269-287 "
                                                   "376-379>250-253 376-389>250-263 400-406>274-280",
         "model_executor/models/utils.py": "233-240>217-224 425-448>394-417 457-458>426-427 471>440",
         "models/kimi_k3/nvidia/dspark_mla.py": "39-58>36-55 134-208>131-193 150-157>147-154 433-452>413-432 "
@@ -261,7 +261,7 @@ def architectures(version: str) -> ArchitectureResolution:
     base = recited(version, ARCHITECTURES)
     return dataclasses.replace(base, registered=modelled | unmodelled, source=at_release(
         version, f"{base.source.lines.split(';')[0]}; {lines} (draft classes: _SPECULATIVE_DECODING_MODELS, "
-        f"{REGISTRY}:655-745@{PIN})", REGISTRY))
+        f"{REGISTRY}:655-745@{PIN})", REGISTRY, base.source.qualname))
 
 
 # Targets -------------------------------------------------------------------
@@ -291,7 +291,8 @@ def _without_capture(version: str) -> tuple[frozenset[str], Source]:
         gained.insert(0, _CAPTURE_GAINED_NEXT[release][0])
     return classes, at_release(version, f"19-20 (set_eagle3_aux_hidden_state_layers raises 'Model does not "
                                f"support EAGLE3 interface' at startup; SupportsEagle3 gained later: "
-                               f"{'; '.join(gained)})", EAGLE3_UTILS)
+                               f"{'; '.join(gained)})", EAGLE3_UTILS,
+                               "set_eagle3_aux_hidden_state_layers")
 
 
 # EAGLE-3 use_aux_hidden_state (0.32.0 and older) ------------------------------
@@ -304,9 +305,10 @@ def taps_always_captured(version: str, family: str) -> Callable[[Mapping[str, An
     eagle_config.use_aux_hidden_state false builds no fc, but this release's
     runner captures the taps for every eagle3 draft and feeds their
     concatenation to it."""
-    runner = at_release(version, _ALWAYS_CAPTURES[version], MODEL_RUNNER)
-    asserts = (at_release(version, "270-273", LLAMA_EAGLE3) if family == "eagle3_llama"
-               else at_release(version, "260" if version == "0.30.0" else "263", QWEN3_EAGLE3))
+    runner = at_release(version, _ALWAYS_CAPTURES[version], MODEL_RUNNER, "GPUModelRunner.__init__")
+    asserts = (at_release(version, "270-273", LLAMA_EAGLE3, "LlamaModel.forward") if family == "eagle3_llama"
+               else at_release(version, "260" if version == "0.30.0" else "263", QWEN3_EAGLE3,
+                               "Qwen3Eagle3Model.forward"))
     asked = at("15-22 (requires_aux_hidden_states, from vllm/v1/worker/gpu/model_runner.py:306-308)", EAGLE3_UTILS,
                "requires_aux_hidden_states")
 
@@ -376,7 +378,8 @@ def loader(version: str, base: FamilyLoader) -> FamilyLoader:
         # 0.31.0 reads the flag, 64-70)
         out = dataclasses.replace(out, head_from_target="not_shipped",
                                   sources={**out.sources, "embedding / lm_head (dflash)": at_release(
-                                      "0.30.0", "61-68 (has_own_lm_head unread)", DFLASH_SHARING_PATH)})
+                                      "0.30.0", "61-68 (has_own_lm_head unread)", DFLASH_SHARING_PATH,
+                                      "load_dflash_model")})
     return out
 
 
