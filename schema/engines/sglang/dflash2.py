@@ -216,6 +216,7 @@ LOADER: FamilyLoader = dataclasses.replace(
     variant_target_classes={},
     sources={
         **{k: v for k, v in dflash_gqa.LOADER.sources.items() if "DSpark" not in k and k != "markov head"},
+        "load_weights": at("886-999", DFLASH_MODEL, "DFlashDraftModel.load_weights"),
         "model": at("1264-1302", DFLASH_MODEL, "DFlash2DraftModel"),
         "convolution": at("536-591", DFLASH_MODEL, "DFlashGroupedConv"),
         "selector": at("1142-1261", DFLASH_MODEL, "CandidateSelector"),

@@ -158,7 +158,9 @@ def dflash2_loader(version: str, base: FamilyLoader) -> FamilyLoader:
     its selector, convolutions and config parser are unchanged since 0.5.20
     (`models/dflash.py::DFlash2DraftModel.__init__`@0.5.20:1148-1163,
     @0.5.23:1267-1282; `speculative/dflash_utils.py::parse_dflash_draft_config`
-    @0.5.20:597-822, @0.5.23:588-813); the DFlash model around them changes as
+    @0.5.20:597-822, @0.5.23:588-813; 0.5.20's `DFlash2DraftModel.compute_candidates`
+    inlines the target-head top-k that 0.5.21 moves to `candidate_topk`, the
+    same candidates: 0.5.20:1174-1218, 0.5.21:1228-1237); the DFlash model around them changes as
     the GQA DFlash draft's does, and the DFLASH worker wires only to a class
     with the DFLASH setter (0.5.20's Kimi-K3 classes have the DSpark one only)."""
     loader = dflash_loader(version, base)
