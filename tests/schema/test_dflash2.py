@@ -131,6 +131,7 @@ def test_sglang_takes_a_top_k_of_one_and_no_block_size(gqa):
     (lambda n: n.__setitem__("conv_group_size", 7), "does not divide hidden_size"),
     (lambda n: n.__setitem__("selector_top_k", -1), "must be >= 0"),
     (lambda n: n.__setitem__("output_multiplier", 0), "wants it positive"),
+    (lambda n: n.__setitem__("final_logit_softcapping", "high"), "float() cannot read it"),
 ])
 def test_sglang_refuses_what_its_parser_and_model_raise_on(gqa, change, words):
     edit_config(gqa, lambda c: change(c["dflash_config"]))

@@ -158,6 +158,14 @@ def logit_fields(config: Mapping[str, Any], config_file: str) -> list[Finding]:
                         f"{multiplier!r}: SGLang's DFlash parser wants it positive",
                         at("651-653", DFLASH_UTILS, "parse_dflash_draft_config"),
                         "Write the multiplier the draft was trained with.")]
+    softcap = nested.get("final_logit_softcapping")
+    try:
+        float(softcap or 0.0)
+    except (TypeError, ValueError, OverflowError):
+        return [refused(config_file, "dflash_config.final_logit_softcapping", "dflash_config.final_logit_softcapping "
+                        f"= {softcap!r}: float() cannot read it", at("654-655", DFLASH_UTILS,
+                                                                     "parse_dflash_draft_config"),
+                        "Write the softcap the draft was trained with.")]
     neutral = {"input_embedding_scale": 1.0, "output_multiplier": 1.0, "final_logit_softcapping": 0.0}
     for key in SERVE_FIELDS:
         if key == "input_embedding_scale":
