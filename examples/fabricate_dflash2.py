@@ -192,3 +192,30 @@ DFLASH2_DEFECTS: dict[str, Defect] = {
     "missing-layer": Defect("INV001", drop("layers.1."), description="layer 1 dropped"),
     "hidden-act": Defect("CFG003", set_field("hidden_act", "gelu"), description="hidden_act gelu"),
 }
+
+
+# --------------------------------------------------------------------------
+# Engine readings: good drafts edited where the engines read one field each
+# their own way, so no one finding code fits every engine (not defects).
+# The conformance suite runs each through every engine's own code.
+
+
+def _conv_fields_top_level(config: dict) -> None:
+    for key in ("conv_kernel_size", "conv_group_size"):
+        config[key] = config["dflash_config"].pop(key)
+
+
+def _input_embedding_scale(config: dict) -> None:
+    config["dflash_config"]["input_embedding_scale"] = 2.0
+
+
+# name -> (edit of config.json, what each engine does with it)
+ENGINE_READINGS: dict[str, tuple[Any, str]] = {
+    "conv-fields-top-level": (
+        _conv_fields_top_level,
+        "conv_kernel_size and conv_group_size at the top level only: TokenSpeed reads them there, vLLM refuses "
+        "(dflash_config only), SGLang builds no convolution and drops their weights"),
+    "input-embedding-scale": (
+        _input_embedding_scale,
+        "dflash_config.input_embedding_scale 2.0: TokenSpeed and vLLM scale the embedding, SGLang never reads it"),
+}

@@ -9,7 +9,9 @@ TokenSpeed's `DFlash2DraftModel`
 convolution, 213-264 the selector, 286-357 the layer, 408-438 the model),
 vLLM's `DFlash2Qwen3ForCausalLM`
 (vllm/model_executor/models/qwen3_dflash2.py@vllm==0.33.0:170-227, 314-358,
-361-389) and speculators' trainer
+361-389), SGLang's `DFlash2DraftModel`
+(sglang/srt/models/dflash.py@sglang==0.5.23:536-591 the convolution,
+1142-1261 the selector, 1264-1302 the model) and speculators' trainer
 (speculators/models/dflash2/model_definitions.py@speculators==0.9.0:105-137,
 243-266; core.py:36-70):
 
@@ -25,7 +27,7 @@ taps x hidden_size in TokenSpeed (models/dflash.py::DFlashDraftModel.__init__
 
 TokenSpeed also builds an MLA attention (Kimi-K3 DSpark's) when
 `attention_mode` is "mla" (models/dflash2.py@tokenspeed==0.1.1:55-56,
-305-345); vLLM and speculators build Qwen3 GQA attention only.
+305-345); vLLM, SGLang and speculators build Qwen3 GQA attention only.
 """
 
 from __future__ import annotations

@@ -71,11 +71,6 @@ KNOWN: tuple[KnownDisagreement, ...] = (
     # vLLM -----------------------------------------------------------------
     # SGLang ---------------------------------------------------------------
     KnownDisagreement(
-        "sglang", "*/dflash2/*", "engine",
-        "SGLang registers DFlash2DraftModel and loads these drafts; dspark has no rules for SGLang's DFlash2 "
-        "loader and says so (ENG007, not judged: exit 1), which counts as a fail",
-        "sglang/srt/models/dflash.py::DFlash2DraftModel@0.5.23:1264-1323"),
-    KnownDisagreement(
         "sglang", "*/eagle3_llama/*flatten-for-sglang*", "dspark",
         "the draft was trained with norm_before_residual (speculators' default) and no SGLang model reads the key: "
         "the decoder layer adds the residual before its norm, a computation the run loads but does not score",

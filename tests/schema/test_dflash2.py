@@ -1,6 +1,6 @@
-"""DFlash2 (`DFlash2DraftModel`): judged as TokenSpeed 0.1.1 and vLLM load it,
-unjudged on SGLang (which registers it), refused where no class is
-registered; the fields each engine reads where it reads them."""
+"""DFlash2 (`DFlash2DraftModel`): judged as TokenSpeed 0.1.1, vLLM and SGLang
+load it, refused where no class is registered; the fields each engine reads
+where it reads them."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def mla(tmp_path):
     return fabricate(tmp_path / "mla", family="dflash2", variant="mla")
 
 
-@pytest.mark.parametrize("engine", ["tokenspeed@0.1.1", "vllm@0.33.0", "vllm@0.32.0", "vllm@0.31.0", "vllm@0.30.0"])
+@pytest.mark.parametrize("engine", ["tokenspeed@0.1.1", "vllm@0.33.0", "vllm@0.32.0", "vllm@0.31.0", "vllm@0.30.0",
+                                    "sglang@0.5.23", "sglang@0.5.22", "sglang@0.5.21", "sglang@0.5.20"])
 def test_a_good_gqa_draft_passes_where_it_is_modelled(gqa, engine):
     report = check_checkpoint(gqa, engine=engine, deep=True)
     assert report.family == "dflash2" and report.passed(strict=True), [f.message for f in report.findings]
@@ -58,11 +59,7 @@ def test_the_mla_draft_is_tokenspeeds_alone(mla):
     assert {"INV002", "INV001"} <= errors(report) and not report.passed()
 
 
-def test_sglang_registers_it_unjudged_and_older_tokenspeed_refuses_it(gqa):
-    for release in ("sglang@0.5.23", "sglang@0.5.20"):
-        report = check_checkpoint(gqa, engine=release)
-        assert errors(report) == {"ENG007"}
-        assert report.findings[0].detail["family"] == "dflash2"
+def test_older_tokenspeed_refuses_it(gqa):
     for snapshot in ("tokenspeed@0.1.0", "tokenspeed@main", "tokenspeed@pr1031"):
         assert errors(check_checkpoint(gqa, engine=snapshot)) == {"ENG006"}
 
@@ -92,6 +89,66 @@ def test_an_embedding_scale_at_the_top_level_is_unread_by_vllm_alone(gqa):
     assert "ENG001" in errors(check_checkpoint(gqa, engine="vllm@0.33.0"))
     edit_config(gqa, lambda c: c["dflash_config"].__setitem__("input_embedding_scale", c.pop("input_embedding_scale")))
     assert check_checkpoint(gqa, engine="vllm@0.33.0").passed()
+
+
+# SGLang (models/dflash.py::DFlash2DraftModel, speculative/dflash_utils.py::
+# parse_dflash_draft_config@sglang==0.5.23) -------------------------------------
+
+
+def test_sglang_builds_no_convolution_from_top_level_sizes(gqa):
+    def to_top(config):
+        for key in ("conv_kernel_size", "conv_group_size"):
+            config[key] = config["dflash_config"].pop(key)
+
+    edit_config(gqa, to_top)
+    assert check_checkpoint(gqa, engine="tokenspeed@0.1.1").passed()
+    assert "CFG003" in errors(check_checkpoint(gqa, engine="vllm@0.33.0"))
+    for release in ("sglang@0.5.23", "sglang@0.5.20"):
+        report = check_checkpoint(gqa, engine=release)
+        assert errors(report) == {"ENG001"}, release
+        assert "without its grouped convolutions" in report.errors[0].message
+
+
+def test_sglang_never_reads_the_embedding_scale(gqa):
+    edit_config(gqa, lambda c: c["dflash_config"].__setitem__("input_embedding_scale", 2.0))
+    for engine in ("tokenspeed@0.1.1", "vllm@0.33.0"):
+        assert check_checkpoint(gqa, engine=engine).passed(strict=True), engine
+    assert errors(check_checkpoint(gqa, engine="sglang@0.5.23")) == {"ENG001"}
+
+
+def test_sglang_takes_a_top_k_of_one_and_no_block_size(gqa):
+    edit_config(gqa, lambda c: c["dflash_config"].__setitem__("selector_top_k", 1))
+    assert "CFG003" in errors(check_checkpoint(gqa, engine="tokenspeed@0.1.1"))
+    assert check_checkpoint(gqa, engine="sglang@0.5.23").passed()
+    edit_config(gqa, lambda c: c["dflash_config"].pop("block_size"))
+    assert check_checkpoint(gqa, engine="sglang@0.5.23").passed()
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda n: n.pop("selector_rank"), "needs the pair set together"),
+    (lambda n: (n.pop("selector_rank"), n.pop("selector_top_k")), "raises without a selector rank"),
+    (lambda n: n.pop("conv_group_size"), "needs the pair set together"),
+    (lambda n: n.__setitem__("conv_group_size", 7), "does not divide hidden_size"),
+    (lambda n: n.__setitem__("selector_top_k", -1), "must be >= 0"),
+    (lambda n: n.__setitem__("output_multiplier", 0), "wants it positive"),
+    (lambda n: n.__setitem__("final_logit_softcapping", "high"), "float() cannot read it"),
+])
+def test_sglang_refuses_what_its_parser_and_model_raise_on(gqa, change, words):
+    edit_config(gqa, lambda c: change(c["dflash_config"]))
+    report = check_checkpoint(gqa, engine="sglang@0.5.23")
+    assert "CFG003" in errors(report) and any(words in f.message for f in report.errors), report.errors
+
+
+def test_sglang_builds_gqa_attention_whatever_attention_mode_says(gqa, mla):
+    edit_config(gqa, lambda c: c["dflash_config"].__setitem__("attention_mode", "mla"))
+    assert check_checkpoint(gqa, engine="sglang@0.5.23").passed(strict=True)
+    assert {"INV002", "INV001"} <= errors(check_checkpoint(mla, engine="sglang@0.5.23"))
+
+
+def test_sglang_reads_the_logit_fields_in_dflash_config_alone(gqa):
+    edit_config(gqa, lambda c: c.__setitem__("final_logit_softcapping", 30.0))
+    report = check_checkpoint(gqa, engine="sglang@0.5.22")
+    assert errors(report) == {"ENG001"} and "final_logit_softcapping" in report.errors[0].message
 
 
 def test_a_zero_kernel_projection_is_the_convolutions_initial_state_not_a_lost_weight(gqa):

@@ -188,8 +188,8 @@ def _unregistered(family: str):
 
 
 def test_a_family_the_engine_registers_but_dspark_has_no_loader_for_is_unjudged():
-    # SGLang registers DFlash2DraftModel (sglang/srt/models/dflash.py:1264,1321@sglang==0.5.23);
-    # dspark judges DFlash2 on TokenSpeed and vLLM only: ENG007 there, not a refusal.
+    # An engine that registers the family's class where dspark has no rules
+    # for it (a release the profiles have not caught up with): ENG007, not a refusal.
     config = draft_config(SCALES["tiny"], fc_norm=False)
     result = check_contract(config, [], engine=_without("k3_dspark"))
     assert [f.code for f in result.findings] == ["ENG007"]

@@ -100,7 +100,7 @@ def test_sglang_names_its_release_and_serves_no_k3_dspark():
     profile = engine_by_spec("sglang")
     assert profile is engine_by_spec("sglang@0.5.23")
     assert profile.spec == "sglang@0.5.23"
-    assert sorted(profile.loaders) == ["dflash_gqa", "eagle3_llama", "eagle3_mla"]
+    assert sorted(profile.loaders) == ["dflash2", "dflash_gqa", "eagle3_llama", "eagle3_mla"]
     assert [p.name for p in engine_specs("tokenspeed,sglang")] == ["tokenspeed", "sglang"]
     with pytest.raises(UsageError):
         engine_by_spec("sglang@0.5.19")  # releases before 0.5.20 are not modelled

@@ -4,7 +4,8 @@ for what they share.
 
 Served: EAGLE-3 Llama (`LlamaForCausalLMEagle3`), EAGLE-3 MLA
 (`Eagle3DeepseekV2ForCausalLM`), GQA DFlash and dense DSpark
-(`DFlashDraftModel`, `DSparkDraftModel` and its Qwen3/Ling/LFM2 names).
+(`DFlashDraftModel`, `DSparkDraftModel` and its Qwen3/Ling/LFM2 names),
+DFlash2 (`DFlash2DraftModel`).
 Not served: K3 DSpark (`k3_dspark.py` says why) and EAGLE-3 with a Qwen3
 layer (`eagle3_qwen3.py`): such a draft gets ENG006.
 
@@ -15,17 +16,18 @@ neighbour (`releases.py`), applied over 0.5.23's loaders.
 from __future__ import annotations
 
 from dspark.schema.engines.base import EngineProfile
-from dspark.schema.engines.sglang import launch, dflash_gqa, eagle3_llama, eagle3_mla
+from dspark.schema.engines.sglang import launch, dflash2, dflash_gqa, eagle3_llama, eagle3_mla
 from dspark.schema.engines.sglang.common import NAME, PIN, PROFILE_FACTS, VERSION
 
 V0_5_23 = EngineProfile(
     name=NAME,
     revision=VERSION,
     commit=PIN,
-    description="SGLang 0.5.23 (the released wheel): EAGLE-3 Llama and MLA, GQA DFlash and dense DSpark; "
-    "no K3 DSpark",
+    description="SGLang 0.5.23 (the released wheel): EAGLE-3 Llama and MLA, GQA DFlash and dense DSpark, "
+    "DFlash2; no K3 DSpark",
     loaders={
         "dflash_gqa": dflash_gqa.LOADER,
+        "dflash2": dflash2.LOADER,
         "eagle3_llama": eagle3_llama.LOADER,
         "eagle3_mla": eagle3_mla.LOADER,
     },
@@ -46,6 +48,7 @@ def _release(version: str, description: str) -> EngineProfile:
         description=description,
         loaders={
             "dflash_gqa": releases.dflash_loader(version, dflash_gqa.LOADER),
+            "dflash2": releases.dflash2_loader(version, dflash2.LOADER),
             "eagle3_llama": releases.eagle3_loader(version, eagle3_llama.LOADER),
             "eagle3_mla": releases.eagle3_loader(version, eagle3_mla.LOADER),
         },

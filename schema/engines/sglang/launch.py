@@ -136,7 +136,7 @@ def rules(version: str) -> Rules:
 
 
 def _algorithm(ctx: LaunchContext) -> str:
-    if ctx.family != "dflash_gqa":
+    if ctx.family not in ("dflash_gqa", "dflash2"):
         return "EAGLE3"
     names = " ".join(str(a) for a in ctx.config.get("architectures") or []) + " " + str(ctx.config.get("model_type"))
     return "DSPARK" if "dspark" in names.lower() else "DFLASH"

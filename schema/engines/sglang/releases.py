@@ -3,7 +3,8 @@ neighbour: only the rules that differ, each cited to both releases
 (`sglang/srt/<path>::<Qualified.name>@sglang==X:<lines>`, read from the
 released wheels). Everything else is read as its neighbour reads it.
 
-* 0.5.22 (over 0.5.23), GQA DFlash and dense DSpark:
+* 0.5.22 (over 0.5.23), GQA DFlash, dense DSpark and DFlash2 (whose own
+  classes are unchanged since 0.5.20, `dflash2_loader`):
   - the DSpark config parser reads its nested fields from `dspark_config`
     only (`speculative/dspark_components/dspark_config.py::_get_dspark_config`
     @0.5.22:196-205); 0.5.23 merges `dflash_config` under it (194-212). A
@@ -156,6 +157,24 @@ def dflash_loader(version: str, base: FamilyLoader) -> FamilyLoader:
         variant_target_classes=variants,
         sources={**base.sources, "target classes": _TARGET_SOURCES[version], "dspark config": sections,
                  "activation": act},
+    )
+
+
+def dflash2_loader(version: str, base: FamilyLoader) -> FamilyLoader:
+    """The DFlash2 loader of `version` over 0.5.23's (`base`): DFlash2DraftModel,
+    its selector, convolutions and config parser are unchanged since 0.5.20
+    (`models/dflash.py::DFlash2DraftModel.__init__`@0.5.20:1148-1163,
+    @0.5.23:1267-1282; `speculative/dflash_utils.py::parse_dflash_draft_config`
+    @0.5.20:597-822, @0.5.23:588-813; 0.5.20's `DFlash2DraftModel.compute_candidates`
+    inlines the target-head top-k that 0.5.21 moves to `candidate_topk`, the
+    same candidates: 0.5.20:1174-1218, 0.5.21:1228-1237); the DFlash model around them changes as
+    the GQA DFlash draft's does, and the DFLASH worker wires only to a class
+    with the DFLASH setter (0.5.20's Kimi-K3 classes have the DSpark one only)."""
+    loader = dflash_loader(version, base)
+    return dataclasses.replace(
+        loader,
+        target_classes=loader.target_classes - _DFLASH_SETTERS_GAINED.get(version, frozenset()),
+        sources={k: v for k, v in loader.sources.items() if k != "dspark config"},
     )
 
 

@@ -57,6 +57,26 @@ def _declared_own_head(root: Path, target: Path) -> Case:
                 expect="has_own_lm_head: true, no lm_head shipped")
 
 
+def _engine_readings(root: Path, target: Path) -> list[Case]:
+    """Good DFlash2 drafts with one field written where the engines read it
+    each their own way (`fabricate_dflash2.ENGINE_READINGS`): one case each,
+    the trained layers those of the good draft."""
+    from dspark.examples.fabricate_dflash2 import ENGINE_READINGS
+
+    cases = []
+    for name, (edit, expect) in ENGINE_READINGS.items():
+        folder = root / "dflash2" / name
+        fabricate(folder, family="dflash2")
+        config = json.loads((folder / "config.json").read_text())
+        edit(config)
+        (folder / "config.json").write_text(json.dumps(config, indent=2))
+        good = root / "dflash2" / "good"
+        cases.append(Case(id=f"fabricated/dflash2/{name}", folder=str(folder), origin=ORIGIN, family="dflash2",
+                          target_config=str(target), trained_layers=_trained_layers(good, target, None),
+                          expect=expect))
+    return cases
+
+
 def _slug(options: dict) -> str:
     if not options:
         return "good"
@@ -267,6 +287,8 @@ def build(workdir: Path, *, engine: str | None = None) -> list[Case]:
                                   expect="a good draft"))
         if family == "dflash_gqa":
             cases.append(_declared_own_head(root, target))
+        if family == "dflash2":
+            cases += _engine_readings(root, target)
         for defect_name, defect in fab.defects.items():
             if defect.deep:
                 continue  # payload values: the engines load them as they are

@@ -266,6 +266,7 @@ def verdict(case: Case, draft, draft_config, target_vocab, captured, unwritten, 
     problems += norm_problems(case, draft)
     problems += sglang_startup.hot_token_map_problems(details["algorithm"], draft, target_vocab)
     problems += sglang_startup.block_size_problems(details["algorithm"], draft, draft_config)
+    problems += sglang_startup.dflash2_problems(Path(case.folder), draft, draft_config)
     problems += sglang_startup.stream_problems(Path(case.folder), details.get("capture", {}).get("served_stream"))
     status = SERVED_WRONG if problems else LOADED
     return Outcome(status, reason="; ".join(problems), stage="" if problems else "startup",

@@ -118,6 +118,40 @@ def dropped_features(folder: Path, draft, draft_config) -> list[str]:
     return problems
 
 
+def dflash2_problems(folder: Path, draft, draft_config) -> list[str]:
+    """What a DFlash2 draft declares or ships that the built model does not
+    serve: the grouped convolutions and the candidate selector dropped by
+    the loader when the model built none
+    (`models/dflash.py::DFlashDraftModel.__init__@0.5.23:718-740`, only with
+    dflash_config.conv_kernel_size), and the logit and embedding scales the
+    model serves with (`::DFlash2DraftModel._transform_unary_logits@0.5.23:1284-1291`,
+    read from the parsed config) against those the config writes."""
+    if getattr(draft, "candidate_selector", None) is None:
+        return []
+    problems = []
+    parameters = {name for name, _ in draft.named_parameters()}
+    shipped = {name.removeprefix("model.") for name in _shipped_names(folder)}
+    for part in ("_conv.", "candidate_selector."):
+        dropped = sorted(name for name in shipped if part in name and name not in parameters)
+        if dropped:
+            problems.append(f"{len(dropped)} {part.strip('._')} weight(s) shipped, but the built draft has no "
+                            f"such parameter: dropped ({', '.join(dropped[:3])})")
+    config = json.loads((folder / "config.json").read_text())
+    nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
+    served = {"output_multiplier": float(draft.draft_config.output_multiplier),
+              "final_logit_softcapping": float(draft.draft_config.final_logit_softcapping or 0.0)}
+    for key, value in served.items():
+        written = nested.get(key, config.get(key))
+        if written is not None and float(written or 0.0) != value:
+            problems.append(f"{key} {written!r} written, the model serves {value!r}")
+    scale = nested.get("input_embedding_scale", config.get("input_embedding_scale"))
+    if scale is not None and float(scale) != 1.0 and not any(
+            hasattr(holder, "input_embedding_scale") for holder in (draft, draft.draft_config)):
+        problems.append(f"input_embedding_scale {scale!r} written, the model has none: the embedding is "
+                        "served unscaled")
+    return problems
+
+
 def stream_problems(folder: Path, served_stream: str | None) -> list[str]:
     """`aux_hidden_stream` is never read by SGLang: the target decides the
     stream (`sglang_target.captured_layers` reads which)."""
