@@ -15,11 +15,14 @@ each wheel (`vllm/...@vllm==X`).
   is the one ENG004 names.
 * `--max-model-len`: the served length the draft's max_position_embeddings
   is judged against (positions.py), else the target's derived one.
-* `--pipeline-parallel-size` (`-pp`): read, not modelled. At a size above
-  1 the proposer shares no embedding with the target
+* `--pipeline-parallel-size` (`-pp`): Model Runner V2 relays an EAGLE-3,
+  DFlash or DSpark draft's taps across the stages only for a target whose
+  decoder declares it, and refuses any other (pipeline.py). A P-EAGLE
+  draft (the V1 runner) at a pipeline is read and named as not modelled.
+  At a size above 1 the proposer also shares no embedding with the target
   (v1/spec_decode/llm_base_proposer.py::_maybe_share_embeddings:1418-1424@0.33.0),
   so a draft that ships none keeps the one it was built with; dspark does
-  not yet judge what each family then serves, and says so (LCH004).
+  not judge that part, and says so (LCH004).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from dspark.schema.engines.launch import (
     ignored_note,
     keep,
 )
-from dspark.schema.engines.vllm import positions
+from dspark.schema.engines.vllm import pipeline, positions
 from dspark.schema.findings import Finding
 
 SPEC_CONFIG = "--speculative-config"
@@ -50,8 +53,8 @@ FLAGS = (
     FlagSpec(SPEC_CONFIG, JSON_OBJECT, "num_speculative_tokens (a DSpark draft's default is its block size)",
              aliases=("-sc",)),
     FlagSpec(MAX_MODEL_LEN, INT, "the served length the draft's max_position_embeddings must reach", minimum=1),
-    FlagSpec(PP, INT, "read, not modelled: the proposer shares no embedding at a size above 1", aliases=("-pp",),
-             minimum=1),
+    FlagSpec(PP, INT, "above 1, a target whose decoder relays no captured state across the stages is refused",
+             aliases=("-pp",), minimum=1),
 )
 
 # Per release: where __post_init__ defaults num_speculative_tokens (and
@@ -86,6 +89,7 @@ def model(version: str) -> LaunchModel:
     shares = Source(PROPOSER, f"{share_lines} (_maybe_share_embeddings)", release,
                     "SpecDecodeBaseProposer._maybe_share_embeddings")
     position_sources = positions.sources(version)
+    pipeline_sources = pipeline.sources(version)
 
     def judge(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Callable[[Finding], Finding]]:
         launched = launch.get(MAX_MODEL_LEN) if launch is not None else None
@@ -114,18 +118,24 @@ def model(version: str) -> LaunchModel:
                 findings.append(Finding(
                     "LCH005", f"{ctx.config_file}: num_speculative_tokens is taken from the draft's {key}, "
                     f"{size!r} ({cite}).", file=ctx.config_file, detail={"num_speculative_tokens": size}))
-        if launch.get(PP, 1) > 1:
-            cite = shares.cite()
+        pp = launch.get(PP, 1)
+        if pp > 1:
+            parallel_drafting = ctx.family.startswith("peagle")
+            if not parallel_drafting:
+                run_as = method or positions.draft_method(ctx.family, ctx.config)
+                findings += pipeline.judge(version, run_as, pp, ctx, pipeline_sources, launch.text)
+            not_modelled = "a P-EAGLE draft (the V1 runner) at a pipeline, and " if parallel_drafting else ""
             findings.append(Finding(
-                "LCH004", f"--launch: {PP} {launch.get(PP)} on vllm@{version} is read but not modelled: the "
-                f"proposer shares no embedding with the target there ({cite}), and dspark judges the draft as at "
-                "size 1.", detail={"launch": launch.text, "not_modelled": [PP]}))
+                "LCH004", f"--launch: {PP} {pp} on vllm@{version}: {not_modelled}what a draft that ships no "
+                f"embedding serves when the proposer shares none with the target there ({shares.cite()}) is not "
+                "modelled.", detail={"launch": launch.text, "not_modelled": [PP]}))
         return findings, keep
 
     return LaunchModel(flags=FLAGS, judge=judge,
                        summary="--speculative-config's num_speculative_tokens (a DSpark draft's default is its "
                                "block size, from 0.31.0); --max-model-len against the draft's "
-                               "max_position_embeddings; the pipeline size is read and named as not modelled")
+                               "max_position_embeddings; the pipeline size against the target's relay of the "
+                               "captured taps across stages")
 
 
 MODEL = model("0.33.0")

@@ -160,7 +160,7 @@ def served_length(target: Any, launched: int | None) -> tuple[int | None, str]:
     return length, f"the target's derived max_model_len, {length} ({target.source})"
 
 
-def _method(family: str, config: Mapping[str, Any]) -> str:
+def draft_method(family: str, config: Mapping[str, Any]) -> str:
     if family.startswith("eagle3"):
         return "eagle3"
     if family == "k3_dspark":
@@ -184,7 +184,7 @@ def judge(version: str, family: str, config: Mapping[str, Any], config_file: str
     cited = cited if cited is not None else sources(version)
     blocks = rope_blocks(config)
     kinds = sorted({rope_type(b) for b in blocks})
-    method = _method(family, config)
+    method = draft_method(family, config)
     raise_site, rope = cited["raise"], cited["rope"]
     if version == "0.33.0":
         raised = all(k in CACHE_ONLY for k in kinds)

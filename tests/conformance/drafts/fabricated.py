@@ -155,6 +155,14 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
         ("eagle3_llama", "good", {}, "", """--speculative-config '{"method": "eagle3"}'"""),
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "",
          """--speculative-config '{"method": "dspark", "num_speculative_tokens": 7}'"""),
+        # A pipeline of 2 (schema/engines/vllm/pipeline.py): the Llama and
+        # Qwen3 targets' decoders relay captured states across stages, the
+        # Qwen3.5 and Kimi-K2.5 ones do not.
+        ("eagle3_llama", "good", {}, "", "--pipeline-parallel-size 2"),
+        ("eagle3_qwen3", "good", {}, "", "-pp 2"),
+        ("eagle3_mla", "good", {}, "", "-pp 2"),
+        ("dflash_gqa", "good", {}, "", "-pp 2"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "-pp 2"),
     ],
 }
 
