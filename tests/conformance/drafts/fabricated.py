@@ -163,6 +163,21 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
         ("eagle3_mla", "good", {}, "", "-pp 2"),
         ("dflash_gqa", "good", {}, "", "-pp 2"),
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "-pp 2"),
+        # max_model_len in --speculative-config: the draft's own length,
+        # refused above the draft's derived length or the served one; 0.33.0
+        # lowers the server's to it for a draft whose RoPE it does not raise.
+        ("dflash_gqa", "good", {}, "",
+         """--max-model-len 2048 -sc '{"method": "dflash", "num_speculative_tokens": 3, "max_model_len": 1024}'"""),
+        ("dflash_gqa", "max-pos-1024", {}, "max_position_embeddings=1024",
+         """--max-model-len 2048 -sc '{"method": "dflash", "num_speculative_tokens": 3, "max_model_len": 1536}'"""),
+        ("dflash_gqa", "yarn-4096", {}, "max_position_embeddings=4096; rope_scaling="
+         '{"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048}',
+         """--max-model-len 2048 -sc '{"method": "dflash", "num_speculative_tokens": 3, "max_model_len": 1024}'"""),
+        ("dflash_gqa", "yarn-4096", {}, "max_position_embeddings=4096; rope_scaling="
+         '{"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048}',
+         """--max-model-len 2048 -sc '{"method": "dflash", "num_speculative_tokens": 3, "max_model_len": 3072}'"""),
+        ("eagle3_llama", "good", {}, "",
+         """--max-model-len 2048 -sc '{"method": "eagle3", "num_speculative_tokens": 3, "max_model_len": 1024}'"""),
     ],
 }
 
