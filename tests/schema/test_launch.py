@@ -370,3 +370,22 @@ def test_vllm_0_33_0_lowers_the_server_to_a_speculative_max_model_len_only_where
     assert lowered.detail["served_length"] == 1024 and lowered.detail["requested_length"] == 2048
     # through 0.32.0 no runner reads the draft's max_model_len
     assert "ROP004" not in codes(check_checkpoint(draft, engine="vllm@0.32.0", launch=_spec(1024)))
+
+
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.23"])
+def test_sglangs_dspark_block_size_flag_is_gamma_over_the_checkpoints(tmp_path, version):
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", variant="dspark")  # block_size 16: gamma 16
+    engine = f"sglang@{version}"
+    assert check_checkpoint(draft, engine=engine, launch="--speculative-dspark-block-size 16").passed()
+    [wrong] = [f for f in check_checkpoint(draft, engine=engine, launch="--speculative-dspark-block-size 8").findings
+               if f.code == "LCH002"]
+    assert wrong.detail["gamma"] == 16 and wrong.detail["dspark_block_size"] == 8
+    # the draft-token count is checked against the flag's gamma, not the checkpoint's
+    assert check_checkpoint(draft, engine=engine, launch="--speculative-dspark-block-size 16 "
+                            "--speculative-num-draft-tokens 17").passed()
+    stopped = check_checkpoint(draft, engine=engine, launch="--speculative-dspark-block-size 8 "
+                               "--speculative-num-draft-tokens 17")
+    assert "LCH001" in codes(stopped, Severity.ERROR)
+    # a DFlash draft does not read it
+    dflash = fabricate(tmp_path / "f", family="dflash_gqa")
+    assert check_checkpoint(dflash, engine=engine, launch="--speculative-dspark-block-size 8").passed()

@@ -128,6 +128,11 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-num-draft-tokens 16"),
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--pp-size 2"),
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--pp-size 2 --disaggregation-mode prefill"),
+        # --speculative-dspark-block-size is gamma, over the checkpoint's
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-dspark-block-size 16"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-dspark-block-size 8"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "",
+         "--speculative-dspark-block-size 16 --speculative-num-draft-tokens 16"),
         ("eagle3_llama", "good", {}, "", "--pp-size 2"),
         ("eagle3_llama", "good", {}, "", "--pipeline-parallel-size 4"),
         ("eagle3_llama", "taps-6-7-8", {}, "taps=6,7,8", "--pp-size 2"),
