@@ -310,3 +310,87 @@ def test_a_release_without_a_launch_model_names_every_flag_ignored(k3):
     report = check_checkpoint(k3, engine="tokenspeed@pr1031", launch="--speculative-num-steps 6")
     [note] = [f for f in report.findings if f.code == "LCH004"]
     assert note.detail["ignored"] == ["--speculative-num-steps"]
+
+
+def _target(tmp_path: Path, architecture: str, **extra) -> Path:
+    path = tmp_path / f"{architecture}.json"
+    path.write_text(json.dumps({"architectures": [architecture], "hidden_size": 32, "num_hidden_layers": 12,
+                                "vocab_size": 128, "max_position_embeddings": 2048, **extra}))
+    return path
+
+
+@pytest.mark.parametrize("version", ["0.30.0", "0.31.0", "0.32.0", "0.33.0"])
+def test_vllm_refuses_a_pipeline_on_a_target_whose_decoder_relays_no_captured_state(tmp_path, version):
+    draft = fabricate(tmp_path / "d", family="eagle3_llama")
+    engine = f"vllm@{version}"
+    assert check_checkpoint(draft, engine=engine, target=_target(tmp_path, "LlamaForCausalLM"), launch="-pp 2").passed()
+    moe = check_checkpoint(draft, engine=engine, target=_target(tmp_path, "Qwen3MoeForCausalLM"), launch="-pp 2")
+    [refusal] = [f for f in moe.findings if f.code == "LCH001"]
+    assert "does not support eagle3 with pipeline parallelism" in refusal.message
+    assert f"vllm=={version}" in refusal.message
+    assert check_checkpoint(draft, engine=engine, target=_target(tmp_path, "Qwen3MoeForCausalLM"),
+                            launch="-pp 1").passed()
+    unknown = check_checkpoint(draft, engine=engine, launch="--pipeline-parallel-size 2")
+    assert unknown.passed() and "LCH003" in codes(unknown, Severity.WARNING)
+
+
+def test_vllm_relays_minimax_m3_from_0_32_0_and_leaves_an_unread_capture_alone(tmp_path):
+    draft = fabricate(tmp_path / "d", family="eagle3_llama")
+    target = _target(tmp_path, "MiniMaxM3SparseForCausalLM")
+    assert "LCH001" in codes(check_checkpoint(draft, engine="vllm@0.31.0", target=target, launch="-pp 2"))
+    assert check_checkpoint(draft, engine="vllm@0.32.0", target=target, launch="-pp 2").passed()
+    # 0.33.0 captures nothing for a draft without aux hidden states: nothing to relay
+    edit_config(draft, eagle_config={"use_aux_hidden_state": False})
+    moe = _target(tmp_path, "Qwen3MoeForCausalLM")
+    assert "LCH001" not in codes(check_checkpoint(draft, engine="vllm@0.33.0", target=moe, launch="-pp 2"))
+
+
+def _spec(max_model_len) -> str:
+    return ("--max-model-len 2048 -sc '" + json.dumps({"method": "dflash", "num_speculative_tokens": 3,
+                                                       "max_model_len": max_model_len}) + "'")
+
+
+@pytest.mark.parametrize("version", ["0.30.0", "0.33.0"])
+def test_vllm_refuses_a_speculative_max_model_len_above_the_drafts_or_the_served_length(tmp_path, version):
+    draft = edit_config(fabricate(tmp_path / "d", family="dflash_gqa", engine="vllm"), max_position_embeddings=1024)
+    engine = f"vllm@{version}"
+    [above_draft] = [f for f in check_checkpoint(draft, engine=engine, launch=_spec(1536)).findings
+                     if f.code == "LCH001"]
+    assert above_draft.detail == {"max_model_len": 1536, "derived": 1024}
+    edit_config(draft, max_position_embeddings=4096)
+    [above_served] = [f for f in check_checkpoint(draft, engine=engine, launch=_spec(3072)).findings
+                      if f.code == "LCH001"]
+    assert above_served.detail["served_length"] == 2048
+    assert "LCH001" in codes(check_checkpoint(draft, engine=engine, launch=_spec(0)))
+    assert check_checkpoint(draft, engine=engine, launch=_spec(1024)).passed()
+
+
+def test_vllm_0_33_0_lowers_the_server_to_a_speculative_max_model_len_only_where_it_does_not_raise(tmp_path):
+    draft = edit_config(fabricate(tmp_path / "d", family="dflash_gqa", engine="vllm"), max_position_embeddings=4096)
+    # default RoPE only sizes the cache: the draft shares the target's positions, the value changes nothing
+    assert "ROP004" not in codes(check_checkpoint(draft, engine="vllm@0.33.0", launch=_spec(1024)))
+    edit_config(draft, rope_scaling={"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048})
+    [lowered] = [f for f in check_checkpoint(draft, engine="vllm@0.33.0", launch=_spec(1024)).findings
+                 if f.code == "ROP004"]
+    assert lowered.detail["served_length"] == 1024 and lowered.detail["requested_length"] == 2048
+    # through 0.32.0 no runner reads the draft's max_model_len
+    assert "ROP004" not in codes(check_checkpoint(draft, engine="vllm@0.32.0", launch=_spec(1024)))
+
+
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.23"])
+def test_sglangs_dspark_block_size_flag_is_gamma_over_the_checkpoints(tmp_path, version):
+    draft = fabricate(tmp_path / "d", family="dflash_gqa", variant="dspark")  # block_size 16: gamma 16
+    engine = f"sglang@{version}"
+    assert check_checkpoint(draft, engine=engine, launch="--speculative-dspark-block-size 16").passed()
+    [wrong] = [f for f in check_checkpoint(draft, engine=engine, launch="--speculative-dspark-block-size 8").findings
+               if f.code == "LCH002"]
+    assert wrong.detail["gamma"] == 16 and wrong.detail["dspark_block_size"] == 8
+    # the draft-token count is checked against the flag's gamma, not the checkpoint's
+    assert check_checkpoint(draft, engine=engine, launch="--speculative-dspark-block-size 16 "
+                            "--speculative-num-draft-tokens 17").passed()
+    stopped = check_checkpoint(draft, engine=engine, launch="--speculative-dspark-block-size 8 "
+                               "--speculative-num-draft-tokens 17")
+    assert "LCH001" in codes(stopped, Severity.ERROR)
+    # a DFlash draft does not read it
+    dflash = fabricate(tmp_path / "f", family="dflash_gqa")
+    assert check_checkpoint(dflash, engine=engine, launch="--speculative-dspark-block-size 8").passed()

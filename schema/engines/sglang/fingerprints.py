@@ -67,6 +67,7 @@ FINGERPRINTS: dict[str, str | None] = {
     'sglang/srt/speculative/dflash_worker_v2.py::DFlashWorkerV2.__init__': '3bc979df45b65e07',
     'sglang/srt/speculative/dspark_components/dspark_config.py::_get_dspark_config': 'ee18781f2a8ec1ba',
     'sglang/srt/speculative/dspark_components/dspark_config.py::parse_dspark_draft_config': '355f1f641d720e03',
+    'sglang/srt/speculative/dspark_components/dspark_config.py::resolve_runtime_config': 'c96719ec113837ce',
     'sglang/srt/speculative/eagle_worker_v2.py::EAGLEWorkerV2.__init__': '6cd3f5f625f6c49f',
     'sglang/srt/speculative/eagle_worker_v2.py::EagleDraftWorker.init_lm_head': '08bc40e5f67e38da',
     'sglang/srt/utils/hf_transformers/common.py::get_hf_text_config': 'aca579a079b9dff0',

@@ -37,6 +37,14 @@ each wheel (`sglang/srt/...@sglang==X`) and run through its own
   its DFlash block size, or the server stops (::_handle_dspark@0.5.23:
   807-839; speculative/dspark_components/dspark_config.py::
   parse_dspark_draft_config).
+* `--speculative-dspark-block-size`: a DSPARK draft's gamma, taken over the
+  checkpoint's (::_handle_dspark@0.5.23:807-813, 643-649@0.5.20); the
+  server sets `--speculative-num-draft-tokens` to it + 1, and stops when
+  that flag is given otherwise (::_handle_dspark@0.5.23:825-839). The
+  worker takes gamma from that count and, when the checkpoint declares
+  another, logs a warning and drafts at the launch's gamma, not the trained
+  one (speculative/dspark_components/dspark_config.py::
+  resolve_runtime_config@0.5.23:84-134, the same in 0.5.20-0.5.22).
 * `--speculative-num-steps`: "DFLASH does not use EAGLE-style
   num_steps/topk" (::_handle_dflash@0.5.23:329-330, overridden to 1); for
   EAGLE-3 it sets the chain length, which changes no verdict: read, no rule.
@@ -70,6 +78,8 @@ LLAMA = "sglang/srt/models/llama.py"
 PP = "--pp-size"
 DRAFT_TOKENS = "--speculative-num-draft-tokens"
 DFLASH_BLOCK = "--speculative-dflash-block-size"
+DSPARK_BLOCK = "--speculative-dspark-block-size"
+DSPARK_CONFIG = "sglang/srt/speculative/dspark_components/dspark_config.py"
 STEPS = "--speculative-num-steps"
 DISAGGREGATION = "--disaggregation-mode"
 
@@ -78,6 +88,7 @@ FLAGS = (
              "EAGLE-3 draft's taps must lie on the last stage", aliases=("--pipeline-parallel-size",), minimum=1),
     FlagSpec(DRAFT_TOKENS, INT, "a DFlash drafter's block size; a DSpark draft's gamma + 1", minimum=1),
     FlagSpec(DFLASH_BLOCK, INT, "a DFlash drafter's block size", minimum=1),
+    FlagSpec(DSPARK_BLOCK, INT, "a DSpark drafter's gamma, over the checkpoint's", minimum=1),
     FlagSpec(STEPS, INT, "read: no verdict of a DFlash or EAGLE-3 draft depends on it"),
     FlagSpec(DISAGGREGATION, TEXT, "a DSpark pipeline needs a prefill server"),
 )
@@ -95,6 +106,7 @@ class Rules:
     dspark_pp: Source
     dspark_pp_needs_prefill: bool  # False: refused at any pp size above 1
     dspark_gamma: Source
+    dspark_worker: Source  # gamma from the draft-token count; another in the checkpoint: a warning
     eagle_stage: Source  # the EAGLE-3 draft runs on the last stage
     pp_split: Source
     stage_capture: Source
@@ -129,6 +141,7 @@ def rules(version: str) -> Rules:
         dspark_pp=_at(version, HOOK, dspark_pp, "_handle_dspark"),
         dspark_pp_needs_prefill=version != "0.5.20",
         dspark_gamma=_at(version, HOOK, gamma, "_handle_dspark"),
+        dspark_worker=_at(version, DSPARK_CONFIG, "84-134", "resolve_runtime_config"),
         eagle_stage=_at(version, EAGLE_WORKER, stage, "EAGLEWorkerV2.__init__"),
         pp_split=_at(version, PP_SPLIT, split, "get_pp_indices"),
         stage_capture=_at(version, LLAMA, capture, "LlamaModel.forward"),
@@ -198,6 +211,23 @@ def _dspark(launch: Launch | None, ctx: LaunchContext, r: Rules) -> list[Finding
     cf, release = ctx.config_file, f"SGLang {r.version}"
     gamma = _gamma(ctx.config)
     tokens = launch.get(DRAFT_TOKENS) if launch is not None else None
+    block = launch.get(DSPARK_BLOCK) if launch is not None else None
+    if block is not None:
+        if tokens is not None and tokens != block + 1:
+            return [Finding(
+                "LCH001", f"{cf}: the launch gives {DSPARK_BLOCK} {block} and {DRAFT_TOKENS} {tokens}: {release} "
+                f"stops, \"DSpark speculative_num_draft_tokens must equal gamma + 1\" (= {block + 1}, the block "
+                f"size flag being gamma: {r.dspark_gamma.cite()}). Give {DSPARK_BLOCK} alone"
+                f"{f', at the draft gamma {gamma}' if gamma else ''}.", file=cf,
+                detail={"dspark_block_size": block, "launch": launch.text})]
+        if gamma is not None and block != gamma:
+            return [Finding(
+                "LCH002", f"{cf}: the draft's gamma (its block size) is {gamma}, and the launch's {DSPARK_BLOCK} "
+                f"{block}: {release} takes the launch's ({r.dspark_gamma.cite()}), logs a warning and drafts "
+                f"blocks of {block}, not the {gamma} the draft was trained at ({r.dspark_worker.cite()}). Serve "
+                f"with {DSPARK_BLOCK} {gamma}, or leave it out.", file=cf,
+                detail={"gamma": gamma, "dspark_block_size": block, "launch": launch.text})]
+        return []
     if gamma is None or tokens is None or tokens == gamma + 1:
         return []
     return [Finding(
@@ -294,7 +324,8 @@ def judge_with(r: Rules) -> Callable[[Launch | None, LaunchContext], tuple[list[
 def model(version: str) -> LaunchModel:
     return LaunchModel(flags=FLAGS, judge=judge_with(rules(version)),
                        summary="--speculative-num-draft-tokens / --speculative-dflash-block-size against a DFlash "
-                               "draft's block size and a DSpark draft's gamma; --pp-size (DFlash refused above 1, "
+                               "draft's block size, --speculative-num-draft-tokens / --speculative-dspark-block-size "
+                               "against a DSpark draft's gamma; --pp-size (DFlash refused above 1, "
                                "DSpark only on a prefill server" + (", refused above 1 on 0.5.20" if version ==
                                                                      "0.5.20" else "")
                                + ", EAGLE-3 taps only on the last stage)")

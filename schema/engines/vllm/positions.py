@@ -160,7 +160,7 @@ def served_length(target: Any, launched: int | None) -> tuple[int | None, str]:
     return length, f"the target's derived max_model_len, {length} ({target.source})"
 
 
-def _method(family: str, config: Mapping[str, Any]) -> str:
+def draft_method(family: str, config: Mapping[str, Any]) -> str:
     if family.startswith("eagle3"):
         return "eagle3"
     if family == "k3_dspark":
@@ -174,7 +174,12 @@ def _finding(code: str, message: str, *, file: str, detail: dict, action: str = 
 
 
 def judge(version: str, family: str, config: Mapping[str, Any], config_file: str, target: Any,
-          launched: int | None, cited: Mapping[str, Source] | None = None) -> list[Finding]:
+          launched: int | None, cited: Mapping[str, Source] | None = None,
+          draft_max_model_len: int | None = None) -> list[Finding]:
+    """`draft_max_model_len`: the launch's --speculative-config max_model_len
+    (already judged no greater than the draft's or the served length): the
+    draft's max_model_len, which 0.33.0 lowers the server's to in place of
+    the one derived from the draft's config."""
     own = config.get("max_position_embeddings")
     if not isinstance(own, int) or isinstance(own, bool) or own <= 0:
         return []
@@ -184,7 +189,7 @@ def judge(version: str, family: str, config: Mapping[str, Any], config_file: str
     cited = cited if cited is not None else sources(version)
     blocks = rope_blocks(config)
     kinds = sorted({rope_type(b) for b in blocks})
-    method = _method(family, config)
+    method = draft_method(family, config)
     raise_site, rope = cited["raise"], cited["rope"]
     if version == "0.33.0":
         raised = all(k in CACHE_ONLY for k in kinds)
@@ -226,12 +231,14 @@ def judge(version: str, family: str, config: Mapping[str, Any], config_file: str
         return []
     cache = min(rows)
     if version == "0.33.0":
-        draft_length = derived_length(own, blocks)
+        draft_length = draft_max_model_len if draft_max_model_len is not None else derived_length(own, blocks)
         limit = cited["limit"]
         if draft_length is not None and draft_length < length and cache >= draft_length:
             return [_finding(
                 "ROP004", f"{where}; vLLM {version} leaves it ({why_not}: {raise_site.cite()}) and Model Runner "
-                f"V2 lowers the server's max_model_len to the draft's, {draft_length} ({limit.cite()}): served as "
+                f"V2 lowers the server's max_model_len to the draft's, {draft_length}"
+                f"{' (the --speculative-config max_model_len)' if draft_max_model_len is not None else ''} "
+                f"({limit.cite()}): served as "
                 "trained, on a shorter context than the target's, with a warning in the server's log only.",
                 file=config_file, detail={**detail, "served_length": draft_length, "requested_length": length},
                 action="Nothing, if that context is enough; else write the length the draft was trained at, or "

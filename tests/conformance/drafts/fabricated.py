@@ -148,6 +148,11 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-num-draft-tokens 16"),
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--pp-size 2"),
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--pp-size 2 --disaggregation-mode prefill"),
+        # --speculative-dspark-block-size is gamma, over the checkpoint's
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-dspark-block-size 16"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "--speculative-dspark-block-size 8"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "",
+         "--speculative-dspark-block-size 16 --speculative-num-draft-tokens 16"),
         ("eagle3_llama", "good", {}, "", "--pp-size 2"),
         ("eagle3_llama", "good", {}, "", "--pipeline-parallel-size 4"),
         ("eagle3_llama", "taps-6-7-8", {}, "taps=6,7,8", "--pp-size 2"),
@@ -175,6 +180,29 @@ LAUNCH_CASES: dict[str, list[tuple[str, str, dict, str, str]]] = {
         ("eagle3_llama", "good", {}, "", """--speculative-config '{"method": "eagle3"}'"""),
         ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "",
          """--speculative-config '{"method": "dspark", "num_speculative_tokens": 7}'"""),
+        # A pipeline of 2 (schema/engines/vllm/pipeline.py): the Llama and
+        # Qwen3 targets' decoders relay captured states across stages, the
+        # Qwen3.5 and Kimi-K2.5 ones do not.
+        ("eagle3_llama", "good", {}, "", "--pipeline-parallel-size 2"),
+        ("eagle3_qwen3", "good", {}, "", "-pp 2"),
+        ("eagle3_mla", "good", {}, "", "-pp 2"),
+        ("dflash_gqa", "good", {}, "", "-pp 2"),
+        ("dflash_gqa", "good-dspark", {"variant": "dspark"}, "", "-pp 2"),
+        # max_model_len in --speculative-config: the draft's own length,
+        # refused above the draft's derived length or the served one; 0.33.0
+        # lowers the server's to it for a draft whose RoPE it does not raise.
+        ("dflash_gqa", "good", {}, "",
+         """--max-model-len 2048 -sc '{"method": "dflash", "num_speculative_tokens": 3, "max_model_len": 1024}'"""),
+        ("dflash_gqa", "max-pos-1024", {}, "max_position_embeddings=1024",
+         """--max-model-len 2048 -sc '{"method": "dflash", "num_speculative_tokens": 3, "max_model_len": 1536}'"""),
+        ("dflash_gqa", "yarn-4096", {}, "max_position_embeddings=4096; rope_scaling="
+         '{"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048}',
+         """--max-model-len 2048 -sc '{"method": "dflash", "num_speculative_tokens": 3, "max_model_len": 1024}'"""),
+        ("dflash_gqa", "yarn-4096", {}, "max_position_embeddings=4096; rope_scaling="
+         '{"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048}',
+         """--max-model-len 2048 -sc '{"method": "dflash", "num_speculative_tokens": 3, "max_model_len": 3072}'"""),
+        ("eagle3_llama", "good", {}, "",
+         """--max-model-len 2048 -sc '{"method": "eagle3", "num_speculative_tokens": 3, "max_model_len": 1024}'"""),
     ],
 }
 

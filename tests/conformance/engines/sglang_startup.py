@@ -55,9 +55,12 @@ def block_size_problems(algorithm: str, draft, draft_config) -> list[str]:
     (`set_block_size`); a checkpoint that declares another block size only
     gets a log warning. Judged where the config declares one: otherwise
     what it was trained at is not written down."""
+    from sglang.srt.runtime_context import get_spec
+
+    if algorithm == "DSPARK":
+        return _dspark_gamma_problems(get_spec().speculative_num_draft_tokens, draft_config)
     if algorithm != "DFLASH":
         return []
-    from sglang.srt.runtime_context import get_spec
     from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
 
     declared = parse_dflash_draft_config(draft_hf_config=draft_config.hf_config).block_size
@@ -70,6 +73,27 @@ def block_size_problems(algorithm: str, draft, draft_config) -> list[str]:
         return []
     return [f"the worker drafts blocks of {served} (--speculative-num-draft-tokens), the draft declares "
             f"block_size {declared}: served at the launch's size, with a log warning"]
+
+
+def _dspark_gamma_problems(launched, draft_config) -> list[str]:
+    """The gamma a DSPARK draft is served at, as its worker resolves it
+    (speculative/dspark_components/dspark_config.py::resolve_runtime_config@0.5.23:84-134):
+    from the resolved --speculative-num-draft-tokens (the launch's
+    --speculative-dspark-block-size + 1 when given); a checkpoint that
+    declares another gamma only gets a log warning."""
+    from sglang.srt.speculative.dspark_components.dspark_config import (
+        dspark_gamma_from_num_draft_tokens,
+        parse_dspark_draft_config,
+    )
+
+    declared = parse_dspark_draft_config(draft_hf_config=draft_config.hf_config).resolve_gamma(default=None)
+    if launched is None or declared is None:
+        return []
+    served = dspark_gamma_from_num_draft_tokens(int(launched))
+    if served == int(declared):
+        return []
+    return [f"the worker drafts with gamma {served} (--speculative-num-draft-tokens {launched}), the draft "
+            f"declares {declared}: served at the launch's gamma, with a log warning"]
 
 
 def _shipped_names(folder: Path) -> set[str]:

@@ -97,6 +97,8 @@ def stage(name: str, call, *args, **kwargs):
         return call(*args, **kwargs)
     except ImportError as error:  # the environment lacks a module: not the draft's doing
         raise HarnessGap(f"{type(error).__name__}: {error} (at {engine_frame(error)})") from error
+    except HarnessGap:
+        raise
     except Exception as error:  # the engine's refusal, whatever its type
         raise Refusal(name, error) from error
 
@@ -140,6 +142,11 @@ DEFAULT_MAX_MODEL_LEN = 2048
 def launch_max_model_len(launch: str | None) -> int:
     value = launch_flag(launch, "--max-model-len")
     return int(value) if value is not None else DEFAULT_MAX_MODEL_LEN
+
+
+def launch_pipeline_size(launch: str | None) -> int:
+    value = launch_flag(launch, "--pipeline-parallel-size", "-pp")
+    return int(value) if value is not None else 1
 
 
 # vLLM's P-EAGLE names (model_executor/models/registry.py@0.33.0:699, 706).
@@ -249,13 +256,33 @@ def build_configs(case: Case, scratch: Path) -> VllmConfig:
     flags = {"method": user_method(case), **flags}
     flags.update(speculators_locked_fields(case))
     flags["model"] = case.folder
-    parallel = ParallelConfig()
+    # The launch's pipeline size reaches every config check (this process
+    # is still one stage: what the stages split is judged in
+    # pipeline_capture).
+    parallel = ParallelConfig(pipeline_parallel_size=launch_pipeline_size(case.launch))
     speculative = stage("config", SpeculativeConfig, target_model_config=target, target_parallel_config=parallel,
                         **flags)
     vllm_config = stage("config", VllmConfig, model_config=target, speculative_config=speculative,
                         parallel_config=parallel, device_config=DeviceConfig("cpu"), load_config=LoadConfig())
     stage("config", limit_length_as_v2, vllm_config)
     return vllm_config
+
+
+def pipeline_capture(target: torch.nn.Module, vllm_config: VllmConfig, stand_in: str) -> bool:
+    """At a pipeline above 1, Model Runner V2 relays the captured states
+    across stages only for a decoder that declares it, and refuses any
+    other target when it loads the model
+    (v1/worker/gpu/model_runner.py::GPUModelRunner.load_model@0.32.0:405-417;
+    v1/worker/gpu/spec_decode/eagle/eagle3_utils.py::set_eagle3_aux_hidden_state_layers@0.33.0:25-46):
+    its own check runs here on the case's target (this process is one stage,
+    so the relay itself is not run). True where it ran."""
+    speculative = vllm_config.speculative_config
+    if vllm_config.parallel_config.pipeline_parallel_size <= 1 or not runner_wants_aux_hidden_states(speculative):
+        return False
+    if stand_in:
+        raise HarnessGap(f"the pipeline check needs the case's own target class ({stand_in[:200]})")
+    eagle3_utils.verify_supports_aux_hidden_states_over_pp(target, speculative.method)
+    return True
 
 
 def limit_length_as_v2(vllm_config: VllmConfig) -> None:
@@ -366,6 +393,7 @@ def run_case(case: Case, scratch: Path) -> Outcome:
             init_world(scratch)
             target, stand_in = target_stage(build_target, vllm_config, scratch)
             ids = stage("capture", set_up_capture, target, vllm_config)
+            relayed = stage("capture", pipeline_capture, target, vllm_config, stand_in)
             captured = vllm_checks.suite_layers(ids, target)
             sentinel = vllm_checks.Sentinel()
             with sentinel.around(default_loader.DefaultModelLoader):
@@ -374,6 +402,8 @@ def run_case(case: Case, scratch: Path) -> Outcome:
             outcome = vllm_checks.judge(case, vllm_config, target, draft, sentinel, ids, captured)
             if stand_in:
                 outcome.details["target"] = stand_in
+            if relayed:
+                outcome.details["pipeline"] = "the target's decoder relays captured states across stages"
             return outcome
     except HarnessGap as gap:
         return Outcome(NO_RUN, reason=str(gap)[:2000], captured_layers=captured)
