@@ -394,3 +394,18 @@ def test_sglangs_dspark_block_size_flag_is_gamma_over_the_checkpoints(tmp_path, 
     # a DFlash draft does not read it
     dflash = fabricate(tmp_path / "f", family="dflash_gqa")
     assert check_checkpoint(dflash, engine=engine, launch="--speculative-dspark-block-size 8").passed()
+
+
+def test_tokenspeed_0_1_0_has_no_pipeline_flag_and_refuses_the_launch(tmp_path):
+    # 0.1.0's parser has no --pipeline-parallel-size: the server exits at
+    # argument parsing, whatever the draft; 0.1.1 reads the flag.
+    draft = fabricate(tmp_path / "d", family="dflash_gqa")
+    launch = "--pipeline-parallel-size 2 --disaggregation-mode prefill"
+    old = check_checkpoint(draft, engine="tokenspeed@0.1.0", launch=launch)
+    [refusal] = [f for f in old.errors if f.code == "LCH001"]
+    assert refusal.detail["flag"] == "--pipeline-parallel-size" and "0.1.0" in refusal.message
+    assert [row["outcome"] for row in old.engine_verdicts()] == ["refused"]
+    assert check_checkpoint(draft, engine="tokenspeed@0.1.0", launch="--speculative-num-steps 3").passed()
+    # 0.1.1 has the flag: it refuses a DFlash drafter on a pipeline, for the family, not the flag
+    newer = check_checkpoint(draft, engine="tokenspeed@0.1.1", launch=launch)
+    assert [f.detail.get("flag") for f in newer.errors if f.code == "LCH001"] == [None]

@@ -169,7 +169,8 @@ RELEASE_0_1_0 = EngineProfile(
     "no GQA DSpark, no DFlash2",
     loaders=_Loaders({**{family: functools.partial(_main_loader, family) for family in ("dflash_gqa", "eagle3_llama")},
                       "eagle3_mla": lambda: _releases().eagle3_mla_loader_0_1_0(_main_loader("eagle3_mla"))}),
-    **{**PROFILE_FACTS, "architectures": _releases().architectures_0_1_0(PROFILE_FACTS["architectures"])},
+    **{**PROFILE_FACTS, "architectures": _releases().architectures_0_1_0(PROFILE_FACTS["architectures"]),
+       "launch_model": importlib.import_module(f"{__name__}.launch").MODEL_0_1_0},
 )
 
 # The first is what a bare `tokenspeed` means: the newest release; the git

@@ -373,3 +373,35 @@ MODEL = LaunchModel(
     flags=FLAGS, judge=judge,
     summary="block size against the speculative widths (DFlash, DSpark, K3 DSpark); pipeline parallelism "
             "(which families start, K3 DSpark's last-stage embed_tokens, quantized drafts, extra fc_norm)")
+
+
+# 0.1.0 -----------------------------------------------------------------------
+# 0.1.0's server has no --pipeline-parallel-size (0.1.1 adds it with the
+# prefill pipeline, server_args.py:2292-2298@0.1.1) and parses with
+# allow_abbrev=False, so no other spelling reaches it: a launch that gives
+# it exits at argument parsing, whatever its value and whatever the draft.
+# The other flags 0.1.1's rules read exist in 0.1.0 and change no verdict
+# dspark models there (its block size is judged at the defaults).
+_PARSER_0_1_0 = (Source(SERVER_ARGS, "739-1915", "tokenspeed==0.1.0", "ServerArgs.add_cli_args"),
+                 Source(SERVER_ARGS, "1968-1982", "tokenspeed==0.1.0", "prepare_server_args"))
+FLAGS_0_1_0 = (FlagSpec(PP, INT, "not a flag of 0.1.0: the server exits at its argument parsing", minimum=1),)
+
+
+def judge_0_1_0(launch: Launch | None, ctx: LaunchContext) -> tuple[list[Finding], Callable[[Finding], Finding]]:
+    if launch is None:
+        return [], keep
+    findings = [ignored_note(launch, FLAGS_0_1_0)]
+    if launch.has(PP):
+        where = "; ".join(source.cite() for source in _PARSER_0_1_0)
+        findings.append(_finding(
+            "LCH001",
+            f"--launch: TokenSpeed 0.1.0 has no {PP} flag (0.1.1 adds it): its argument parser refuses the "
+            f"launch and the server exits before it loads anything ({where}). Drop the flag, or serve on 0.1.1.",
+            ctx.config_file, launch=launch.text, flag=PP))
+    return findings, keep
+
+
+MODEL_0_1_0 = LaunchModel(
+    flags=FLAGS_0_1_0, judge=judge_0_1_0,
+    summary="flags 0.1.0's server does not have (--pipeline-parallel-size, added in 0.1.1): it exits at its "
+            "argument parsing")

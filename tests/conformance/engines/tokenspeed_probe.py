@@ -102,6 +102,11 @@ class HarnessGap(Exception):
     """The probe itself cannot run this case (not the engine's verdict)."""
 
 
+class LaunchRefused(Exception):
+    """The release's own argument parser refuses the case's launch flags
+    (a flag it does not have): the server exits before it builds anything."""
+
+
 def _engine_frame(error: BaseException) -> str:
     """The last frame of the traceback inside the engine's package."""
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
@@ -208,9 +213,15 @@ class Probe:
                 *(["--language-model-only"] if language_only else []), *shlex.split(case.launch or "")]
         try:
             server_args = self.prepare_server_args(argv)
-        except SystemExit as error:  # a flag this release does not have: no verdict on the draft
-            raise HarnessGap(f"the release's argument parser refuses the case's launch flags "
-                             f"(exit {error.code}): {case.launch}") from None
+        except SystemExit as error:
+            if not case.launch:
+                raise HarnessGap(f"the release's argument parser refuses the probe's own flags (exit {error.code})"
+                                 ) from None
+            # The probe's flags alone parse (every case without a launch
+            # does): a flag of the case's launch this release does not have
+            # stops the server, whatever the draft.
+            raise LaunchRefused(f"the release's argument parser refuses the launch (exit {error.code}): "
+                                f"{case.launch}") from None
         # One process stands for the world: the launcher gives each process
         # its rank before it builds anything (entrypoints/engine.py:639).
         # Under --pipeline-parallel-size > 1 it is a rank of the LAST stage,
@@ -452,6 +463,8 @@ class Probe:
                         drafter = self._start_drafter(server_args, algorithm, draft, draft_config, target)
         except (HarnessGap, tokenspeed_stubs.StubCalled):
             raise
+        except LaunchRefused as refusal:
+            return Outcome(REFUSED, reason=str(refusal), stage="launch", details={"algorithm": algorithm})
         except Exception as error:
             if traceback.extract_tb(error.__traceback__)[-1].filename == __file__:
                 raise  # the probe's own mistake, not the engine's verdict
