@@ -883,3 +883,24 @@ def test_a_markov_head_type_declared_only_in_dflash_config_is_built_vanilla(tmp_
     config["dflash_config"]["markov_head_type"] = "vanilla"  # the same head either way
     (draft / "config.json").write_text(_json.dumps(config))
     assert "ENG001" not in {f.code for f in check_checkpoint(draft, engine="sglang@0.5.23").errors}
+
+
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.23"])
+def test_a_muse_glimmer_target_captures_a_dflash_draft_one_layer_early_but_not_a_dflash2_one(tmp_path, version):
+    # Muse Glimmer captures the stream entering layer k for an id k
+    # (models/muse_glimmer.py::MuseGlimmerModel.forward:420-423); the runner
+    # maps only DFlash2 (and Muse assistant) ids up by one first
+    # (spec_aux_hidden_state.py::_map_muse_target_layer_ids:22-29).
+    from dspark.examples.fabricate import fabricate
+
+    config = {"model_type": "muse_glimmer", "hidden_size": 40, "num_hidden_layers": 12, "vocab_size": 96}
+    muse = target(tmp_path / "muse", {"architectures": ["MuseGlimmerForCausalLM"], **config})
+    qwen3 = target(tmp_path / "qwen3", {"architectures": ["Qwen3ForCausalLM"], **config, "model_type": "qwen3"})
+    engine = f"sglang@{version}"
+    dflash = fabricate(tmp_path / "dflash", family="dflash_gqa", engine="sglang")
+    assert check_checkpoint(dflash, engine=engine, target=qwen3).passed()
+    early = check_checkpoint(dflash, engine=engine, target=muse)
+    assert errors(early) == Counter({"TAP006": 1}) and early.resolved.tap_layers == [0, 3, 6]
+    dflash2 = fabricate(tmp_path / "dflash2", family="dflash2", engine="sglang")
+    served = check_checkpoint(dflash2, engine=engine, target=muse)
+    assert served.passed() and served.resolved.tap_layers == [1, 4, 7]

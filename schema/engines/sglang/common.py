@@ -241,10 +241,34 @@ EAGLE3_NUMBERING = TapNumbering(
 # or DeepSeek-V4 targets') adds 1; those capture the layer's output in place
 # (models/llama.py:943-953; models/qwen3.py:793-805; models/deepseek_v2.py:
 # 3475-3485; models/kimi_k3.py:3054-3071). Both name layer outputs.
+#
+# Muse Glimmer's setter adds nothing and its model appends the stream
+# ENTERING layer i for an id i (models/muse_glimmer.py::MuseGlimmerModel.
+# forward@0.5.23:420-423, MuseGlimmerForCausalLM.set_dflash_layers_to_capture:
+# 866-879): layer i - 1's output. The runner first maps a DFlash2 (or Muse
+# assistant) draft's ids up by one, so those read layer outputs there as
+# everywhere; every other DFLASH-family draft's id k is layer k - 1's output
+# (model_runner_components/spec_aux_hidden_state.py::
+# _map_muse_target_layer_ids:22-29, same in 0.5.20-0.5.23).
+MUSE_INPUT_CAPTURE_TARGETS = frozenset({"MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration"})
+
+
+def _muse_input_shift(ids: Sequence[int], target_class: str | None) -> int:
+    return -1 if target_class in MUSE_INPUT_CAPTURE_TARGETS else 0
+
+
 DFLASH_NUMBERING = TapNumbering(
     base=LAYER_OUTPUT,
-    text="id k is the output of target layer k",
+    text="id k is the output of target layer k (on a Muse Glimmer target, of layer k - 1: it captures the "
+         "stream entering layer k)",
     source=at("793-805", QWEN3, "Qwen3ForCausalLM.set_dflash_layers_to_capture"),
+    shift=_muse_input_shift,
+)
+DFLASH2_NUMBERING = TapNumbering(
+    base=LAYER_OUTPUT,
+    text="id k is the output of target layer k (a Muse Glimmer target is handed k + 1, which it captures "
+         "entering that layer)",
+    source=at("22-29", SPEC_AUX, "_map_muse_target_layer_ids"),
 )
 
 # Target classes whose model implements set_eagle3_layers_to_capture: any

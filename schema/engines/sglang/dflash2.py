@@ -40,6 +40,7 @@ from typing import Any, Mapping
 from dspark.schema.engines.base import FamilyLoader, SkipRule, served_wrong
 from dspark.schema.engines.sglang import dflash_gqa
 from dspark.schema.engines.sglang.common import (
+    DFLASH2_NUMBERING,
     DFLASH_MODEL,
     DFLASH_TARGET_CLASSES,
     DFLASH_UTILS,
@@ -197,6 +198,8 @@ LOADER: FamilyLoader = dataclasses.replace(
     dflash_gqa.LOADER,
     family="dflash2",
     model_class="DFlash2DraftModel",
+    # its ids are mapped up by one on a Muse Glimmer target: layer outputs there too
+    taps=dataclasses.replace(dflash_gqa.TAPS, numbering=DFLASH2_NUMBERING),
     skips=(
         # DFlash2DraftModel's lm_head is None until the worker points it at the
         # target's (models/dflash.py:1280-1282; dflash_worker_v2.py:907-911,

@@ -23,6 +23,7 @@ FINGERPRINTS: dict[str, str | None] = {
     'sglang/srt/configs/model_config.py::ModelConfig._parse_quant_hf_config': 'b85fd613512ef06c',
     'sglang/srt/distributed/utils.py::get_pp_indices': '17d03bb4cba84ea7',
     'sglang/srt/model_executor/model_runner_components/attention_backend_setup.py::configure_aux_hidden_state_capture': 'bc21701c937e2cda',
+    'sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py::_map_muse_target_layer_ids': '9a0eea511aaa1f2b',
     'sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py::_resolve_dflash_aux_hidden_state': '7b05b43152da9787',
     'sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state': '013d162ded591716',
     'sglang/srt/model_loader/weight_utils.py::filter_duplicate_safetensors_files': 'acd1e963aa15181a',
