@@ -6,7 +6,6 @@ citation beside each case is the code that decides it."""
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -17,12 +16,8 @@ from dspark.examples.fabricate import SCALES, draft_config, make_tensors, tensor
 from dspark.schema.engines import engine_by_spec
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Severity
+from draft_edits import without_qualname
 
-
-def without_qualname(citation: str) -> str:
-    """A citation without its `::Qualified.name` (the lines and commit are
-    what these tests pin)."""
-    return re.sub(r"::[\w.]+(?=@)", "", citation)
 
 TINY = SCALES["tiny"]
 

@@ -7,7 +7,6 @@ case asserts both, so the two profiles cannot drift into each other."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from collections import Counter
@@ -22,12 +21,8 @@ from dspark.examples.fabricate_eagle3 import (EAGLE3_QWEN3_DEFECTS, EAGLE3_SCALE
 from dspark.schema.engines import engine_by_spec, engine_specs
 from dspark.schema.errors import UsageError
 from dspark.schema.findings import Severity
+from draft_edits import without_qualname
 
-
-def without_qualname(citation: str) -> str:
-    """A citation without its `::Qualified.name` (the lines and commit are
-    what these tests pin)."""
-    return re.sub(r"::[\w.]+(?=@)", "", citation)
 
 torch = pytest.importorskip("torch")
 
@@ -142,7 +137,6 @@ def test_a_float32_d2t_is_cast_by_vllm_and_fails_tokenspeed_and_sglang(tmp_path)
     assert check_checkpoint(draft, engine=VLLM).passed()
     assert errors(check_checkpoint(draft, engine="tokenspeed"))["VOC002"] == 1
     assert errors(check_checkpoint(draft, engine="sglang"))["VOC002"] == 1
-
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -666,7 +660,6 @@ def test_a_pruned_vocabulary_without_its_head_gets_the_targets_full_head(tmp_pat
     report = check_checkpoint(draft, engine=VLLM)
     assert errors(report) == Counter({"INV001": 1})
     assert "attaches the target's 96-row head" in message(report, "INV001")
-
 
 
 def test_a_torchspec_native_list_is_one_layer_early_on_vllm(tmp_path):

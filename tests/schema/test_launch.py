@@ -16,6 +16,7 @@ from dspark.examples.fabricate import fabricate
 from dspark.schema.engines.launch import LaunchError, parse_launch
 from dspark.schema.engines.tokenspeed.launch import FLAGS, checkpoint_block_size, launch_widths
 from dspark.schema.findings import Severity
+from draft_edits import set_config_fields as edit_config
 
 
 def codes(report, severity=None) -> Counter:
@@ -24,17 +25,6 @@ def codes(report, severity=None) -> Counter:
 
 def lch(report) -> list:
     return [f for f in report.findings if f.code.startswith("LCH")]
-
-
-def edit_config(folder: Path, **values) -> Path:
-    config = json.loads((folder / "config.json").read_text())
-    for key, value in values.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def edit_tensors(folder: Path, drop=(), replace=None) -> Path:

@@ -17,6 +17,7 @@ from dspark.examples.fabricate import fabricate, target_config
 from dspark.schema.engines import engine_by_spec
 from dspark.schema.engines.sglang import DEFAULT, PROFILES
 from dspark.schema.findings import Severity
+from draft_edits import set_config_fields
 
 NEWEST = "sglang@0.5.23"
 
@@ -24,14 +25,7 @@ NEWEST = "sglang@0.5.23"
 def draft(folder: Path, *, variant: str = "dspark", family: str = "dflash_gqa", **fields) -> Path:
     """A fabricated draft for SGLang, its config.json given `fields` (None drops a key)."""
     fabricate(folder, family=family, engine="sglang", **({"variant": variant} if variant else {}))
-    config = json.loads((folder / "config.json").read_text())
-    for key, value in fields.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
+    return set_config_fields(folder, **fields)
 
 
 def target(folder: Path, architecture: str, family: str) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections import Counter
 
 import pytest
@@ -25,12 +24,8 @@ from dspark.schema.engines import engine_by_spec
 from dspark.schema.explanations import rule_sources
 from dspark.schema.findings import Severity
 from dspark.schema.rules import STREAM_ENV_VAR
+from draft_edits import without_qualname
 
-
-def without_qualname(citation: str) -> str:
-    """A citation without its `::Qualified.name` (the lines and commit are
-    what these tests pin)."""
-    return re.sub(r"::[\w.]+(?=@)", "", citation)
 
 SERVING_CHANGE = ("tokenspeed@pr1031", "tokenspeed")
 DRAFTER_1031 = "python/tokenspeed/runtime/execution/drafter/dflash.py@4b9766f6:"

@@ -14,6 +14,7 @@ import pytest
 from dspark.converters.check import check_checkpoint
 from dspark.examples.fabricate import fabricate, target_config
 from dspark.schema.engines.launch import LaunchError
+from draft_edits import set_config_fields
 
 OLDER = ("0.32.0", "0.31.0", "0.30.0")
 ALL = ("0.33.0",) + OLDER
@@ -21,14 +22,7 @@ ALL = ("0.33.0",) + OLDER
 
 def draft(folder: Path, family: str, **config_updates) -> Path:
     fabricate(folder, family=family, engine="vllm")
-    config = json.loads((folder / "config.json").read_text())
-    for key, value in config_updates.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
+    return set_config_fields(folder, **config_updates)
 
 
 def target(folder: Path, family: str, max_position_embeddings: int | None) -> Path:

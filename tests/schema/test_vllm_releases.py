@@ -6,7 +6,6 @@ differs between the two releases, both verdicts asserted."""
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -18,12 +17,7 @@ from dspark.examples.fabricate import fabricate, target_config
 from dspark.schema.engines import engine_by_spec
 from dspark.schema.engines.vllm import DEFAULT, PROFILES
 from dspark.schema.findings import Severity
-
-
-def without_qualname(citation: str) -> str:
-    """A citation without its `::Qualified.name` (the lines and commit are
-    what these tests pin)."""
-    return re.sub(r"::[\w.]+(?=@)", "", citation)
+from draft_edits import without_qualname
 
 
 def draft(folder: Path, family: str, edit=None, **options) -> Path:
